@@ -1,0 +1,53 @@
+# peagle-deploy: every target sets up what it needs from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+VLLM_VERSION := 0.30.0
+export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-$(VLLM_VERSION)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint typecheck unit synth vllm-env setup clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# What `peagle` needs at run time plus the embedded local AWS for the demo.
+$(VENV)/.stamp-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[local]'
+	touch $@
+
+# Everything: SDK, CDK, linters, test tools.
+$(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.stamp-local
+
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.stamp-dev node_modules/.stamp
+
+vllm-env:
+	scripts/vllm-env.sh >/dev/null
+
+demo: $(VENV)/.stamp-local
+	$(BIN)/peagle plan qwen3-coder-30b-a3b-instruct
+
+lint: $(VENV)/.stamp-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.stamp-dev
+	$(BIN)/mypy
+
+unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2 --dist loadgroup
+
+test: lint typecheck unit
+
+synth: $(VENV)/.stamp-dev node_modules/.stamp
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --all --quiet
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""peagle-serve: the entrypoint of the bundled vLLM SageMaker container."""

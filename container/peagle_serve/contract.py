@@ -1,0 +1,121 @@
+"""The contract between the SageMaker side (SDK, CDK) and the serving container.
+
+Standard library only: the container installs this package without peagle_deploy, and
+peagle_deploy / infra import it so that both sides share one definition of paths,
+variable names and the speculative-decoding metric line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+# --- Where SageMaker mounts things (FACTS.md 4) -------------------------------------
+MODEL_DIR: Final = "/opt/ml/model"
+ADDITIONAL_DATA_ROOT: Final = "/opt/ml/additional-model-data-sources"
+DEFAULT_DRAFTER_CHANNEL: Final = "eagle"
+SERVING_PORT: Final = 8080
+
+# --- Environment variables the AWS vLLM images read (FACTS.md 3) ----------------------
+SM_VLLM_PREFIX: Final = "SM_VLLM_"
+SPECULATIVE_CONFIG_ENV: Final = "SM_VLLM_SPECULATIVE_CONFIG"
+MODEL_ENV: Final = "SM_VLLM_MODEL"
+HF_MODEL_ID_ENV: Final = "HF_MODEL_ID"
+# Seconds between two reads of vLLM's /metrics by the container's acceptance reporter.
+METRICS_INTERVAL_ENV: Final = "PEAGLE_METRICS_INTERVAL_SECONDS"
+
+
+def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:
+    """Path at which SageMaker mounts an additional model data source channel."""
+    return f"{ADDITIONAL_DATA_ROOT}/{channel}"
+
+
+# --- The speculative-decoding metric line ------------------------------------------
+# The container prints one JSON object per line to stdout (CloudWatch Logs). The same
+# object is an Embedded Metric Format document (the `_aws` key), and its top-level
+# fields are what the CDK stack's metric filters select with `{ $.event = ... }`.
+METRIC_EVENT: Final = "peagle.spec_decode"
+METRIC_NAMESPACE: Final = "PEagle/SpecDecode"
+
+
+class MetricField:
+    """One numeric field of the metric line and the CloudWatch metric it becomes."""
+
+    __slots__ = ("json_key", "metric_name", "unit")
+
+    def __init__(self, json_key: str, metric_name: str, unit: str) -> None:
+        self.json_key = json_key
+        self.metric_name = metric_name
+        self.unit = unit
+
+    def __repr__(self) -> str:
+        return f"MetricField({self.json_key!r}, {self.metric_name!r}, {self.unit!r})"
+
+
+METRIC_FIELDS: Final[tuple[MetricField, ...]] = (
+    MetricField("acceptance_rate", "AcceptanceRate", "None"),
+    MetricField("mean_acceptance_length", "MeanAcceptanceLength", "None"),
+    MetricField("draft_tokens_per_s", "DraftTokensPerSecond", "Count/Second"),
+    MetricField("accepted_tokens_per_s", "AcceptedTokensPerSecond", "Count/Second"),
+)
+
+
+def metric_filter_pattern() -> str:
+    """CloudWatch Logs filter pattern that matches exactly the metric lines."""
+    return f'{{ $.event = "{METRIC_EVENT}" }}'
+
+
+def metric_value_selector(field: MetricField) -> str:
+    """CloudWatch Logs metric-filter value expression for one field."""
+    return f"$.{field.json_key}"
+
+
+def format_metric_line(
+    values: Mapping[str, float],
+    *,
+    per_position_acceptance: list[float] | None = None,
+    timestamp_ms: int,
+    dimensions: Mapping[str, str] | None = None,
+) -> str:
+    """Render one metric line.
+
+    `values` must hold every key of METRIC_FIELDS. Per-position acceptance rates are
+    carried as a list (position 1 first); they are data for humans and tools, not
+    CloudWatch metrics (the number of positions depends on K).
+    """
+    missing = [f.json_key for f in METRIC_FIELDS if f.json_key not in values]
+    if missing:
+        raise ValueError(f"metric line is missing {', '.join(missing)}")
+    dims = dict(dimensions or {})
+    doc: dict[str, Any] = {
+        "event": METRIC_EVENT,
+        **{f.json_key: round(float(values[f.json_key]), 6) for f in METRIC_FIELDS},
+        "acceptance_rate_per_position": [round(r, 6) for r in per_position_acceptance or []],
+        **dims,
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": METRIC_NAMESPACE,
+                    "Dimensions": [sorted(dims)] if dims else [[]],
+                    "Metrics": [{"Name": f.json_key, "Unit": f.unit} for f in METRIC_FIELDS],
+                }
+            ],
+        },
+    }
+    return json.dumps(doc, separators=(",", ":"), sort_keys=False)
+
+
+def parse_metric_line(line: str) -> dict[str, Any] | None:
+    """The metric document in a log line, or None when the line is something else."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("event") != METRIC_EVENT:
+        return None
+    return doc

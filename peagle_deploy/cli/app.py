@@ -1,0 +1,65 @@
+"""Root of the `peagle` CLI.
+
+Each command group lives in its own module and is registered here. Modules import
+heavy dependencies (sagemaker, aws_cdk, matplotlib, boto3 clients) inside the command
+functions, never at import time: `peagle --help` must stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from peagle_deploy.cli import output
+from peagle_deploy.errors import PeagleError
+
+app = typer.Typer(
+    name="peagle",
+    help=(
+        "Deploy and operate P-EAGLE (parallel speculative decoding) vLLM endpoints on "
+        "Amazon SageMaker.\n\nStart with `peagle models`, then `peagle plan MODEL` to see "
+        "exactly what would be sent to SageMaker."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _register() -> None:
+    # One line per command module; each module adds its commands to `app`.
+    from peagle_deploy.cli import plan  # noqa: F401
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: PeagleError becomes one line on stderr, no traceback."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except PeagleError as exc:
+        output.error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except Exception as exc:  # click usage errors and aborts
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, click.exceptions.Abort):
+            output.error("aborted")
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
