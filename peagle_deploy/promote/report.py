@@ -1,0 +1,80 @@
+"""Rendering a gate report: a rich table for people, a JSON document for CI.
+
+The table is what a reviewer sees in a CI log when a promotion is refused, so each row
+says the gate, the level, what was measured, what was required, and the verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from peagle_deploy.promote.evaluate import GateReport, GateResult
+
+_STATUS_STYLE = {"pass": "[green]PASS[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]"}
+
+
+def _measured(result: GateResult) -> str:
+    value = result.measured
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if result.kind == "error_rate":
+        return f"{value:.2%}"
+    if result.kind == "acceptance_length":
+        return f"{value:.2f}"
+    if result.kind == "p99_ttft_ms":
+        return f"{value:,.1f} ms"
+    return f"{value:,.1f} tok/s"
+
+
+def gate_table(report: GateReport, title: str | None = None) -> Table:
+    """The per-gate table (also used by the rehearsal)."""
+    table = Table(
+        title=title
+        or f"gates for {report.target_stage} (measured on {report.source_stage} endpoint "
+        f"{report.source_endpoint})",
+        title_justify="left",
+        show_lines=False,
+    )
+    table.add_column("gate")
+    table.add_column("conc", justify="right")
+    table.add_column("measured", justify="right")
+    table.add_column("required")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for r in report.results:
+        table.add_row(
+            r.kind,
+            "-" if r.concurrency is None else str(r.concurrency),
+            _measured(r),
+            r.required,
+            _STATUS_STYLE[r.status],
+            r.detail,
+        )
+    return table
+
+
+def render_report(report: GateReport, console: Console, title: str | None = None) -> None:
+    """Print the table and a one-line verdict."""
+    console.print(gate_table(report, title))
+    failures = report.failures
+    if failures:
+        names = ", ".join(f.name for f in failures)
+        console.print(f"[bold red]{len(failures)} gate(s) failed:[/] {names}", highlight=False)
+    else:
+        skipped = sum(1 for r in report.results if r.status == "skip")
+        extra = f" ({skipped} skipped)" if skipped else ""
+        console.print(f"[green]all {len(report.results)} gates passed{extra}[/]", highlight=False)
+
+
+def report_json(report: GateReport) -> dict[str, Any]:
+    """The machine form: the report plus derived `passed` flags."""
+    data = report.model_dump(mode="json")
+    data["passed"] = report.passed
+    for row, result in zip(data["results"], report.results, strict=True):
+        row["passed"] = result.passed
+    return data
