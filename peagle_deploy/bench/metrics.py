@@ -1,0 +1,277 @@
+"""Per-request records and the per-level metrics computed from them.
+
+The definitions follow `vllm bench serve` (vLLM 0.30.0, `vllm/benchmarks/serve.py`
+`calculate_metrics` and `lib/endpoint_request_func.py`) so that our numbers can be put
+next to the published ones:
+
+- TTFT: request start to the first stream event that carries `choices` (vLLM's first
+  chunk is the role chunk, sent with the first generated token).
+- ITL: the gap between two consecutive `choices` events. An event that carries several
+  tokens (speculative decoding emits up to K+1 per step) gives ONE ITL value, as in vLLM.
+- E2EL ("latency"): request start to the last `choices` event. The trailing usage-only
+  event carries no token and does not extend it.
+- TPOT: (latency - ttft) / (output_tokens - 1), only for requests with > 1 output token.
+- output_throughput: total output tokens of completed requests / benchmark duration,
+  where the duration runs from the first request start to the last request end.
+- Percentiles: linear interpolation between closest ranks (numpy's default).
+
+One deliberate difference: output tokens come only from the server's `usage`
+(`completion_tokens`). vLLM falls back to re-tokenising the text or to 1; a request
+without usage here is counted as failed with the reason "no usage", so the published
+metric is never estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+PERCENTILES = (90, 99)
+
+
+@dataclass
+class RequestOutput:
+    """What one benchmark request produced. Times are `time.perf_counter()` seconds."""
+
+    success: bool = False
+    error: str | None = None
+    start_time: float = 0.0
+    ttft: float = 0.0
+    latency: float = 0.0
+    itl: list[float] = field(default_factory=list)
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+
+    @property
+    def end_time(self) -> float:
+        return self.start_time + self.latency
+
+
+@dataclass(frozen=True)
+class SpecDecodeStats:
+    """Speculative-decoding counters over one level (deltas, not totals).
+
+    `acceptance_rate` is in percent, as `vllm bench serve` reports
+    `spec_decode_acceptance_rate`; `acceptance_length` = 1 + accepted / drafts.
+    """
+
+    acceptance_rate: float
+    acceptance_length: float
+    num_drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    source: str = "prometheus"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "spec_decode_acceptance_rate": round(self.acceptance_rate, 4),
+            "spec_decode_acceptance_length": round(self.acceptance_length, 4),
+            "spec_decode_source": self.source,
+        }
+        if self.num_drafts is not None:
+            out["spec_decode_num_drafts"] = self.num_drafts
+        if self.draft_tokens is not None:
+            out["spec_decode_draft_tokens"] = self.draft_tokens
+        if self.accepted_tokens is not None:
+            out["spec_decode_accepted_tokens"] = self.accepted_tokens
+        return out
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile with linear interpolation (numpy.percentile's default)."""
+    if not values:
+        raise ValueError("percentile of an empty sequence")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * (p / 100.0)
+    lo = math.floor(rank)
+    hi = math.ceil(rank)
+    if lo == hi:
+        return ordered[lo]
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def _summary(name: str, values_s: Sequence[float]) -> dict[str, float | None]:
+    """mean/median/p90/p99 of one latency metric, in milliseconds (None without data)."""
+    out: dict[str, float | None] = {}
+    if not values_s:
+        out[f"mean_{name}_ms"] = None
+        out[f"median_{name}_ms"] = None
+        for p in PERCENTILES:
+            out[f"p{p}_{name}_ms"] = None
+        return out
+    ordered = sorted(values_s)
+    out[f"mean_{name}_ms"] = _ms(sum(ordered) / len(ordered))
+    out[f"median_{name}_ms"] = _ms(percentile(ordered, 50))
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = _ms(percentile(ordered, p))
+    return out
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 4)
+
+
+def level_metrics(outputs: Iterable[RequestOutput], duration_s: float) -> dict[str, Any]:
+    """The `vllm bench serve` metric set for one level.
+
+    `duration_s` is the benchmark duration (first start to last end). Failed requests
+    count in `failed` and in `errors` (reason -> count), not in any other metric.
+    """
+    outputs = list(outputs)
+    completed = [o for o in outputs if o.success]
+    failed = [o for o in outputs if not o.success]
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    itls: list[float] = []
+    e2els: list[float] = []
+    total_output = 0
+    total_input = 0
+    input_known = bool(completed)
+    for o in completed:
+        n = o.output_tokens or 0
+        total_output += n
+        if o.prompt_tokens is None:
+            input_known = False
+        else:
+            total_input += o.prompt_tokens
+        ttfts.append(o.ttft)
+        e2els.append(o.latency)
+        itls.extend(o.itl)
+        if n > 1:
+            tpots.append((o.latency - o.ttft) / (n - 1))
+    dur = duration_s if duration_s > 0 else float("nan")
+    result: dict[str, Any] = {
+        "completed": len(completed),
+        "failed": len(failed),
+        "duration_s": round(duration_s, 6),
+        "total_input_tokens": total_input if input_known else None,
+        "total_output_tokens": total_output,
+        "request_throughput": _rate(len(completed), dur),
+        "output_throughput": _rate(total_output, dur),
+        "total_token_throughput": _rate(total_input + total_output, dur) if input_known else None,
+    }
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
+        result.update(_summary(name, values))
+    reasons = Counter(_reason(o.error) for o in failed)
+    result["errors"] = dict(reasons.most_common())
+    return result
+
+
+def _rate(count: float, duration_s: float) -> float:
+    if math.isnan(duration_s):
+        return 0.0
+    return round(count / duration_s, 4)
+
+
+def _reason(error: str | None) -> str:
+    """Group failures by their first line so the report stays readable."""
+    if not error:
+        return "unknown error"
+    return error.strip().splitlines()[0][:200]
+
+
+# --- Prometheus text exposition: the three spec-decode counters --------------------
+
+SPEC_DECODE_COUNTERS = (
+    "vllm:spec_decode_num_drafts",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
+)
+
+
+def parse_spec_decode_counters(text: str) -> dict[str, float] | None:
+    """Sum the spec-decode counters of a `/metrics` page over all label sets.
+
+    Only the `_total` samples count (vLLM exports counters with that suffix; the
+    `_created` samples are timestamps). Returns None when the page has none of the
+    counters, i.e. the server does not run speculative decoding.
+    """
+    totals: dict[str, float] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line.startswith("vllm:spec_decode_"):
+            continue
+        if "{" in line:
+            name, _, tail = line.partition("{")
+            fields = tail.rpartition("}")[2].split()
+        else:
+            name, *fields = line.split()
+        if not name.endswith("_total") or not fields:
+            continue
+        base = name[: -len("_total")]
+        if base not in SPEC_DECODE_COUNTERS:
+            continue  # e.g. ..._num_accepted_tokens_per_pos
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        totals[base] = totals.get(base, 0.0) + value
+    if not totals:
+        return None
+    for name in SPEC_DECODE_COUNTERS:
+        totals.setdefault(name, 0.0)
+    return totals
+
+
+def spec_decode_delta(
+    before: dict[str, float] | None, after: dict[str, float] | None
+) -> SpecDecodeStats | None:
+    """Acceptance over the interval between two counter snapshots (vLLM's formulas)."""
+    if before is None or after is None:
+        return None
+    drafts = after[SPEC_DECODE_COUNTERS[0]] - before[SPEC_DECODE_COUNTERS[0]]
+    draft_tokens = after[SPEC_DECODE_COUNTERS[1]] - before[SPEC_DECODE_COUNTERS[1]]
+    accepted = after[SPEC_DECODE_COUNTERS[2]] - before[SPEC_DECODE_COUNTERS[2]]
+    if draft_tokens <= 0:
+        return None
+    return SpecDecodeStats(
+        acceptance_rate=accepted / draft_tokens * 100.0,
+        acceptance_length=1.0 + accepted / drafts if drafts > 0 else 0.0,
+        num_drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        source="prometheus",
+    )
+
+
+def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeStats | None:
+    """Combine the container's per-interval metric lines over one level.
+
+    Each line (peagle_serve.contract) holds one interval's acceptance_rate (a fraction),
+    mean_acceptance_length and draft/accepted tokens per second. Over a level the rate
+    is sum(accepted/s) / sum(draft/s). The length needs the number of drafts per
+    interval, which is accepted / (length - 1); intervals where nothing was accepted
+    give no count, so the length falls back to a draft-token-weighted mean then.
+    Intervals without draft tokens (idle) carry no weight.
+    """
+    draft = accepted = drafts = 0.0
+    drafts_known = True
+    weighted_len = 0.0
+    for doc in docs:
+        try:
+            d = float(doc["draft_tokens_per_s"])
+            a = float(doc["accepted_tokens_per_s"])
+            length = float(doc["mean_acceptance_length"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if d <= 0:
+            continue
+        draft += d
+        accepted += a
+        weighted_len += length * d
+        if length > 1.0 and a > 0:
+            drafts += a / (length - 1.0)
+        else:
+            drafts_known = False
+    if draft <= 0:
+        return None
+    length_all = 1.0 + accepted / drafts if drafts_known and drafts > 0 else weighted_len / draft
+    return SpecDecodeStats(
+        acceptance_rate=accepted / draft * 100.0,
+        acceptance_length=length_all,
+        source="cloudwatch-logs",
+    )
