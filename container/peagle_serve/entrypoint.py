@@ -1,0 +1,181 @@
+"""`peagle-serve`: the container's ENTRYPOINT.
+
+1. Turn SM_VLLM_* into a `vllm serve` argv (envargs, the AWS images' semantics).
+2. Run the P-EAGLE preflight (preflight); any problem -> one line on stderr, exit 2.
+3. `--print-args`: print the argv as one JSON list and exit 0 (no vLLM started).
+4. Otherwise start vLLM in its own process group, forward SIGTERM/SIGINT to it, run the
+   acceptance-metrics reporter beside it, and exit with vLLM's exit code (128+N when a
+   signal N ended it). When vLLM is gone its process group is killed, so no engine
+   worker outlives the container's main process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Final
+
+from peagle_serve import contract
+from peagle_serve.envargs import ArgvError, build_argv, resolve_model
+from peagle_serve.metrics import (
+    DEFAULT_INTERVAL_S,
+    DEFAULT_METRICS_URL,
+    METRICS_URL_ENV,
+    MetricsReporter,
+)
+from peagle_serve.preflight import PreflightError, PreflightResult, run_preflight
+
+PREFIX: Final = "peagle-serve"
+EXIT_CONFIG: Final = 2
+# Replaces the `vllm` executable (a JSON list or one path); tests run a stand-in here.
+VLLM_COMMAND_ENV: Final = "PEAGLE_VLLM_COMMAND"
+# Seconds vLLM gets after a forwarded SIGTERM before its process group is killed.
+STOP_GRACE_ENV: Final = "PEAGLE_STOP_GRACE_SECONDS"
+DEFAULT_STOP_GRACE_S: Final = 25.0
+
+
+class ConfigError(Exception):
+    """A bad value in one of the container's own variables."""
+
+
+def _log(kind: str, message: str) -> None:
+    print(f"{PREFIX}: {kind}: {message}", file=sys.stderr, flush=True)
+
+
+def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ConfigError(f"{name}: must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+def _vllm_command(env: Mapping[str, str]) -> list[str]:
+    raw = env.get(VLLM_COMMAND_ENV, "").strip()
+    if not raw:
+        return ["vllm"]
+    if raw.startswith("["):
+        try:
+            value = json.loads(raw)
+        except ValueError as e:
+            raise ConfigError(f"{VLLM_COMMAND_ENV}: not a JSON list ({e})") from e
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{VLLM_COMMAND_ENV}: must be a non-empty JSON list of strings")
+        return value
+    return [raw]
+
+
+def prepare(env: Mapping[str, str]) -> tuple[list[str], PreflightResult]:
+    """Preflight and argv for `env`; raises ArgvError / PreflightError / ConfigError."""
+    target = resolve_model(env)
+    result = run_preflight(env, target)
+    overrides = {}
+    if result.speculative_override is not None:
+        overrides[contract.SPECULATIVE_CONFIG_ENV] = result.speculative_override
+    argv = build_argv(env, overrides=overrides)
+    return argv, result
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def supervise(
+    argv: Sequence[str],
+    child_env: Mapping[str, str],
+    *,
+    reporter: MetricsReporter | None,
+    stop_grace_s: float,
+) -> int:
+    """Run vLLM; forward SIGTERM/SIGINT; return its exit code; leave nothing running."""
+    proc = subprocess.Popen(list(argv), env=dict(child_env), start_new_session=True)
+    stop_requested_at: list[float] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if not stop_requested_at:
+            stop_requested_at.append(time.monotonic())
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {
+        sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    }
+    if reporter is not None:
+        reporter.start()
+    try:
+        killed = False
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                late = stop_requested_at and time.monotonic() - stop_requested_at[0] > stop_grace_s
+                if late and not killed:
+                    _log("warning", f"vLLM still up {stop_grace_s:g}s after a stop; killing it")
+                    _kill_group(proc.pid)
+                    killed = True
+    finally:
+        if reporter is not None:
+            reporter.stop()
+        _kill_group(proc.pid)  # engine workers vLLM may have left behind
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=PREFIX,
+        description="Start vLLM from SM_VLLM_* variables after a P-EAGLE preflight.",
+    )
+    parser.add_argument(
+        "--print-args",
+        action="store_true",
+        help="run the preflight, print the vllm serve argv as one JSON list, and exit",
+    )
+    ns = parser.parse_args(args)
+    env = dict(os.environ)
+    try:
+        argv, result = prepare(env)
+        interval = _float_env(env, contract.METRICS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
+        grace = _float_env(env, STOP_GRACE_ENV, DEFAULT_STOP_GRACE_S)
+        command = _vllm_command(env)
+    except (ArgvError, PreflightError, ConfigError) as e:
+        _log("preflight failed", str(e))
+        return EXIT_CONFIG
+    for note in result.notes:
+        _log("note", note)
+    for warning in result.warnings:
+        _log("warning", warning)
+    if ns.print_args:
+        print(json.dumps(argv))
+        return 0
+    argv = [*command, *argv[1:]]
+    child_env = {**env, **result.env_updates}
+    reporter = None
+    if result.speculative is not None and interval > 0:
+        reporter = MetricsReporter(env.get(METRICS_URL_ENV) or DEFAULT_METRICS_URL, interval)
+    _log("note", "starting " + " ".join(argv))
+    try:
+        return supervise(argv, child_env, reporter=reporter, stop_grace_s=grace)
+    except OSError as e:
+        _log("error", f"cannot start {argv[0]}: {e}")
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,615 @@
+"""P-EAGLE preflight: catch a misconfigured drafter in the first second, not after a
+15-minute endpoint provisioning that ends in a failed health check (or, worse, a
+server that runs with silently low acceptance).
+
+Every rule mirrors a check vLLM 0.30.0 makes later (or a trap it falls into), and each
+failure is one line naming the variable and the field, which is what shows in
+CloudWatch. Nothing here imports vLLM or torch: weights are inspected through their
+safetensors headers only.
+
+Rules (each has a passing and a failing test in tests/container):
+ 1. SM_VLLM_SPECULATIVE_CONFIG is one JSON object.
+ 2. Only fields SpeculativeConfig accepts from the command line (KNOWN_SPEC_FIELDS);
+    `tensor_parallel_size` -> asks for `draft_tensor_parallel_size`, like vLLM.
+ 3. Field values: num_speculative_tokens an integer >= 1, method one of SPEC_METHODS,
+    booleans are JSON booleans, sizes >= 1, the per-batch-size schedule well formed.
+ 4. parallel_drafting needs method eagle3; a missing method is set to eagle3 (vLLM
+    would otherwise guess from the drafter's name and pick the wrong head type).
+ 5. disable_padded_drafter_batch cannot be combined with parallel_drafting.
+ 6. The V2 model runner does not do parallel drafting: VLLM_USE_V2_MODEL_RUNNER is
+    set to 0, and an explicit 1 is an error.
+ 7. An EAGLE drafter needs `model`; a local drafter directory must exist and hold files.
+ 8. With parallel drafting the drafter's config.json carries a mask-token id
+    (mask_token_id, ptd_token_id, pard_token or dflash_config.mask_token_id) and no
+    M-RoPE section.
+ 9. With parallel drafting the weights carry a `mask_hidden` tensor whose size is
+    target_hidden_size x number of auxiliary hidden states.
+10. The drafter's target hidden size equals the target model's hidden size.
+11. K above what the drafter was trained for: a warning (see TRAINED_TOKENS_KEYS).
+12. SM_VLLM_PORT, when set, is 8080.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeGuard
+
+from peagle_serve import contract
+from peagle_serve.envargs import ModelChoice
+from peagle_serve.safetensors_header import SafetensorsError, TensorInfo, checkpoint_tensors
+
+# Fields of vllm.config.SpeculativeConfig (0.30.0) that a user may set through
+# --speculative-config. The engine fills target_/draft_ model and parallel configs
+# itself; tensor_parallel_size exists only to be rejected. The contract test checks
+# this set against the real dataclass.
+KNOWN_SPEC_FIELDS: Final = frozenset(
+    {
+        "attention_backend",
+        "code_revision",
+        "disable_eagle_block_drop",
+        "disable_padded_drafter_batch",
+        "draft_load_config",
+        "draft_sample_method",
+        "draft_tensor_parallel_size",
+        "dspark_draft_topk",
+        "enable_adaptive_verification",
+        "enforce_eager",
+        "index_share_for_mtp_iteration",
+        "kv_cache_dtype",
+        "max_model_len",
+        "method",
+        "model",
+        "moe_backend",
+        "num_speculative_tokens",
+        "num_speculative_tokens_per_batch_size",
+        "parallel_drafting",
+        "prompt_lookup_max",
+        "prompt_lookup_min",
+        "quantization",
+        "rejection_sample_method",
+        "revision",
+        "suffix_decoding_max_cached_requests",
+        "suffix_decoding_max_spec_factor",
+        "suffix_decoding_max_tree_depth",
+        "suffix_decoding_min_token_prob",
+        "synthetic_acceptance_length",
+        "synthetic_acceptance_rates",
+        "use_heterogeneous_vocab",
+        "use_local_argmax_reduction",
+    }
+)
+ENGINE_FILLED_SPEC_FIELDS: Final = frozenset(
+    {"target_model_config", "target_parallel_config", "draft_model_config", "draft_parallel_config"}
+)
+# The values of vllm.config.speculative.SpeculativeMethod (0.30.0); contract-tested.
+SPEC_METHODS: Final = frozenset(
+    {
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "custom_class",
+        "deepseek_mtp",
+        "dflash",
+        "dots3_note_mtp",
+        "draft_model",
+        "dspark",
+        "eagle",
+        "eagle3",
+        "ernie_mtp",
+        "exaone4_5_mtp",
+        "exaone_moe_mtp",
+        "extract_hidden_states",
+        "gemma4_mtp",
+        "glm4_moe_lite_mtp",
+        "glm4_moe_mtp",
+        "glm5_next_mtp",
+        "glm_ocr_mtp",
+        "hy_v3_mtp",
+        "hy_v4_mtp",
+        "inkling_mtp",
+        "kimi_k3_mtp",
+        "longcat_flash_mtp",
+        "medusa",
+        "mimo_mtp",
+        "mimo_v2_mtp",
+        "minimax_m3_mtp",
+        "mlp_speculator",
+        "mtp",
+        "nemotron_h_mtp",
+        "ngram",
+        "ngram_gpu",
+        "pangu_ultra_moe_mtp",
+        "qwen3_5_mtp",
+        "qwen3_next_mtp",
+        "qwen4_exp_mtp",
+        "step3p5_mtp",
+        "suffix",
+    }
+)
+PARALLEL_DRAFTING_METHOD: Final = "eagle3"
+EAGLE_METHODS: Final = frozenset({"eagle", "eagle3"})
+# Methods whose `model` is not a drafter checkpoint (a keyword or a Python class path).
+NON_MODEL_METHODS: Final = frozenset({"ngram", "ngram_gpu", "suffix", "custom_class"})
+BOOL_FIELDS: Final = (
+    "parallel_drafting",
+    "disable_padded_drafter_batch",
+    "disable_eagle_block_drop",
+    "use_local_argmax_reduction",
+    "use_heterogeneous_vocab",
+    "enable_adaptive_verification",
+)
+POSITIVE_INT_FIELDS: Final = (
+    "draft_tensor_parallel_size",
+    "max_model_len",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "dspark_draft_topk",
+)
+V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+# Tells the preflight how many parallel tokens the drafter was trained for when its
+# config.json does not say (e.g. 10 for amazon/GPT-OSS-20B-P-EAGLE, per its model card).
+TRAINED_TOKENS_ENV: Final = "PEAGLE_DRAFTER_TRAINED_TOKENS"
+# Where a drafter's config.json may record how many tokens it was trained to draft.
+# There is no P-EAGLE-specific standard key; these are the two that vLLM itself reads
+# as a drafter's native token count: the `speculators` format's proposal method
+# (vLLM's default K for such checkpoints) and `n_predict` (MTP/Medusa-style heads).
+TRAINED_TOKENS_KEYS: Final = (
+    "speculators_config.proposal_methods[0].speculative_tokens",
+    "n_predict",
+)
+MASK_TOKEN_KEYS: Final = ("mask_token_id", "ptd_token_id", "pard_token")
+
+
+class PreflightError(Exception):
+    """One configuration problem; str() is the single line printed before exiting."""
+
+    def __init__(self, variable: str, field_name: str | None, problem: str) -> None:
+        where = f"{variable}.{field_name}" if field_name else variable
+        super().__init__(f"{where}: {problem}")
+        self.variable = variable
+        self.field_name = field_name
+        self.problem = problem
+
+
+@dataclass
+class PreflightResult:
+    """What the entrypoint must change before starting vLLM, and what to log."""
+
+    speculative: dict[str, Any] | None = None
+    # A new raw value for SM_VLLM_SPECULATIVE_CONFIG when the preflight changed it.
+    speculative_override: str | None = None
+    env_updates: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+SPEC: Final = contract.SPECULATIVE_CONFIG_ENV
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _truthy_env(value: str) -> bool | None:
+    v = value.strip().lower()
+    if v in {"1", "true", "yes", "on"}:
+        return True
+    if v in {"0", "false", "no", "off", ""}:
+        return False
+    return None
+
+
+def parse_speculative_config(raw: str) -> dict[str, Any]:
+    """Rule 1: exactly one JSON object."""
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise PreflightError(SPEC, None, f"not valid JSON ({e}); expected one JSON object") from e
+    if not isinstance(value, dict):
+        raise PreflightError(SPEC, None, f"expected one JSON object, got {type(value).__name__}")
+    return value
+
+
+def check_fields(cfg: Mapping[str, Any]) -> None:
+    """Rules 2 and 3: field names and values, as vLLM's SpeculativeConfig sees them."""
+    if "tensor_parallel_size" in cfg:
+        raise PreflightError(
+            SPEC,
+            "tensor_parallel_size",
+            "not a speculative-config field; use draft_tensor_parallel_size (1 or the "
+            "target's tensor parallel size)",
+        )
+    unknown = sorted(set(cfg) - KNOWN_SPEC_FIELDS)
+    if unknown:
+        raise PreflightError(
+            SPEC,
+            unknown[0],
+            f"unknown field (vLLM rejects it); allowed: {', '.join(sorted(KNOWN_SPEC_FIELDS))}",
+        )
+    if "num_speculative_tokens" in cfg:
+        k = cfg["num_speculative_tokens"]
+        if not _is_int(k) or k < 1:
+            raise PreflightError(
+                SPEC, "num_speculative_tokens", f"must be an integer >= 1, got {k!r}"
+            )
+    if "method" in cfg and cfg["method"] not in SPEC_METHODS:
+        raise PreflightError(
+            SPEC,
+            "method",
+            f"unknown method {cfg['method']!r}; use eagle3 for P-EAGLE (allowed: "
+            f"{', '.join(sorted(SPEC_METHODS))})",
+        )
+    if "model" in cfg and (not isinstance(cfg["model"], str) or not cfg["model"].strip()):
+        raise PreflightError(SPEC, "model", f"must be a non-empty path, got {cfg['model']!r}")
+    for name in BOOL_FIELDS:
+        if name in cfg and not isinstance(cfg[name], bool):
+            raise PreflightError(SPEC, name, f"must be true or false, got {cfg[name]!r}")
+    for name in POSITIVE_INT_FIELDS:
+        if name in cfg and cfg[name] is not None and (not _is_int(cfg[name]) or cfg[name] < 1):
+            raise PreflightError(SPEC, name, f"must be an integer >= 1, got {cfg[name]!r}")
+    schedule = cfg.get("num_speculative_tokens_per_batch_size")
+    if schedule is not None:
+        _check_schedule(schedule)
+
+
+def _check_schedule(schedule: object) -> None:
+    name = "num_speculative_tokens_per_batch_size"
+    if not isinstance(schedule, list) or not schedule:
+        raise PreflightError(SPEC, name, "must be a non-empty list of [start, end, K]")
+    for entry in schedule:
+        if not isinstance(entry, list) or len(entry) != 3 or not all(_is_int(v) for v in entry):
+            raise PreflightError(SPEC, name, f"entry {entry!r} is not [start, end, K] integers")
+        start, end, k = entry
+        if start < 1 or end < start or k < 1:
+            raise PreflightError(SPEC, name, f"entry {entry!r} needs 1 <= start <= end and K >= 1")
+
+
+def max_k(cfg: Mapping[str, Any]) -> int | None:
+    """The largest K the server may use (fixed K or the per-batch-size schedule)."""
+    ks: list[int] = []
+    if _is_int(cfg.get("num_speculative_tokens")):
+        ks.append(cfg["num_speculative_tokens"])
+    for entry in cfg.get("num_speculative_tokens_per_batch_size") or []:
+        ks.append(entry[2])
+    return max(ks) if ks else None
+
+
+# --- drafter and target config helpers ----------------------------------------------
+
+
+def _load_json(path: str, variable: str, field_name: str | None) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except OSError as e:
+        raise PreflightError(variable, field_name, f"cannot read {path}: {e.strerror}") from e
+    except ValueError as e:
+        raise PreflightError(variable, field_name, f"{path} is not valid JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise PreflightError(variable, field_name, f"{path} is not a JSON object")
+    return value
+
+
+def mask_token_id(config: Mapping[str, Any]) -> tuple[str, object] | None:
+    """The key and value vLLM takes the parallel-drafting mask token from, if any."""
+    dflash = config.get("dflash_config")
+    if isinstance(dflash, dict) and "mask_token_id" in dflash:
+        return "dflash_config.mask_token_id", dflash["mask_token_id"]
+    if config.get("mask_token_id") is not None:
+        return "mask_token_id", config["mask_token_id"]
+    for key in ("pard_token", "ptd_token_id"):
+        if key in config:
+            return key, config[key]
+    return None
+
+
+def drafter_target_hidden_size(config: Mapping[str, Any]) -> int | None:
+    """The target hidden size an EAGLE-3 drafter was built for.
+
+    vLLM uses `target_hidden_size`, else the drafter's `hidden_size`; checkpoints in
+    the `speculators` format keep the latter in `transformer_layer_config`.
+    """
+    for value in (
+        config.get("target_hidden_size"),
+        config.get("hidden_size"),
+        (config.get("transformer_layer_config") or {}).get("hidden_size")
+        if isinstance(config.get("transformer_layer_config"), dict)
+        else None,
+    ):
+        if _is_int(value):
+            return int(value)
+    return None
+
+
+def num_aux_hidden_states(config: Mapping[str, Any]) -> int:
+    """How many target hidden states an EAGLE-3 head concatenates (vLLM's rule)."""
+    if _is_int(config.get("num_aux_hidden_states")):
+        return int(config["num_aux_hidden_states"])
+    eagle_config = config.get("eagle_config")
+    for holder in (eagle_config if isinstance(eagle_config, dict) else {}, config):
+        layer_ids = holder.get("eagle_aux_hidden_state_layer_ids")
+        if isinstance(layer_ids, list) and layer_ids:
+            return len(layer_ids)
+    return 3
+
+
+def uses_aux_hidden_states(config: Mapping[str, Any]) -> bool:
+    eagle_config = config.get("eagle_config")
+    if isinstance(eagle_config, dict) and "use_aux_hidden_state" in eagle_config:
+        return bool(eagle_config["use_aux_hidden_state"])
+    return True
+
+
+def target_hidden_size(config: Mapping[str, Any]) -> int | None:
+    """`hidden_size`, or `text_config.hidden_size` for multimodal targets."""
+    if _is_int(config.get("hidden_size")):
+        return int(config["hidden_size"])
+    text = config.get("text_config")
+    if isinstance(text, dict) and _is_int(text.get("hidden_size")):
+        return int(text["hidden_size"])
+    return None
+
+
+def trained_tokens(config: Mapping[str, Any]) -> tuple[str, int] | None:
+    """Where (TRAINED_TOKENS_KEYS) and how many tokens the drafter was trained for."""
+    spec = config.get("speculators_config")
+    if isinstance(spec, dict):
+        methods = spec.get("proposal_methods")
+        if isinstance(methods, list) and methods and isinstance(methods[0], dict):
+            value = methods[0].get("speculative_tokens")
+            if _is_int(value) and value > 0:
+                return TRAINED_TOKENS_KEYS[0], int(value)
+    value = config.get("n_predict")
+    if _is_int(value) and value > 0:
+        return TRAINED_TOKENS_KEYS[1], int(value)
+    return None
+
+
+def has_mrope(config: Mapping[str, Any]) -> bool:
+    """An M-RoPE section anywhere vLLM looks (rope params of the config or its text config)."""
+    holders: list[Mapping[str, Any]] = [config]
+    if isinstance(config.get("text_config"), dict):
+        holders.append(config["text_config"])
+    for holder in holders:
+        if holder.get("mrope_section") is not None:
+            return True
+        for key in ("rope_scaling", "rope_parameters"):
+            rope = holder.get(key)
+            if isinstance(rope, dict) and (
+                rope.get("mrope_section") is not None or rope.get("xdrope_section") is not None
+            ):
+                return True
+    return False
+
+
+def _is_local_path(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or os.path.exists(model)
+
+
+# --- the preflight ------------------------------------------------------------------
+
+
+def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResult:
+    """Check the speculative setup in `env`; raise PreflightError on the first problem."""
+    result = PreflightResult()
+    raw = env.get(SPEC)
+    if raw is None:
+        result.notes.append("no speculative decoding configured (SM_VLLM_SPECULATIVE_CONFIG unset)")
+        return result
+    cfg = parse_speculative_config(raw)
+    check_fields(cfg)
+    parallel = bool(cfg.get("parallel_drafting", False))
+    changed = False
+
+    if parallel:
+        if "method" not in cfg:
+            cfg["method"] = PARALLEL_DRAFTING_METHOD
+            changed = True
+            result.notes.append(
+                f"{SPEC}.method: not set; set to {PARALLEL_DRAFTING_METHOD!r} for parallel "
+                "drafting (vLLM would guess the method from the drafter's name)"
+            )
+        elif cfg["method"] != PARALLEL_DRAFTING_METHOD:
+            raise PreflightError(
+                SPEC,
+                "method",
+                f"parallel_drafting (P-EAGLE) needs method {PARALLEL_DRAFTING_METHOD!r}, "
+                f"got {cfg['method']!r}",
+            )
+        if cfg.get("disable_padded_drafter_batch"):
+            raise PreflightError(
+                SPEC,
+                "disable_padded_drafter_batch",
+                "must be false with parallel_drafting (vLLM raises NotImplementedError)",
+            )
+        v2 = env.get(V2_RUNNER_ENV)
+        if v2 is not None and _truthy_env(v2) is not False:
+            raise PreflightError(
+                V2_RUNNER_ENV,
+                None,
+                f"is {v2!r}, but the V2 model runner does not do parallel drafting; "
+                "unset it or set 0",
+            )
+        result.env_updates[V2_RUNNER_ENV] = "0"
+        result.notes.append(f"{V2_RUNNER_ENV}=0: parallel drafting runs on the V1 model runner")
+
+    method = cfg.get("method")
+    if (method in EAGLE_METHODS or parallel) and "model" not in cfg:
+        raise PreflightError(
+            SPEC,
+            "model",
+            f"method {method!r} needs the drafter path, e.g. {contract.drafter_mount_path()!r}",
+        )
+
+    drafter_config: dict[str, Any] | None = None
+    drafter = cfg.get("model")
+    if isinstance(drafter, str) and method not in NON_MODEL_METHODS:
+        if _is_local_path(drafter):
+            _check_drafter_dir(drafter)
+            if method in EAGLE_METHODS:
+                drafter_config = _check_eagle_drafter(drafter, parallel, target, result)
+        else:
+            result.notes.append(
+                f"{SPEC}.model: {drafter!r} is not a local path; vLLM downloads it, "
+                "drafter file checks skipped"
+            )
+
+    if "num_speculative_tokens" not in cfg and not (
+        drafter_config and trained_tokens(drafter_config)
+    ):
+        raise PreflightError(
+            SPEC,
+            "num_speculative_tokens",
+            "required (an integer >= 1): the drafter's config.json gives no default",
+        )
+    _check_trained_tokens(cfg, drafter_config, env, result)
+
+    result.speculative = cfg
+    if changed:
+        result.speculative_override = json.dumps(cfg, separators=(",", ":"))
+    return result
+
+
+def _check_drafter_dir(path: str) -> None:
+    """Rule 7 for any drafter on the local disk."""
+    if not os.path.exists(path):
+        raise PreflightError(
+            SPEC,
+            "model",
+            f"drafter directory {path} does not exist (is the additional model data "
+            f"source channel mounted at {contract.ADDITIONAL_DATA_ROOT}/<channel>?)",
+        )
+    if not os.path.isdir(path):
+        raise PreflightError(SPEC, "model", f"drafter path {path} is not a directory")
+    if not os.listdir(path):
+        raise PreflightError(SPEC, "model", f"drafter directory {path} is empty")
+
+
+def _check_eagle_drafter(
+    path: str, parallel: bool, target: ModelChoice, result: PreflightResult
+) -> dict[str, Any]:
+    """Rules 8-10 for an EAGLE / EAGLE-3 drafter on the local disk; returns its config."""
+    config_path = os.path.join(path, "config.json")
+    if not os.path.isfile(config_path):
+        raise PreflightError(SPEC, "model", f"drafter directory {path} has no config.json")
+    config = _load_json(config_path, SPEC, "model")
+
+    if parallel:
+        found = mask_token_id(config)
+        if found is None:
+            raise PreflightError(
+                SPEC,
+                "model",
+                f"{config_path} has no mask-token id ({', '.join(MASK_TOKEN_KEYS)}); "
+                "parallel drafting needs a P-EAGLE head, not a plain EAGLE-3 head",
+            )
+        key, value = found
+        if not _is_int(value) and not (isinstance(value, str) and value.isdigit()):
+            raise PreflightError(
+                SPEC, "model", f"{config_path}: {key} must be an integer token id, got {value!r}"
+            )
+        if has_mrope(config):
+            raise PreflightError(
+                SPEC,
+                "model",
+                f"{config_path} declares M-RoPE (mrope_section); vLLM's parallel drafting "
+                "does not support M-RoPE",
+            )
+
+    drafter_hidden = drafter_target_hidden_size(config)
+    try:
+        tensors = checkpoint_tensors(path)
+    except SafetensorsError as e:
+        raise PreflightError(SPEC, "model", f"drafter weights: {e}") from e
+    if not tensors:
+        other = [n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth"))]
+        if not other:
+            raise PreflightError(SPEC, "model", f"drafter directory {path} has no weights")
+        result.warnings.append(
+            f"{SPEC}.model: {path} has no safetensors weights; mask_hidden not checked"
+        )
+    elif parallel:
+        _check_mask_hidden(tensors, config, drafter_hidden, path)
+
+    target_config = _target_config(target)
+    if target_config is not None and drafter_hidden is not None:
+        want = target_hidden_size(target_config)
+        if want is not None and want != drafter_hidden:
+            raise PreflightError(
+                SPEC,
+                "model",
+                f"drafter {path} was built for hidden size {drafter_hidden} but the target "
+                f"model ({target.source}) has hidden size {want}: wrong drafter for this model",
+            )
+    elif target_config is None:
+        result.notes.append(
+            f"target model {target.value!r} has no local config.json; hidden size not compared"
+        )
+    return config
+
+
+def _check_mask_hidden(
+    tensors: Mapping[str, TensorInfo], config: Mapping[str, Any], hidden: int | None, path: str
+) -> None:
+    matches = [t for name, t in tensors.items() if "mask_hidden" in name]
+    if not matches:
+        raise PreflightError(
+            SPEC,
+            "model",
+            f"drafter weights in {path} have no mask_hidden tensor; parallel drafting needs "
+            "a P-EAGLE head",
+        )
+    if hidden is None or not uses_aux_hidden_states(config):
+        return
+    expected = hidden * num_aux_hidden_states(config)
+    tensor = matches[0]
+    if tensor.numel != expected:
+        raise PreflightError(
+            SPEC,
+            "model",
+            f"mask_hidden in {os.path.basename(tensor.file)} has shape {list(tensor.shape)}, "
+            f"expected {expected} values ([1, {num_aux_hidden_states(config)} x {hidden}])",
+        )
+
+
+def _target_config(target: ModelChoice) -> dict[str, Any] | None:
+    config_path = os.path.join(target.value, "config.json")
+    if not os.path.isfile(config_path):
+        return None
+    return _load_json(config_path, target.source, "config.json")
+
+
+def _check_trained_tokens(
+    cfg: Mapping[str, Any],
+    drafter_config: Mapping[str, Any] | None,
+    env: Mapping[str, str],
+    result: PreflightResult,
+) -> None:
+    """Rule 11 (a warning): K above the number of tokens the drafter was trained for."""
+    k = max_k(cfg)
+    trained: tuple[str, int] | None = None
+    override = env.get(TRAINED_TOKENS_ENV, "").strip()
+    if override:
+        if not override.isdigit() or int(override) < 1:
+            raise PreflightError(
+                TRAINED_TOKENS_ENV, None, f"must be an integer >= 1, got {override!r}"
+            )
+        trained = (TRAINED_TOKENS_ENV, int(override))
+    elif drafter_config is not None:
+        trained = trained_tokens(drafter_config)
+    if k is None or trained is None:
+        if cfg.get("parallel_drafting") and trained is None:
+            result.notes.append(
+                "drafter's trained token count unknown (no "
+                f"{' / '.join(TRAINED_TOKENS_KEYS)} in config.json, {TRAINED_TOKENS_ENV} "
+                "unset); K not compared"
+            )
+        return
+    where, count = trained
+    if k > count:
+        result.warnings.append(
+            f"{SPEC}.num_speculative_tokens: K={k} is above the {count} tokens the drafter "
+            f"was trained for ({where}); positions past {count} rarely get accepted"
+        )
