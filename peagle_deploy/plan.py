@@ -1,0 +1,268 @@
+"""spec -> Plan: the validated, named, exact SageMaker requests of one deployment.
+
+`build_plan` makes no AWS call and needs no credentials. The same spec always gives the
+same names: model and endpoint-config names end in a hash of their request content, so
+re-deploying an unchanged spec is a no-op and a changed spec is a new model/config the
+endpoint rolls to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from peagle_deploy import render, validation
+from peagle_deploy.catalog.resolve import ResolvedModel, resolve_model, resolve_region
+from peagle_deploy.errors import SpecError
+from peagle_deploy.spec.models import DeploymentSpec
+
+PLACEHOLDER_ROLE_ARN = "arn:aws:iam::000000000000:role/peagle-placeholder-set-execution-role-arn"
+"""Shown by `peagle plan` when no role is given; deploy refuses it (`has_placeholder_role`)."""
+
+MANAGED_TAG = "peagle:managed"
+STAGE_TAG = "peagle:stage"
+SPEC_HASH_TAG = "peagle:spec-hash"
+MODEL_TAG = "peagle:model"
+MANAGED_TAG_COUNT = 4
+
+_MAX_NAME = 63
+_HASH_LEN = 8
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `deploy` (SDK or CDK) sends to SageMaker, and what it was derived from."""
+
+    spec: DeploymentSpec
+    region: str
+    model_name: str
+    endpoint_config_name: str
+    endpoint_name: str
+    content_hash: str
+    create_model: dict[str, Any]
+    create_endpoint_config: dict[str, Any]
+    create_endpoint: dict[str, Any]
+    update_endpoint: dict[str, Any]
+    tags: list[dict[str, str]]
+    warnings: list[str]
+    image_uri: str
+    model_data_uri: str
+    drafter_uri: str | None
+    instance_type: str
+    tensor_parallel_size: int
+    max_model_len: int | None
+    num_speculative_tokens: int | None
+    speculative_config: dict[str, Any] | None
+    execution_role_arn: str
+    has_placeholder_role: bool
+    model_source: str
+    autoscaling: dict[str, Any] | None = None
+    cdk_incompatibilities: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> dict[str, str]:
+        """The three resource names."""
+        return {
+            "model": self.model_name,
+            "endpoint_config": self.endpoint_config_name,
+            "endpoint": self.endpoint_name,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable plan (`peagle plan --json` prints exactly this)."""
+        return {
+            "create_model": self.create_model,
+            "create_endpoint_config": self.create_endpoint_config,
+            "create_endpoint": self.create_endpoint,
+            "update_endpoint": self.update_endpoint,
+            "warnings": list(self.warnings),
+            "names": self.names,
+            "content_hash": self.content_hash,
+        }
+
+
+def _digest(obj: Any, length: int = _HASH_LEN) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _slug(text: str) -> str:
+    """Lowercase [a-z0-9-] with single dashes, for resource names."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "model"
+
+
+def default_endpoint_name(model_name: str, stage: str) -> str:
+    """`peagle-<model>-<stage>`, shortened to SageMaker's 63 characters."""
+    suffix = f"-{_slug(stage)}"
+    head = f"peagle-{_slug(model_name)}"[: _MAX_NAME - len(suffix)].rstrip("-")
+    return head + suffix
+
+
+def _derived_name(endpoint_name: str, kind: str, digest: str) -> str:
+    suffix = f"-{kind}{digest}"
+    return endpoint_name[: _MAX_NAME - len(suffix)].rstrip("-") + suffix
+
+
+def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k not in keys}
+
+
+def build_plan(spec: DeploymentSpec) -> Plan:
+    """Validate `spec` against the catalog and render the requests; SpecError on refusal."""
+    warnings: list[str] = []
+    region = resolve_region(spec)
+    validation.check_region(region)
+    resolved = resolve_model(spec, region)
+    warnings.extend(resolved.notes)
+
+    endpoint_name = spec.endpoint_name or default_endpoint_name(resolved.name, spec.stage)
+    validation.check_names(spec, endpoint_name)
+
+    image_field = "image_uri" if spec.image_uri else "custom.image_uri"
+    warnings += validation.check_image(image_field, resolved.image_uri, region)
+    model_data_source = _model_data_source(spec, resolved)
+
+    instance_type = spec.instance_type or resolved.default_instance_type
+    if instance_type is None:
+        raise SpecError("instance_type", "is required for this model", validation.INSTANCE_TYPES)
+    instance = validation.check_instance(instance_type)
+    tp = spec.tensor_parallel_size or resolved.default_tensor_parallel_size
+    warnings += validation.check_tensor_parallel(tp, instance)
+    max_model_len = spec.max_model_len or resolved.default_max_model_len
+
+    mode = spec.speculative.mode
+    k = spec.speculative.num_speculative_tokens or resolved.default_num_speculative_tokens
+    drafter_data_source: dict[str, Any] | None = None
+    if mode != "none":
+        drafter_field = (
+            "speculative.drafter_uri" if spec.speculative.drafter_uri else ("custom.drafter_uri")
+        )
+        if resolved.drafter_data_source is None:
+            validation.check_drafter_uri(drafter_field, resolved.drafter_uri)
+            assert resolved.drafter_uri is not None
+            drafter_data_source = render.s3_data_source(
+                resolved.drafter_uri, accept_eula=resolved.gated and spec.accept_eula
+            )
+        else:
+            drafter_data_source = resolved.drafter_data_source
+    warnings += validation.check_speculative(
+        spec,
+        k=k,
+        drafter_kind=resolved.drafter_kind,
+        drafter_parallel_tokens=resolved.drafter_parallel_tokens,
+        drafter_field="custom.drafter_kind",
+    )
+    warnings += validation.check_fit(
+        weights_gb=resolved.weights_gb,
+        drafter_gb=resolved.drafter_weights_gb if mode != "none" else 0.0,
+        kv_gb_per_1k=resolved.kv_cache_gb_per_1k_tokens,
+        max_model_len=max_model_len,
+        tp=tp,
+        instance=instance,
+    )
+    warnings += validation.check_variant(spec, instance)
+    validation.check_vpc(spec)
+    validation.check_alarms(spec)
+    validation.check_role(spec.execution_role_arn)
+    role = spec.execution_role_arn or PLACEHOLDER_ROLE_ARN
+    if spec.execution_role_arn is None:
+        warnings.append(
+            "no execution_role_arn given: the plan shows a placeholder role; "
+            "deploy needs --role-arn (or execution_role_arn in the spec)"
+        )
+    validation.check_tags(spec.tags, MANAGED_TAG_COUNT)
+
+    vpc = spec.vpc
+    ri = render.RenderInput(
+        image_uri=resolved.image_uri,
+        model_data_source=model_data_source,
+        drafter_data_source=drafter_data_source,
+        drafter_channel=spec.speculative.drafter_channel,
+        mode=mode,
+        num_speculative_tokens=k,
+        k_schedule=spec.speculative.num_speculative_tokens_per_batch_size,
+        tensor_parallel_size=tp,
+        max_model_len=max_model_len,
+        base_env=dict(resolved.base_env),
+        user_env=dict(spec.env),
+        execution_role_arn=role,
+        network_isolation=spec.network_isolation,
+        subnet_ids=list(vpc.subnet_ids) if vpc else [],
+        security_group_ids=list(vpc.security_group_ids) if vpc else [],
+        instance_type=instance_type,
+        initial_instance_count=spec.initial_instance_count,
+        model_data_download_timeout_s=spec.model_data_download_timeout_s,
+        container_startup_health_check_timeout_s=spec.container_startup_health_check_timeout_s,
+        volume_size_gb=spec.volume_size_gb,
+        kms_key_id=spec.kms_key_id,
+        routing_strategy=spec.routing_strategy,
+        inference_ami_version=spec.inference_ami_version,
+        rollout=spec.rollout,
+        scaling=spec.scaling,
+    )
+    validation.check_env(spec.env, render.environment(ri))
+
+    # Names from content: the model's request body (without name and tags) plus the
+    # endpoint name (so two stages never share, and delete, one model).
+    model_body = _without(render.create_model(ri, "", []), "ModelName", "Tags")
+    model_name = _derived_name(endpoint_name, "m", _digest([endpoint_name, model_body]))
+    config_body = _without(
+        render.create_endpoint_config(ri, "", model_name, []), "EndpointConfigName", "Tags"
+    )
+    config_name = _derived_name(endpoint_name, "c", _digest([endpoint_name, config_body]))
+    content_hash = _digest(
+        [endpoint_name, model_body, config_body, render.deployment_config(spec.rollout)], 12
+    )
+    tags = [
+        {"Key": MANAGED_TAG, "Value": "true"},
+        {"Key": STAGE_TAG, "Value": spec.stage},
+        {"Key": SPEC_HASH_TAG, "Value": content_hash},
+        {"Key": MODEL_TAG, "Value": resolved.name},
+        *({"Key": k_, "Value": v} for k_, v in sorted(spec.tags.items())),
+    ]
+    cdk_problems = validation.cdk_incompatibilities(spec)
+    return Plan(
+        spec=spec,
+        region=region,
+        model_name=model_name,
+        endpoint_config_name=config_name,
+        endpoint_name=endpoint_name,
+        content_hash=content_hash,
+        create_model=render.create_model(ri, model_name, tags),
+        create_endpoint_config=render.create_endpoint_config(ri, config_name, model_name, tags),
+        create_endpoint=render.create_endpoint(endpoint_name, config_name, tags),
+        update_endpoint=render.update_endpoint(endpoint_name, config_name, spec.rollout),
+        tags=tags,
+        warnings=warnings,
+        image_uri=resolved.image_uri,
+        model_data_uri=str(model_data_source["S3Uri"]),
+        drafter_uri=str(drafter_data_source["S3Uri"]) if drafter_data_source else None,
+        instance_type=instance_type,
+        tensor_parallel_size=tp,
+        max_model_len=max_model_len,
+        num_speculative_tokens=k if mode != "none" else None,
+        speculative_config=render.speculative_config(ri),
+        execution_role_arn=role,
+        has_placeholder_role=spec.execution_role_arn is None,
+        model_source=resolved.source,
+        autoscaling=render.autoscaling(endpoint_name, spec.scaling),
+        cdk_incompatibilities=cdk_problems,
+    )
+
+
+def _model_data_source(spec: DeploymentSpec, resolved: ResolvedModel) -> dict[str, Any]:
+    """The target's S3DataSource; gated models need accept_eula."""
+    if resolved.gated and not spec.accept_eula:
+        raise SpecError(
+            "accept_eula",
+            f"{spec.model} is a gated model: its license must be accepted explicitly",
+            "true (after reading the model's license)",
+        )
+    if resolved.model_data_source is not None:
+        return resolved.model_data_source
+    validation.check_model_data_uri("custom.model_data_uri", resolved.model_data_uri)
+    assert resolved.model_data_uri is not None
+    return render.s3_data_source(resolved.model_data_uri, accept_eula=resolved.gated)

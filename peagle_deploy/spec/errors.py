@@ -1,0 +1,103 @@
+"""Turn pydantic's validation errors into SpecError: the field path and what is allowed."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from peagle_deploy.errors import SpecError
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """`("speculative", "num_speculative_tokens")` -> `speculative.num_speculative_tokens`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The BaseModel classes an annotation can hold (through Optional / unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        found: list[type[BaseModel]] = []
+        for arg in typing.get_args(annotation):
+            found.extend(_models_in(arg))
+        return found
+    return []
+
+
+def _walk(
+    model: type[BaseModel], loc: tuple[int | str, ...]
+) -> tuple[type[BaseModel] | None, FieldInfo | None]:
+    """The model that owns the last named part of `loc`, and that field's info."""
+    owner: type[BaseModel] | None = model
+    info: FieldInfo | None = None
+    for part in loc:
+        if isinstance(part, int) or owner is None:
+            break
+        info = owner.model_fields.get(part)
+        if info is None:
+            return owner, None
+        nested = _models_in(info.annotation)
+        if part is not loc[-1] and nested:
+            owner = nested[0]
+    return owner, info
+
+
+def _bounds(info: FieldInfo | None) -> str | None:
+    """`60-3600`, `>= 1` ... from the field's numeric constraints."""
+    if info is None:
+        return None
+    lo = hi = None
+    for meta in info.metadata:
+        lo = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else lo
+        if getattr(meta, "gt", None) is not None:
+            lo = f"> {meta.gt}"
+        hi = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else hi
+    if lo is not None and hi is not None and not isinstance(lo, str):
+        return f"{lo}-{hi}"
+    if lo is not None:
+        return lo if isinstance(lo, str) else f">= {lo}"
+    if hi is not None:
+        return f"<= {hi}"
+    return None
+
+
+def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
+    """The first pydantic error as a SpecError naming the field and the allowed values."""
+    err = exc.errors()[0]
+    loc = tuple(err.get("loc", ()))
+    field = field_path(loc) or "spec"
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    msg = err.get("msg", "invalid value")
+    value = err.get("input")
+    owner, info = _walk(model, loc)
+    allowed: str | list[str] | None = None
+    if kind == "extra_forbidden":
+        allowed = sorted(owner.model_fields) if owner is not None else None
+        problem = "unknown field"
+    elif kind == "missing":
+        problem = "is required"
+    elif kind == "literal_error":
+        allowed = str(ctx.get("expected", ""))
+        problem = f"{value!r} is not allowed"
+    elif kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
+        allowed = _bounds(info)
+        problem = f"{value!r} is out of range"
+    else:
+        problem = f"{msg.lower()} (got {value!r})" if value is not None else msg.lower()
+    more = len(exc.errors()) - 1
+    if more > 0:
+        problem += f" [and {more} more problem{'s' if more > 1 else ''}]"
+    return SpecError(field, problem, allowed)

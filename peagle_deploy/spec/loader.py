@@ -1,0 +1,103 @@
+"""Load a DeploymentSpec from a YAML/JSON file and keyword overrides (overrides win).
+
+Overrides can be nested (`speculative={"num_speculative_tokens": 7}` merges into the
+file's `speculative` section instead of replacing it) or dotted
+(`**{"speculative.num_speculative_tokens": 7}`); both forms deep-merge. Overrides whose
+value is None are ignored, so unset CLI flags never clobber the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from peagle_deploy.errors import SpecError
+from peagle_deploy.spec.errors import spec_error_from
+from peagle_deploy.spec.models import DeploymentSpec
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """Parse a spec file; YAML is only imported for YAML files (CLI start-up cost)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("file", f"cannot read {path}: {exc.strerror or exc}") from None
+    suffix = path.suffix.lower()
+    data: Any
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                "file", f"{path} line {exc.lineno}: not valid JSON: {exc.msg}", "a JSON object"
+            ) from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise SpecError(
+                "file", f"{path}{where}: not valid YAML: {problem}", "a YAML mapping"
+            ) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("file", f"{path}: top level is {type(data).__name__}", "a mapping")
+    return data
+
+
+def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys become nested dicts; None values are dropped."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        parts = key.split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise SpecError(key, f"cannot set inside {part!r}, which is not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """`top` wins; mappings on both sides merge key by key."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        elif isinstance(value, Mapping):
+            merged[key] = deep_merge({}, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_spec(path: str | Path | None = None, /, **overrides: Any) -> DeploymentSpec:
+    """Read the spec file (if any), apply `overrides`, and validate the field shapes.
+
+    Cross-field rules (instance fit, K against the drafter, ...) are checked by
+    `peagle_deploy.plan.build_plan`, which knows the catalog.
+    """
+    data: dict[str, Any] = _read_file(Path(path)) if path is not None else {}
+    data = deep_merge(data, _expand(overrides))
+    return spec_from_dict(data)
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> DeploymentSpec:
+    """Validate a plain mapping into a DeploymentSpec, raising SpecError on the first problem."""
+    try:
+        return DeploymentSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise spec_error_from(exc, DeploymentSpec) from None

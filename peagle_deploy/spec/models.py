@@ -1,0 +1,160 @@
+"""The deployment spec: what a user wants deployed, before any default is filled in.
+
+Fields left as None are filled from the catalog (or JumpStart) when the plan is built,
+so a spec stays short and every default remains overridable. Field docstrings become
+the JSON-schema descriptions (`use_attribute_docstrings`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
+DrafterKind = Literal["p-eagle", "eagle3", "other"]
+RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
+RolloutStrategy = Literal["canary", "linear", "all-at-once"]
+Stage = str
+
+_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class _Strict(BaseModel):
+    model_config = _CONFIG
+
+
+class CustomModel(_Strict):
+    """Where the weights live when the model is not (only) a catalog key.
+
+    With `model: custom` the image and the model data are required. With a catalog key
+    every field here overrides the catalog's value (e.g. your own copy of the weights).
+    """
+
+    image_uri: str | None = None
+    """Serving container image (an AWS vLLM SageMaker image or the project's own)."""
+    model_data_uri: str | None = None
+    """Target weights: an S3 prefix ending in `/` (uncompressed) or an `.tar.gz` object."""
+    drafter_uri: str | None = None
+    """Drafter (speculator) weights: an S3 prefix ending in `/`."""
+    drafter_kind: DrafterKind | None = None
+    """`p-eagle`: EAGLE-3 head trained for parallel drafting; `eagle3`: plain EAGLE-3 head."""
+    drafter_parallel_tokens: int | None = Field(default=None, ge=1)
+    """How many parallel tokens the P-EAGLE drafter was trained for (warn when K exceeds it)."""
+    weights_gb: float | None = Field(default=None, gt=0)
+    """Size of the target weights in GB, for the fit check (skipped when unknown)."""
+    kv_cache_gb_per_1k_tokens: float | None = Field(default=None, gt=0)
+    """KV-cache GB per 1000 tokens of one sequence, for the fit check's KV floor."""
+    name: str | None = None
+    """Short name used in resource names (default `custom`)."""
+
+
+class SpeculativeSpec(_Strict):
+    """The speculative-decoding setup vLLM runs with."""
+
+    mode: SpeculativeMode = "p-eagle"
+    """`p-eagle` (parallel drafting), `eagle3` (sequential drafting) or `none`."""
+    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    """K, the number of draft tokens per step (default: the model's catalog default)."""
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
+    """Optional K schedule: `[[start, end, K], ...]` choosing K by batch size."""
+    drafter_channel: str = "eagle"
+    """Additional model data channel the drafter is mounted on (JumpStart uses `eagle`)."""
+    drafter_uri: str | None = None
+    """Override the drafter location (e.g. a plain EAGLE-3 head to compare against)."""
+    drafter_kind: DrafterKind | None = None
+    """Kind of the overriding drafter; parallel drafting needs `p-eagle`."""
+
+
+class VpcSpec(_Strict):
+    """VPC attachment of the model containers."""
+
+    subnet_ids: list[str] = Field(default_factory=list)
+    """Subnet ids (1-16)."""
+    security_group_ids: list[str] = Field(default_factory=list)
+    """Security group ids (1-5)."""
+
+
+class RolloutSpec(_Strict):
+    """How UpdateEndpoint shifts traffic to a new config (blue/green)."""
+
+    strategy: RolloutStrategy = "canary"
+    """`canary`, `linear` or `all-at-once`."""
+    canary_percent: int = Field(default=10, ge=1, le=50)
+    """Share of capacity that gets the new config first (canary)."""
+    linear_step_percent: int = Field(default=25, ge=1, le=50)
+    """Share of capacity moved per step (linear)."""
+    wait_interval_s: int = Field(default=300, ge=0, le=3600)
+    """Seconds between traffic shifts, watched by the alarms."""
+    termination_wait_s: int = Field(default=120, ge=0, le=3600)
+    """Seconds the old fleet stays up after the shift, for a fast rollback."""
+    max_execution_timeout_s: int = Field(default=3600, ge=600, le=28800)
+    """Upper bound for the whole rollout."""
+    alarms: list[str] = Field(default_factory=list)
+    """CloudWatch alarm names that roll the update back (0-10)."""
+
+
+class ScalingSpec(_Strict):
+    """Target-tracking autoscaling of the endpoint variant (applied by the SDK/CDK)."""
+
+    min_instances: int = Field(default=1, ge=1)
+    """Lower bound of the instance count."""
+    max_instances: int = Field(default=1, ge=1)
+    """Upper bound of the instance count."""
+    target_invocations_per_instance: int = Field(default=20, ge=1)
+    """Target of SageMakerVariantInvocationsPerInstance per minute."""
+
+
+class DeploymentSpec(_Strict):
+    """Everything peagle-deploy needs to render the SageMaker requests of one endpoint."""
+
+    model: str
+    """A catalog key (`peagle models`), a JumpStart model id, or `custom`."""
+    custom: CustomModel | None = None
+    """Image and S3 sources; required for `custom`, overrides for catalog keys."""
+    image_uri: str | None = None
+    """Override the serving image (default: the AWS vLLM SageMaker image of the region)."""
+    accept_eula: bool = False
+    """Accept the model's end-user license; gated models are refused without it."""
+    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
+    """Speculative decoding: mode, K, K schedule, drafter channel."""
+    instance_type: str | None = None
+    """SageMaker instance type (default: the model's catalog default, an ml.g7e type)."""
+    initial_instance_count: int = Field(default=1, ge=1)
+    """Instances behind the endpoint at creation."""
+    tensor_parallel_size: int | None = Field(default=None, ge=1)
+    """GPUs one model replica spans (default: the catalog's; must divide the GPU count)."""
+    max_model_len: int | None = Field(default=None, ge=256)
+    """Maximum sequence length vLLM serves (default: the catalog's)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra container environment (`SM_VLLM_*` become vLLM flags)."""
+    model_data_download_timeout_s: int = Field(default=1800, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds (60-3600)."""
+    container_startup_health_check_timeout_s: int = Field(default=1800, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds (60-3600)."""
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    """VolumeSizeInGB (1-512); only for instance families that attach EBS volumes."""
+    network_isolation: bool = True
+    """EnableNetworkIsolation: the container gets no outbound network (JumpStart default)."""
+    vpc: VpcSpec | None = None
+    """Run the containers in these subnets and security groups."""
+    kms_key_id: str | None = None
+    """KMS key for the ML storage volume (endpoint config KmsKeyId)."""
+    routing_strategy: RoutingStrategy | None = None
+    """Request routing across instances; KV_AWARE cannot be expressed by CloudFormation."""
+    inference_ami_version: str | None = None
+    """InferenceAmiVersion, e.g. `al2023-ami-sagemaker-inference-gpu-4-1` (CUDA 13)."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Extra tags on every resource (peagle:* tags are added and reserved)."""
+    execution_role_arn: str | None = None
+    """IAM role SageMaker assumes; `plan` shows a placeholder when absent, deploy refuses it."""
+    region: str | None = None
+    """AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1)."""
+    stage: Stage = "dev"
+    """Deployment stage (dev, staging, prod, ...); part of names and tags."""
+    endpoint_name: str | None = None
+    """Endpoint name (default `peagle-<model>-<stage>`)."""
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    """Blue/green rollout of updates, with alarm-based rollback."""
+    scaling: ScalingSpec | None = None
+    """Autoscaling bounds and target; none means a fixed instance count."""
