@@ -1,0 +1,723 @@
+"""Stand-in extensions for moto's SageMaker (FACTS.md 7): clearly a test double.
+
+moto 5.2.5 lacks what a P-EAGLE deployment exercises. `MotoExtensions` patches moto's
+classes in place (and undoes every patch on exit) to add:
+
+- modern GPU instance types in CreateEndpointConfig (anything in botocore's enum);
+- "already exists" errors on CreateModel / CreateEndpointConfig / CreateEndpoint (moto
+  silently overwrites; SageMaker refuses);
+- scripted endpoint lifecycles: Creating for N seconds -> InService, or -> Failed with
+  a FailureReason and container log lines in CloudWatch Logs
+  `/aws/sagemaker/Endpoints/<name>`;
+- UpdateEndpoint: Updating -> InService on the new config, or a scripted rollback
+  Updating -> RollingBack -> InService on the old config;
+- InvokeEndpoint answering OpenAI chat completions, and InvokeEndpointWithResponseStream
+  in the real event-stream framing (see `eventstream`), paced by `StreamSettings`;
+- optional speculative-decoding metric lines (`peagle_serve.contract.format_metric_line`)
+  written to the endpoint's log group after each invocation, like the container does.
+
+The same patches serve `moto.mock_aws()` in-process and a moto server in this process
+(see `LocalAWS`). Transitions are evaluated lazily against a monotonic clock whenever
+the endpoint is read, so no background thread is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from peagle_deploy.emulator.chat import (
+    ChatRequest,
+    ChatRequestError,
+    StreamSettings,
+    chat_completion,
+    sse_events,
+)
+from peagle_deploy.emulator.eventstream import payload_part, split_awkwardly
+
+DEFAULT_VARIANT = "AllTraffic"
+LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
+STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
+_MISSING = object()
+
+
+def log_group_name(endpoint_name: str) -> str:
+    """The CloudWatch Logs group SageMaker writes an endpoint's container output to."""
+    return LOG_GROUP_PREFIX + endpoint_name
+
+
+@dataclass(frozen=True)
+class EndpointScript:
+    """How an endpoint of a given name behaves in the emulator.
+
+    `creating_s`: time in Creating; then Failed with `fail_reason` if set, else InService.
+    `updating_s`: time in Updating after UpdateEndpoint; then InService on the new config,
+    or, with `rollback_on_update`, RollingBack for `rolling_back_s` and InService on the old
+    config with `rollback_reason` as FailureReason. `log_lines` are written to the
+    endpoint's log group when a create or update finishes (the container's start-up output).
+    """
+
+    creating_s: float = 0.0
+    fail_reason: str | None = None
+    updating_s: float = 0.0
+    rollback_on_update: bool = False
+    rolling_back_s: float = 0.0
+    rollback_reason: str = (
+        "Blue/green update rolled back: the new fleet did not pass health checks "
+        "(emulated rollback)."
+    )
+    log_lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpecMetrics:
+    """Speculative-decoding figures the emulated container reports per invocation."""
+
+    acceptance_rate: float
+    num_speculative_tokens: int
+    per_position: tuple[float, ...] | None = None
+
+    def per_position_rates(self) -> list[float]:
+        if self.per_position is not None:
+            return list(self.per_position)
+        k = self.num_speculative_tokens
+        if k <= 1:
+            return [self.acceptance_rate] * k
+        # Decreasing by position with (unclamped) mean equal to the acceptance rate.
+        return [max(0.0, min(1.0, self.acceptance_rate * (1.5 - i / (k - 1)))) for i in range(k)]
+
+
+@dataclass
+class _Phase:
+    until: float
+    then: Callable[[], None]
+
+
+@dataclass
+class _Tracked:
+    endpoint: Any
+    phase: _Phase | None = None
+
+
+@dataclass
+class _Patch:
+    owner: Any
+    name: str
+    old: Any
+
+
+class _Registry:
+    """The one installed MotoExtensions of this process (patched functions look it up)."""
+
+    active: MotoExtensions | None = None
+    lock = threading.Lock()
+    instance_types: frozenset[str] | None = None
+
+
+def _active() -> MotoExtensions:
+    ext = _Registry.active
+    if ext is None:  # pragma: no cover - patches are removed together with the registration
+        raise RuntimeError("peagle emulator extensions are not installed")
+    return ext
+
+
+@dataclass
+class MotoExtensions:
+    """Install with `with MotoExtensions() as ext:` (inside or outside `mock_aws`).
+
+    Only one instance can be installed at a time in a process.
+    """
+
+    stream: StreamSettings = field(default_factory=StreamSettings)
+    default_script: EndpointScript = field(default_factory=EndpointScript)
+    clock: Callable[[], float] = time.monotonic
+    _scripts: dict[str, EndpointScript] = field(default_factory=dict, init=False)
+    _streams: dict[str, StreamSettings] = field(default_factory=dict, init=False)
+    _metrics: dict[str, SpecMetrics] = field(default_factory=dict, init=False)
+    _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
+    _patches: list[_Patch] = field(default_factory=list, init=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    invocations: int = field(default=0, init=False)
+
+    # --- control API ------------------------------------------------------------------
+    def script_endpoint(
+        self,
+        name: str,
+        *,
+        creating_s: float = 0.0,
+        fail_reason: str | None = None,
+        updating_s: float = 0.0,
+        rollback_on_update: bool = False,
+        rolling_back_s: float = 0.0,
+        rollback_reason: str | None = None,
+        log_lines: Iterable[str] = (),
+    ) -> EndpointScript:
+        """Script the lifecycle of the endpoint called `name` (creates and updates after now)."""
+        script = EndpointScript(
+            creating_s=creating_s,
+            fail_reason=fail_reason,
+            updating_s=updating_s,
+            rollback_on_update=rollback_on_update,
+            rolling_back_s=rolling_back_s,
+            log_lines=tuple(log_lines),
+        )
+        if rollback_reason is not None:
+            script = replace(script, rollback_reason=rollback_reason)
+        with self._lock:
+            self._scripts[name] = script
+        return script
+
+    def set_stream(
+        self,
+        *,
+        ttft_s: float | None = None,
+        token_delay_s: float | None = None,
+        tokens_per_chunk: int | None = None,
+        split: Literal["awkward", "event"] | None = None,
+        default_max_tokens: int | None = None,
+        endpoint_name: str | None = None,
+    ) -> StreamSettings:
+        """Change stream pacing for every endpoint, or only for `endpoint_name`."""
+        with self._lock:
+            base = self._streams.get(endpoint_name, self.stream) if endpoint_name else self.stream
+            changes: dict[str, Any] = {
+                k: v
+                for k, v in {
+                    "ttft_s": ttft_s,
+                    "token_delay_s": token_delay_s,
+                    "tokens_per_chunk": tokens_per_chunk,
+                    "split": split,
+                    "default_max_tokens": default_max_tokens,
+                }.items()
+                if v is not None
+            }
+            new = replace(base, **changes)
+            if endpoint_name:
+                self._streams[endpoint_name] = new
+            else:
+                self.stream = new
+            return new
+
+    def set_spec_metrics(
+        self,
+        endpoint_name: str | None,
+        *,
+        acceptance_rate: float,
+        num_speculative_tokens: int,
+        per_position: Iterable[float] | None = None,
+    ) -> SpecMetrics:
+        """Make the endpoint's emulated container log a metric line after each invocation.
+
+        `endpoint_name=None` sets the default for every endpoint without its own figures.
+        """
+        if not 0.0 <= acceptance_rate <= 1.0:
+            raise ValueError("acceptance_rate must be within [0, 1]")
+        if num_speculative_tokens < 1:
+            raise ValueError("num_speculative_tokens must be >= 1")
+        metrics = SpecMetrics(
+            acceptance_rate,
+            num_speculative_tokens,
+            tuple(per_position) if per_position is not None else None,
+        )
+        with self._lock:
+            self._metrics[endpoint_name or ""] = metrics
+        return metrics
+
+    def stream_settings(self, endpoint_name: str) -> StreamSettings:
+        with self._lock:
+            return self._streams.get(endpoint_name, self.stream)
+
+    def script_for(self, endpoint_name: str) -> EndpointScript:
+        with self._lock:
+            return self._scripts.get(endpoint_name, self.default_script)
+
+    def log_lines(
+        self, endpoint_name: str, *, region: str = "us-east-1", account_id: str | None = None
+    ) -> list[str]:
+        """Every message in the endpoint's log group, oldest first (for tests and demos)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.logs.models import logs_backends
+
+        backend = logs_backends[account_id or DEFAULT_ACCOUNT_ID][region]
+        group = backend.groups.get(log_group_name(endpoint_name))
+        if group is None:
+            return []
+        events = [e for s in group.streams.values() for e in s.events]
+        return [e.message for e in sorted(events, key=lambda e: e.timestamp)]
+
+    # --- install / uninstall ----------------------------------------------------------
+    def __enter__(self) -> MotoExtensions:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        with _Registry.lock:
+            if _Registry.active is not None:
+                raise RuntimeError("another MotoExtensions is already installed in this process")
+            _Registry.active = self
+        try:
+            self._install_patches()
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def uninstall(self) -> None:
+        while self._patches:
+            p = self._patches.pop()
+            if isinstance(p.owner, dict):
+                if p.old is _MISSING:
+                    p.owner.pop(p.name, None)
+                else:
+                    p.owner[p.name] = p.old
+            elif p.old is _MISSING:
+                delattr(p.owner, p.name)
+            else:
+                setattr(p.owner, p.name, p.old)
+        with _Registry.lock:
+            if _Registry.active is self:
+                _Registry.active = None
+        with self._lock:
+            self._tracked.clear()
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        if isinstance(owner, dict):
+            old = owner.get(name, _MISSING)
+            owner[name] = value
+        else:
+            old = owner.__dict__.get(name, _MISSING)
+            setattr(owner, name, value)
+        self._patches.append(_Patch(owner, name, old))
+
+    def _install_patches(self) -> None:
+        from moto.sagemaker import models as sm_models
+        from moto.sagemaker import urls as sm_urls
+        from moto.sagemaker.responses import SageMakerResponse
+        from moto.sagemakerruntime import urls as rt_urls
+        from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+        backend_cls = sm_models.SageMakerModelBackend
+        self._patch(sm_models.FakeEndpointConfig, "validate_instance_type", _validate_instance_type)
+        orig_create_model = backend_cls.create_model
+        orig_create_config = backend_cls.create_endpoint_config
+        orig_create_endpoint = backend_cls.create_endpoint
+        orig_describe = backend_cls.describe_endpoint
+        orig_delete = backend_cls.delete_endpoint
+        orig_list = backend_cls.list_endpoints
+
+        def create_model(backend: Any, model_name: str, *args: Any, **kwargs: Any) -> Any:
+            if model_name in backend._models:
+                _already_exists(backend, "model", "model", model_name)
+            return orig_create_model(backend, model_name, *args, **kwargs)
+
+        def create_endpoint_config(
+            backend: Any, endpoint_config_name: str, *args: Any, **kwargs: Any
+        ) -> Any:
+            if endpoint_config_name in backend.endpoint_configs:
+                _already_exists(
+                    backend, "endpoint-config", "endpoint configuration", endpoint_config_name
+                )
+            return orig_create_config(backend, endpoint_config_name, *args, **kwargs)
+
+        def create_endpoint(backend: Any, endpoint_name: str, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                if endpoint_name in backend.endpoints:
+                    _already_exists(backend, "endpoint", "endpoint", endpoint_name)
+                endpoint = orig_create_endpoint(backend, endpoint_name, *args, **kwargs)
+                self._start_create(backend, endpoint)
+                return endpoint
+
+        def describe_endpoint(backend: Any, endpoint_name: str) -> Any:
+            with self._lock:
+                self._advance_named(backend, endpoint_name)
+                return orig_describe(backend, endpoint_name)
+
+        def delete_endpoint(backend: Any, endpoint_name: str) -> None:
+            with self._lock:
+                endpoint = backend.endpoints.get(endpoint_name)
+                orig_delete(backend, endpoint_name)
+                if endpoint is not None:
+                    self._tracked.pop(id(endpoint), None)
+
+        def list_endpoints(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                for name in list(backend.endpoints):
+                    self._advance_named(backend, name)
+                return orig_list(backend, *args, **kwargs)
+
+        def update_endpoint(
+            backend: Any,
+            endpoint_name: str,
+            endpoint_config_name: str,
+            deployment_config: dict[str, Any] | None = None,
+        ) -> Any:
+            with self._lock:
+                return self._update(backend, endpoint_name, endpoint_config_name, deployment_config)
+
+        def response_update_endpoint(response: Any) -> Any:
+            from moto.core.responses import ActionResult
+
+            endpoint = response.sagemaker_backend.update_endpoint(
+                endpoint_name=response._get_param("EndpointName"),
+                endpoint_config_name=response._get_param("EndpointConfigName"),
+                deployment_config=response._get_param("DeploymentConfig"),
+            )
+            return ActionResult({"EndpointArn": endpoint.arn})
+
+        def response_invoke_endpoint(response: Any) -> Any:
+            name = response._get_param("EndpointName") or _name_from_path(response.path)
+            status, headers, body = self._invoke(
+                response.current_account, response.region, name, response.body
+            )
+            headers["status"] = status
+            return status, headers, body
+
+        self._patch(backend_cls, "create_model", create_model)
+        self._patch(backend_cls, "create_endpoint_config", create_endpoint_config)
+        self._patch(backend_cls, "create_endpoint", create_endpoint)
+        self._patch(backend_cls, "describe_endpoint", describe_endpoint)
+        self._patch(backend_cls, "delete_endpoint", delete_endpoint)
+        self._patch(backend_cls, "list_endpoints", list_endpoints)
+        self._patch(backend_cls, "update_endpoint", update_endpoint)
+        self._patch(SageMakerResponse, "update_endpoint", response_update_endpoint)
+        self._patch(SageMakerRuntimeResponse, "invoke_endpoint", response_invoke_endpoint)
+        # In-process requests reach the runtime backend by host name; a moto *server*
+        # routes every SigV4 "sagemaker" request whose path does not end in
+        # "invocations" to the control-plane app, so the stream route goes in both.
+        self._patch(rt_urls.url_paths, STREAM_PATH, _stream_handler)
+        self._patch(sm_urls.url_paths, STREAM_PATH, _stream_handler)
+
+    # --- lifecycle --------------------------------------------------------------------
+    def _schedule(self, endpoint: Any, delay_s: float, then: Callable[[], None]) -> None:
+        tracked = self._tracked.setdefault(id(endpoint), _Tracked(endpoint))
+        tracked.phase = _Phase(self.clock() + max(0.0, delay_s), then)
+
+    def _advance_named(self, backend: Any, endpoint_name: str) -> None:
+        endpoint = backend.endpoints.get(endpoint_name)
+        if endpoint is not None:
+            self._advance(endpoint)
+
+    def _advance(self, endpoint: Any) -> None:
+        tracked = self._tracked.get(id(endpoint))
+        while tracked is not None and tracked.phase is not None:
+            phase = tracked.phase
+            if self.clock() < phase.until:
+                return
+            tracked.phase = None
+            phase.then()
+
+    def _start_create(self, backend: Any, endpoint: Any) -> None:
+        from moto.core.utils import utcnow
+
+        script = self.script_for(endpoint.endpoint_name)
+        endpoint.endpoint_status = "Creating"
+
+        def done() -> None:
+            endpoint.last_modified_time = utcnow()
+            if script.fail_reason:
+                endpoint.endpoint_status = "Failed"
+                endpoint.failure_reason = script.fail_reason
+            else:
+                endpoint.endpoint_status = "InService"
+            if script.log_lines:
+                self._write_logs(backend, endpoint.endpoint_name, script.log_lines)
+
+        self._schedule(endpoint, script.creating_s, done)
+
+    def _update(
+        self,
+        backend: Any,
+        endpoint_name: str,
+        endpoint_config_name: str,
+        deployment_config: dict[str, Any] | None,
+    ) -> Any:
+        from moto.core.utils import utcnow
+        from moto.sagemaker.exceptions import ValidationError
+        from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig
+
+        endpoint = backend.endpoints.get(endpoint_name)
+        if endpoint is None:
+            arn = FakeEndpoint.arn_formatter(endpoint_name, backend.account_id, backend.region_name)
+            raise ValidationError(message=f"Could not find endpoint '{arn}'.")
+        self._advance(endpoint)
+        if endpoint.endpoint_status != "InService":
+            raise ValidationError(
+                message=(
+                    f'Cannot update endpoint "{endpoint.arn}" with status '
+                    f"{endpoint.endpoint_status}: only InService endpoints can be updated."
+                )
+            )
+        new_config = backend.endpoint_configs.get(endpoint_config_name)
+        if new_config is None:
+            arn = FakeEndpointConfig.arn_formatter(
+                endpoint_config_name, backend.account_id, backend.region_name
+            )
+            raise ValidationError(message=f"Could not find endpoint configuration '{arn}'.")
+        script = self.script_for(endpoint_name)
+        endpoint.endpoint_status = "Updating"
+        endpoint.failure_reason = None
+        endpoint.last_modified_time = utcnow()
+        endpoint.pending_deployment_summary = {
+            "EndpointConfigName": endpoint_config_name,
+            "StartTime": utcnow(),
+        }
+        if deployment_config:
+            endpoint.last_deployment_config = deployment_config
+
+        def rolled_back() -> None:
+            endpoint.endpoint_status = "InService"
+            endpoint.failure_reason = script.rollback_reason
+            endpoint.last_modified_time = utcnow()
+
+        def done() -> None:
+            endpoint.pending_deployment_summary = None
+            endpoint.last_modified_time = utcnow()
+            if script.log_lines:
+                self._write_logs(backend, endpoint_name, script.log_lines)
+            if script.rollback_on_update:
+                endpoint.endpoint_status = "RollingBack"
+                self._schedule(endpoint, script.rolling_back_s, rolled_back)
+                return
+            endpoint.endpoint_config_name = endpoint_config_name
+            endpoint.production_variants = endpoint._process_production_variants(
+                new_config.production_variants
+            )
+            endpoint.endpoint_status = "InService"
+
+        self._schedule(endpoint, script.updating_s, done)
+        return endpoint
+
+    # --- logs -------------------------------------------------------------------------
+    def _write_logs(self, backend: Any, endpoint_name: str, lines: Iterable[str]) -> None:
+        write_endpoint_logs(backend.account_id, backend.region_name, endpoint_name, lines)
+
+    # --- runtime ----------------------------------------------------------------------
+    def _lookup_serving(
+        self, account_id: str, region: str, endpoint_name: str
+    ) -> tuple[int, str, str] | None:
+        """None when the endpoint can serve, else (status, error code, message)."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        backend = sagemaker_backends[account_id][region]
+        with self._lock:
+            endpoint = backend.endpoints.get(endpoint_name)
+            if endpoint is None:
+                return (
+                    400,
+                    "ValidationError",
+                    f"Endpoint {endpoint_name} of account {account_id} not found.",
+                )
+            self._advance(endpoint)
+            status = endpoint.endpoint_status
+        # An endpoint being updated or rolled back still serves from its current fleet.
+        if status not in ("InService", "Updating", "RollingBack", "SystemUpdating"):
+            return (
+                400,
+                "ValidationError",
+                f"Endpoint {endpoint_name} of account {account_id} is not in service "
+                f"(status {status}).",
+            )
+        return None
+
+    def _invoke(
+        self, account_id: str, region: str, endpoint_name: str, body: Any
+    ) -> tuple[int, dict[str, Any], str]:
+        problem = self._lookup_serving(account_id, region, endpoint_name)
+        if problem is not None:
+            return _error(*problem)
+        try:
+            request = ChatRequest.parse(body if body is not None else b"")
+        except ChatRequestError as exc:
+            return _model_error(account_id, region, endpoint_name, str(exc))
+        started = self.clock()
+        settings = self.stream_settings(endpoint_name)
+        doc = chat_completion(request, settings.default_max_tokens)
+        with self._lock:
+            self.invocations += 1
+        self._after_invocation(
+            account_id,
+            region,
+            endpoint_name,
+            doc["usage"]["completion_tokens"],
+            self.clock() - started,
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "x-Amzn-Invoked-Production-Variant": DEFAULT_VARIANT,
+        }
+        return 200, headers, json.dumps(doc, ensure_ascii=False)
+
+    def _stream(
+        self, account_id: str, region: str, endpoint_name: str, body: Any
+    ) -> tuple[int, dict[str, Any], Iterator[bytes] | str]:
+        problem = self._lookup_serving(account_id, region, endpoint_name)
+        if problem is not None:
+            return _error(*problem)
+        try:
+            request = ChatRequest.parse(body if body is not None else b"")
+        except ChatRequestError as exc:
+            return _model_error(account_id, region, endpoint_name, str(exc))
+        settings = self.stream_settings(endpoint_name)
+        with self._lock:
+            self.invocations += 1
+        started = self.clock()
+
+        def done(completion_tokens: int) -> None:
+            self._after_invocation(
+                account_id, region, endpoint_name, completion_tokens, self.clock() - started
+            )
+
+        def frames() -> Iterator[bytes]:
+            for event in sse_events(request, settings, on_done=done):
+                if settings.split == "event":
+                    yield payload_part(event)
+                else:
+                    yield b"".join(payload_part(piece) for piece in split_awkwardly(event))
+
+        headers = {
+            "Content-Type": "application/vnd.amazon.eventstream",
+            "X-Amzn-SageMaker-Content-Type": "text/event-stream",
+            "x-Amzn-Invoked-Production-Variant": DEFAULT_VARIANT,
+        }
+        return 200, headers, frames()
+
+    def _after_invocation(
+        self,
+        account_id: str,
+        region: str,
+        endpoint_name: str,
+        completion_tokens: int,
+        elapsed_s: float,
+    ) -> None:
+        with self._lock:
+            metrics = self._metrics.get(endpoint_name) or self._metrics.get("")
+        if metrics is None or completion_tokens <= 0:
+            return
+        from peagle_serve.contract import format_metric_line
+
+        k = metrics.num_speculative_tokens
+        mean_len = 1.0 + metrics.acceptance_rate * k
+        drafts = completion_tokens / mean_len
+        elapsed = max(elapsed_s, 1e-3)
+        values = {
+            "acceptance_rate": metrics.acceptance_rate,
+            "mean_acceptance_length": mean_len,
+            "draft_tokens_per_s": drafts * k / elapsed,
+            "accepted_tokens_per_s": drafts * k * metrics.acceptance_rate / elapsed,
+        }
+        line = format_metric_line(
+            values,
+            per_position_acceptance=metrics.per_position_rates(),
+            timestamp_ms=int(time.time() * 1000),
+        )
+        write_endpoint_logs(account_id, region, endpoint_name, [line])
+
+
+def write_endpoint_logs(
+    account_id: str, region: str, endpoint_name: str, lines: Iterable[str]
+) -> None:
+    """Append lines to `/aws/sagemaker/Endpoints/<name>`, stream `AllTraffic/i-<id>`."""
+    from moto.logs.models import logs_backends
+
+    lines = list(lines)
+    if not lines:
+        return
+    backend = logs_backends[account_id][region]
+    group = log_group_name(endpoint_name)
+    if group not in backend.groups:
+        backend.create_log_group(group, {})
+    instance = hashlib.sha256(endpoint_name.encode()).hexdigest()[:17]
+    stream = f"{DEFAULT_VARIANT}/i-{instance}"
+    backend.ensure_log_stream(group, stream)
+    now = int(time.time() * 1000)
+    backend.put_log_events(group, stream, [{"timestamp": now, "message": m} for m in lines])
+
+
+def _validate_instance_type(self: Any, instance_type: str) -> None:
+    """Accept every instance type botocore's SageMaker model knows (g6e, g7e, p5, p6...)."""
+    from moto.sagemaker.exceptions import ValidationError
+
+    allowed = _known_instance_types()
+    if instance_type not in allowed:
+        raise ValidationError(
+            message=(
+                f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
+                f"Member must satisfy enum value set: {sorted(allowed)}"
+            )
+        )
+
+
+def _known_instance_types() -> frozenset[str]:
+    if _Registry.instance_types is None:
+        import botocore.session
+
+        model = botocore.session.get_session().get_service_model("sagemaker")
+        shape = model.shape_for("ProductionVariantInstanceType")
+        _Registry.instance_types = frozenset(shape.enum)  # type: ignore[attr-defined]
+    return _Registry.instance_types
+
+
+def _already_exists(backend: Any, arn_kind: str, label: str, name: str) -> None:
+    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.utils import arn_formatter
+
+    arn = arn_formatter(arn_kind, name, backend.account_id, backend.region_name)
+    raise ValidationError(message=f'Cannot create already existing {label} "{arn}".')
+
+
+def _name_from_path(path: str) -> str:
+    parts = path.split("/")
+    return unquote(parts[2]) if len(parts) > 2 else ""
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, Any], str]:
+    headers = {"x-amzn-ErrorType": code, "Content-Type": "application/json"}
+    return status, headers, json.dumps({"__type": code, "message": message})
+
+
+def _model_error(
+    account_id: str, region: str, endpoint_name: str, message: str
+) -> tuple[int, dict[str, Any], str]:
+    """What SageMaker returns when the container answers 4xx: ModelError (HTTP 424)."""
+    body = {
+        "__type": "ModelError",
+        "Message": (
+            f"Received client error (400) from primary with message "
+            f'"{message}". See the endpoint\'s CloudWatch logs.'
+        ),
+        "OriginalStatusCode": 400,
+        "OriginalMessage": message,
+        "LogStreamArn": (
+            f"arn:aws:logs:{region}:{account_id}:log-group:{log_group_name(endpoint_name)}"
+        ),
+    }
+    return (
+        424,
+        {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
+        json.dumps(body),
+    )
+
+
+def _stream_handler(request: Any, full_url: str, headers: Any) -> Any:
+    """moto URL handler for InvokeEndpointWithResponseStream (in-process and server)."""
+    from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+    helper = SageMakerRuntimeResponse()
+    helper.setup_class(request, full_url, headers)
+    name = _name_from_path(helper.parsed_url.path)
+    status, out_headers, body = _active()._stream(
+        helper.get_current_account(), helper.region, name, helper.body
+    )
+    if isinstance(body, str) or request.from_wsgi_server:
+        return status, out_headers, body
+    # In-process moto hands botocore one byte buffer: the pacing still happens (the
+    # generator sleeps), but arrives at once.
+    return status, out_headers, b"".join(body)
