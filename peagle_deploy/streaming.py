@@ -76,6 +76,8 @@ class SSEParser:
 
 
 def _event_data(event: str) -> str | None:
+    if event.startswith("data:") and "\n" not in event:
+        return event[5:].lstrip(" ")  # the usual one-line event, without the split
     lines = [line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:")]
     return "\n".join(lines) if lines else None
 
