@@ -224,13 +224,15 @@ class OpenAITarget:
                     text = (await resp.text())[:200].replace("\n", " ")
                     return acc.fail(f"HTTP {resp.status}: {text}")
                 parser = SSEParser()
+                feed = parser.feed
+                on_event = acc.event
                 async for data in resp.content.iter_any():
                     now = perf()
-                    for event in parser.feed(data):
-                        acc.event(event, now)
+                    for event in feed(data):
+                        on_event(event, now)
                 now = perf()
                 for event in parser.flush():
-                    acc.event(event, now)
+                    on_event(event, now)
         except SSEDecodeError as exc:
             return acc.fail(str(exc))
         except TimeoutError:
