@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 
@@ -244,26 +245,35 @@ def check_speculative(
             f"speculative.num_speculative_tokens={k} is above the {drafter_parallel_tokens} "
             "parallel tokens the drafter was trained for; acceptance will drop"
         )
-    if s.num_speculative_tokens_per_batch_size:
+    if s.num_speculative_tokens_per_batch_size is not None:
         check_k_schedule(s.num_speculative_tokens_per_batch_size, k)
     return warnings
 
 
 def check_k_schedule(schedule: list[tuple[int, int, int]], k: int) -> None:
-    """`[[start, end, K], ...]`: ascending, non-overlapping batch ranges, 1 <= K <= max K."""
+    """vLLM's rules for `[[start, end, K], ...]` (vllm/v1/spec_decode/dynamic/utils.py).
+
+    Batch ranges are inclusive, ascending, non-overlapping and start at 1; K may be 0
+    (no speculation at that batch size). vLLM silently clamps K to num_speculative_tokens;
+    a larger K is refused here because it cannot mean what the user wrote.
+    """
     field = "speculative.num_speculative_tokens_per_batch_size"
-    allowed = f"[[start, end, K], ...] with 1 <= start <= end, ascending, 1 <= K <= {k}"
+    allowed = f"[[1, end, K], [end+1, end2, K2], ...] with 0 <= K <= {k}"
+    if not schedule:
+        raise SpecError(field, "is empty", allowed)
     previous_end = 0
     for i, (start, end, kk) in enumerate(schedule):
         if start < 1 or end < start:
             raise SpecError(f"{field}[{i}]", f"batch range {start}-{end} is empty", allowed)
+        if i == 0 and start != 1:
+            raise SpecError(f"{field}[0]", f"first batch range starts at {start}, not 1", allowed)
         if start <= previous_end:
-            raise SpecError(f"{field}[{i}]", f"batch range {start}-{end} overlaps", allowed)
-        if kk < 1 or kk > k:
             raise SpecError(
-                f"{field}[{i}]",
-                f"K={kk} is outside 1..num_speculative_tokens ({k})",
-                allowed,
+                f"{field}[{i}]", f"batch range {start}-{end} overlaps or is out of order", allowed
+            )
+        if kk < 0 or kk > k:
+            raise SpecError(
+                f"{field}[{i}]", f"K={kk} is outside 0..num_speculative_tokens ({k})", allowed
             )
         previous_end = end
 
@@ -418,8 +428,13 @@ def check_alarms(spec: DeploymentSpec) -> None:
             )
 
 
-def cdk_incompatibilities(spec: DeploymentSpec) -> list[str]:
-    """What CloudFormation cannot express about this spec (the CDK path refuses these)."""
+def cdk_incompatibilities(spec_or_plan: DeploymentSpec | Any) -> list[str]:
+    """What CloudFormation cannot express about a spec or Plan (the CDK path refuses these).
+
+    The CDK side calls this (or reads `plan.cdk_incompatibilities`) and raises when the
+    list is not empty; the SDK path can deploy such specs.
+    """
+    spec: DeploymentSpec = getattr(spec_or_plan, "spec", spec_or_plan)
     problems = []
     if spec.routing_strategy is not None and spec.routing_strategy not in CFN_ROUTING_STRATEGIES:
         problems.append(

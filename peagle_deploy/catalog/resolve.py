@@ -62,18 +62,6 @@ def resolve_region(spec: DeploymentSpec) -> str:
 
 
 def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
-    notes = []
-    if not entry.model_data_uri.verified:
-        notes.append(
-            f"model data for {entry.key} is an unverified default "
-            f"({entry.model_data_uri_for(region)}); set custom.model_data_uri to your copy "
-            f"of {entry.hf_model_id.value}"
-        )
-    if not entry.drafter_uri.verified:
-        notes.append(
-            f"drafter location for {entry.key} is an unverified default "
-            f"({entry.drafter_uri_for(region)}); set custom.drafter_uri to be sure"
-        )
     return ResolvedModel(
         name=entry.key,
         source="catalog",
@@ -91,8 +79,33 @@ def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
         kv_cache_gb_per_1k_tokens=entry.kv_cache_gb_per_1k_tokens.value,
         gated=entry.gated.value,
         catalog=entry,
-        notes=notes,
     )
+
+
+def _catalog_notes(
+    entry: ModelEntry, resolved: ResolvedModel, region: str, uses_drafter: bool
+) -> list[str]:
+    """Warn about unverified catalog locations the spec did not override."""
+    notes = []
+    if not entry.model_data_uri.verified and resolved.model_data_uri == entry.model_data_uri_for(
+        region
+    ):
+        notes.append(
+            f"model data for {entry.key} is an unverified default "
+            f"({resolved.model_data_uri}); set custom.model_data_uri to your copy "
+            f"of {entry.hf_model_id.value}"
+        )
+    if (
+        uses_drafter
+        and not entry.drafter_uri.verified
+        and resolved.drafter_uri == entry.drafter_uri_for(region)
+        and resolved.drafter_data_source is None
+    ):
+        notes.append(
+            f"drafter location for {entry.key} is an unverified default "
+            f"({resolved.drafter_uri}); set custom.drafter_uri to be sure"
+        )
+    return notes
 
 
 def _custom(region: str) -> ResolvedModel:
@@ -161,4 +174,7 @@ def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
     else:
         raise SpecError("model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM])
     _apply_custom(spec, resolved)
+    if entry is not None:
+        uses_drafter = spec.speculative.mode != "none"
+        resolved.notes.extend(_catalog_notes(entry, resolved, region, uses_drafter))
     return resolved

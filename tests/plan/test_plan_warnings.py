@@ -1,0 +1,53 @@
+"""Specs that deploy but deserve a warning, and the CDK incompatibility hook."""
+
+from __future__ import annotations
+
+from peagle_deploy.plan import build_plan
+from peagle_deploy.spec import load_spec
+from peagle_deploy.validation import cdk_incompatibilities
+
+
+def _warnings(**overrides: object) -> str:
+    return "\n".join(build_plan(load_spec(**overrides)).warnings)
+
+
+def test_k_above_trained_parallel_tokens_warns() -> None:
+    assert "trained for" not in _warnings(
+        model="gpt-oss-20b", speculative={"num_speculative_tokens": 10}
+    )
+    text = _warnings(model="gpt-oss-20b", speculative={"num_speculative_tokens": 11})
+    assert "speculative.num_speculative_tokens=11" in text and "10 parallel tokens" in text
+
+
+def test_kv_aware_routing_is_flagged_for_cdk() -> None:
+    plan = build_plan(load_spec(model="gpt-oss-20b", routing_strategy="KV_AWARE"))
+    assert any("KV_AWARE" in w for w in plan.warnings)
+    assert plan.cdk_incompatibilities and "routing_strategy" in plan.cdk_incompatibilities[0]
+    assert (
+        cdk_incompatibilities(plan)
+        == cdk_incompatibilities(plan.spec)
+        == plan.cdk_incompatibilities
+    )
+    fine = build_plan(load_spec(model="gpt-oss-20b", routing_strategy="PREFIX_AWARE"))
+    assert fine.cdk_incompatibilities == []
+
+
+def test_idle_gpus_and_local_storage_kms_warn() -> None:
+    text = _warnings(model="gpt-oss-20b", instance_type="ml.g7e.12xlarge", kms_key_id="alias/k")
+    assert "tensor_parallel_size=1 uses 1 of ml.g7e.12xlarge's 2 GPUs" in text
+    assert "kms_key_id" in text
+
+
+def test_eagle3_mode_with_p_eagle_head_warns() -> None:
+    assert "drafts sequentially" in _warnings(model="gpt-oss-20b", speculative={"mode": "eagle3"})
+
+
+def test_catalog_unverified_sources_warn_and_custom_override_silences() -> None:
+    text = _warnings(model="qwen3-coder-30b-a3b-instruct")
+    assert "unverified default" in text
+    quiet = _warnings(
+        model="qwen3-coder-30b-a3b-instruct",
+        execution_role_arn="arn:aws:iam::123456789012:role/r",
+        custom={"model_data_uri": "s3://mine/qwen/", "drafter_uri": "s3://mine/qwen-peagle/"},
+    )
+    assert quiet == ""

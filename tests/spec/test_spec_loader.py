@@ -1,0 +1,81 @@
+"""load_spec: files (YAML/JSON), nested and dotted overrides, overrides win."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from peagle_deploy.errors import SpecError
+from peagle_deploy.spec import DeploymentSpec, load_spec
+
+YAML = """
+model: gpt-oss-20b
+stage: staging
+speculative:
+  mode: p-eagle
+  num_speculative_tokens: 5
+  drafter_channel: eagle
+env:
+  SM_VLLM_GPU_MEMORY_UTILIZATION: "0.9"
+tags:
+  team: ml
+"""
+
+
+def test_yaml_file_and_nested_override_merge(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(YAML)
+    spec = load_spec(path, speculative={"num_speculative_tokens": 7}, env={"HF_HUB_OFFLINE": "1"})
+    assert spec.speculative.num_speculative_tokens == 7
+    assert spec.speculative.mode == "p-eagle"  # the file's value survives the merge
+    assert spec.env == {"SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9", "HF_HUB_OFFLINE": "1"}
+    assert spec.stage == "staging" and spec.tags == {"team": "ml"}
+
+
+def test_json_file_and_dotted_override(tmp_path: Path) -> None:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"model": "gpt-oss-20b", "rollout": {"strategy": "linear"}}))
+    spec = load_spec(path, **{"rollout.alarms": ["p99"], "speculative.mode": "eagle3"})
+    assert spec.rollout.strategy == "linear" and spec.rollout.alarms == ["p99"]
+    assert spec.speculative.mode == "eagle3"
+
+
+def test_none_overrides_do_not_clobber(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yml"
+    path.write_text("model: gpt-oss-20b\ninstance_type: ml.g7e.4xlarge\n")
+    spec = load_spec(path, instance_type=None, model="gpt-oss-120b")
+    assert spec.instance_type == "ml.g7e.4xlarge" and spec.model == "gpt-oss-120b"
+
+
+def test_keywords_only_and_defaults() -> None:
+    spec = load_spec(model="qwen3-coder-30b-a3b-instruct")
+    assert isinstance(spec, DeploymentSpec)
+    assert spec.network_isolation is True
+    assert spec.speculative.drafter_channel == "eagle"
+    assert spec.stage == "dev"
+
+
+def test_empty_file_needs_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    with pytest.raises(SpecError, match=r"^model: "):
+        load_spec(path)
+    assert load_spec(path, model="gpt-oss-20b").model == "gpt-oss-20b"
+
+
+def test_dotted_override_into_scalar_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"stage\.x"):
+        load_spec(model="gpt-oss-20b", stage="dev", **{"stage.x": 1})
+
+
+def test_every_field_has_a_docstring() -> None:
+    def walk(model: type) -> None:
+        for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+            assert info.description, f"{model.__name__}.{name} has no docstring"
+            for arg in getattr(info.annotation, "__args__", (info.annotation,)):
+                if isinstance(arg, type) and hasattr(arg, "model_fields"):
+                    walk(arg)
+
+    walk(DeploymentSpec)
