@@ -1,0 +1,80 @@
+"""Fixtures for the container tests (helpers live in container_helpers.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from container_helpers import (
+    HIDDEN,
+    MakeDrafter,
+    drafter_config,
+    drafter_tensors,
+    write_safetensors,
+)
+
+
+@pytest.fixture
+def make_drafter(tmp_path: Path) -> MakeDrafter:
+    """Write a drafter directory; keyword arguments change the config or the weights."""
+    counter = [0]
+
+    def make(
+        *,
+        config: dict[str, Any] | None = None,
+        tensors: dict[str, tuple[str, tuple[int, ...]]] | None = None,
+        sharded: bool = False,
+    ) -> Path:
+        counter[0] += 1
+        d = tmp_path / f"drafter{counter[0]}"
+        d.mkdir()
+        (d / "config.json").write_text(
+            json.dumps(config if config is not None else drafter_config())
+        )
+        weights = tensors if tensors is not None else drafter_tensors()
+        if sharded:
+            names = list(weights)
+            half = len(names) // 2
+            shards = {
+                "model-00001-of-00002.safetensors": {n: weights[n] for n in names[:half]},
+                "model-00002-of-00002.safetensors": {n: weights[n] for n in names[half:]},
+            }
+            weight_map = {}
+            for fname, part in shards.items():
+                write_safetensors(d / fname, part)
+                weight_map.update({n: fname for n in part})
+            (d / "model.safetensors.index.json").write_text(
+                json.dumps({"metadata": {}, "weight_map": weight_map})
+            )
+        else:
+            write_safetensors(d / "model.safetensors", weights)
+        return d
+
+    return make
+
+
+@pytest.fixture
+def target_dir(tmp_path: Path) -> Path:
+    """A tiny target model directory (config.json only) with hidden size HIDDEN."""
+    d = tmp_path / "target"
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": HIDDEN,
+                "intermediate_size": 2 * HIDDEN,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "num_hidden_layers": 4,
+                "vocab_size": 256,
+                "max_position_embeddings": 512,
+                "rms_norm_eps": 1e-5,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    return d
