@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_serve.metrics import SpecDecodeCounters
+
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (90, 99)
 
@@ -174,58 +176,19 @@ def _reason(error: str | None) -> str:
     return error.strip().splitlines()[0][:200]
 
 
-# --- Prometheus text exposition: the three spec-decode counters --------------------
-
-SPEC_DECODE_COUNTERS = (
-    "vllm:spec_decode_num_drafts",
-    "vllm:spec_decode_num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens",
-)
-
-
-def parse_spec_decode_counters(text: str) -> dict[str, float] | None:
-    """Sum the spec-decode counters of a `/metrics` page over all label sets.
-
-    Only the `_total` samples count (vLLM exports counters with that suffix; the
-    `_created` samples are timestamps). Returns None when the page has none of the
-    counters, i.e. the server does not run speculative decoding.
-    """
-    totals: dict[str, float] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line.startswith("vllm:spec_decode_"):
-            continue
-        if "{" in line:
-            name, _, tail = line.partition("{")
-            fields = tail.rpartition("}")[2].split()
-        else:
-            name, *fields = line.split()
-        if not name.endswith("_total") or not fields:
-            continue
-        base = name[: -len("_total")]
-        if base not in SPEC_DECODE_COUNTERS:
-            continue  # e.g. ..._num_accepted_tokens_per_pos
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        totals[base] = totals.get(base, 0.0) + value
-    if not totals:
-        return None
-    for name in SPEC_DECODE_COUNTERS:
-        totals.setdefault(name, 0.0)
-    return totals
+# --- Acceptance from vLLM's counters (parsed by peagle_serve.metrics) ---------------
 
 
 def spec_decode_delta(
-    before: dict[str, float] | None, after: dict[str, float] | None
+    before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
 ) -> SpecDecodeStats | None:
-    """Acceptance over the interval between two counter snapshots (vLLM's formulas)."""
+    """Acceptance over the interval between two /metrics snapshots (vLLM's formulas:
+    rate = accepted / draft tokens in percent, length = 1 + accepted / drafts)."""
     if before is None or after is None:
         return None
-    drafts = after[SPEC_DECODE_COUNTERS[0]] - before[SPEC_DECODE_COUNTERS[0]]
-    draft_tokens = after[SPEC_DECODE_COUNTERS[1]] - before[SPEC_DECODE_COUNTERS[1]]
-    accepted = after[SPEC_DECODE_COUNTERS[2]] - before[SPEC_DECODE_COUNTERS[2]]
+    drafts = after.drafts - before.drafts
+    draft_tokens = after.draft_tokens - before.draft_tokens
+    accepted = after.accepted_tokens - before.accepted_tokens
     if draft_tokens <= 0:
         return None
     return SpecDecodeStats(

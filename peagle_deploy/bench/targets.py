@@ -14,10 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
+from peagle_serve.metrics import PrometheusParseError, SpecDecodeCounters, spec_decode_counters
+
 from peagle_deploy.bench.metrics import (
     RequestOutput,
     SpecDecodeStats,
-    parse_spec_decode_counters,
     spec_decode_delta,
     spec_decode_from_metric_lines,
 )
@@ -241,7 +242,8 @@ class OpenAITarget:
             return acc.fail(f"{type(exc).__name__}: {exc}")
         return acc.finish()
 
-    async def spec_decode_mark(self) -> dict[str, float] | None:
+    async def spec_decode_mark(self) -> SpecDecodeCounters | None:
+        """vLLM's spec-decode counters now (None: no /metrics or no speculation)."""
         if not self.scrape_metrics or self._session is None:
             return None
         import aiohttp
@@ -250,8 +252,8 @@ class OpenAITarget:
             async with self._session.get(self.root + "/metrics") as resp:
                 if resp.status != 200:
                     return None
-                return parse_spec_decode_counters(await resp.text())
-        except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
+                return spec_decode_counters(await resp.text())
+        except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError, PrometheusParseError):
             return None
 
     async def spec_decode_stats(self, begin: Any, end: Any) -> SpecDecodeStats | None:

@@ -1,0 +1,331 @@
+"""Several labelled configurations side by side, in the shape of the published table.
+
+Label convention (or an explicit kind): a label starting with `peagle` / `p-eagle` is
+a P-EAGLE configuration, `eagle3` / `eagle-3` an EAGLE-3 one, `baseline` / `base` /
+`none` / `nospec` runs without speculation; anything else is `other` (shown, but in no
+ratio). A trailing `-k<N>` (`peagle-k7`) gives K. Per concurrency the table shows each
+configuration's output tokens/s, best P-EAGLE / best EAGLE-3 ("P/E3", best over K at
+that concurrency, as the published table does) and best P-EAGLE / baseline ("P/base").
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from peagle_deploy.bench.runner import SweepResult
+from peagle_deploy.errors import SpecError
+
+PEAGLE = "p-eagle"
+EAGLE3 = "eagle3"
+BASELINE = "baseline"
+OTHER = "other"
+KINDS = (PEAGLE, EAGLE3, BASELINE, OTHER)
+
+_PREFIXES = (
+    (PEAGLE, ("peagle", "p-eagle", "p_eagle")),
+    (EAGLE3, ("eagle3", "eagle-3", "eagle_3")),
+    (BASELINE, ("baseline", "base", "none", "nospec", "no-spec")),
+)
+_K_RE = re.compile(r"(?:^|[-_.])k(\d+)$", re.IGNORECASE)
+
+CSV_COLUMNS = (
+    "label",
+    "kind",
+    "k",
+    "concurrency",
+    "completed",
+    "failed",
+    "duration_s",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *(
+        f"{stat}_{m}_ms"
+        for m in ("ttft", "tpot", "itl", "e2el")
+        for stat in ("mean", "median", "p90", "p99")
+    ),
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "cost_per_million_output_tokens",
+)
+
+
+def classify(label: str, kind: str | None = None) -> str:
+    """The configuration kind of a label (explicit `kind` wins)."""
+    if kind:
+        norm = kind.strip().lower().replace("_", "-")
+        aliases = {"peagle": PEAGLE, "eagle-3": EAGLE3, "none": BASELINE, "base": BASELINE}
+        norm = aliases.get(norm, norm)
+        if norm not in KINDS:
+            raise SpecError("--kind", f"{kind!r} is not a configuration kind", KINDS)
+        return norm
+    low = label.strip().lower()
+    for name, prefixes in _PREFIXES:
+        if low.startswith(prefixes):
+            return name
+    return OTHER
+
+
+def k_from_label(label: str) -> int | None:
+    """K from a `-k<N>` suffix (`peagle-k11` -> 11), else None."""
+    m = _K_RE.search(label.strip())
+    return int(m.group(1)) if m else None
+
+
+def label_run(run: SweepResult, kind: str | None = None, k: int | None = None) -> SweepResult:
+    """Fill in kind and K from the label where they were not given."""
+    run.kind = classify(run.label, kind or run.kind)
+    if k is not None:
+        run.k = k
+    elif run.k is None:
+        run.k = k_from_label(run.label)
+    return run
+
+
+@dataclass
+class Comparison:
+    """Sweeps of several configurations over the same concurrency levels."""
+
+    runs: list[SweepResult]
+
+    def __post_init__(self) -> None:
+        labels = [r.label for r in self.runs]
+        dupes = sorted({lb for lb in labels if labels.count(lb) > 1})
+        if dupes:
+            raise SpecError("--target", f"duplicate labels {', '.join(dupes)}", "unique labels")
+        for run in self.runs:
+            label_run(run)
+
+    @property
+    def ordered_runs(self) -> list[SweepResult]:
+        """P-EAGLE by K, EAGLE-3 by K, baseline, then others (the published order)."""
+        rank = {kind: i for i, kind in enumerate(KINDS)}
+        return sorted(
+            self.runs,
+            key=lambda r: (rank[r.kind or OTHER], r.k if r.k is not None else 1 << 30, r.label),
+        )
+
+    @property
+    def concurrencies(self) -> list[int]:
+        return sorted({lv.concurrency for r in self.runs for lv in r.levels})
+
+    def throughput(self, run: SweepResult, concurrency: int) -> float | None:
+        for lv in run.levels:
+            if lv.concurrency == concurrency:
+                return lv.output_throughput
+        return None
+
+    def best(self, kind: str, concurrency: int) -> tuple[str, float] | None:
+        """(label, output tokens/s) of the fastest configuration of a kind."""
+        best: tuple[str, float] | None = None
+        for run in self.runs:
+            if run.kind != kind:
+                continue
+            value = self.throughput(run, concurrency)
+            if value is not None and (best is None or value > best[1]):
+                best = (run.label, value)
+        return best
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per concurrency: throughput per label, best-of-kind and ratios."""
+        rows: list[dict[str, Any]] = []
+        for c in self.concurrencies:
+            p = self.best(PEAGLE, c)
+            e = self.best(EAGLE3, c)
+            b = self.best(BASELINE, c)
+            rows.append(
+                {
+                    "concurrency": c,
+                    "output_throughput": {
+                        r.label: self.throughput(r, c) for r in self.ordered_runs
+                    },
+                    "best_peagle": p[0] if p else None,
+                    "best_eagle3": e[0] if e else None,
+                    "baseline": b[0] if b else None,
+                    "peagle_over_eagle3": _ratio(p, e),
+                    "peagle_over_baseline": _ratio(p, b),
+                }
+            )
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": 1,
+            "runs": [r.to_dict() for r in self.ordered_runs],
+            "table": self.table(),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Comparison:
+        """A comparison JSON, one sweep result, or a list of sweep results."""
+        if isinstance(doc, dict) and "runs" in doc:
+            items = doc["runs"]
+        elif isinstance(doc, dict) and "levels" in doc:
+            items = [doc]
+        elif isinstance(doc, list):
+            items = doc
+        else:
+            raise SpecError("results", "not a bench result", '{"runs": [...]} or {"levels": [...]}')
+        return cls([SweepResult.from_dict(item) for item in items])
+
+    @classmethod
+    def load(cls, paths: Sequence[Path]) -> Comparison:
+        runs: list[SweepResult] = []
+        for path in paths:
+            try:
+                doc = json.loads(Path(path).read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise SpecError("--results", f"{path} does not exist") from None
+            except ValueError as exc:
+                raise SpecError("--results", f"{path} is not JSON ({exc})") from None
+            runs.extend(cls.from_dict(doc).runs)
+        return cls(runs)
+
+    # --- renderings ---------------------------------------------------------------
+    def to_csv(self) -> str:
+        """One row per configuration and level with every metric."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        for run in self.ordered_runs:
+            for lv in run.levels:
+                row = {"label": run.label, "kind": run.kind, "k": run.k, **lv.to_dict()}
+                writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        return buf.getvalue()
+
+    def to_markdown(self, title: str = "P-EAGLE benchmark") -> str:
+        runs = self.ordered_runs
+        lines = [f"# {title}", ""]
+        first = runs[0] if runs else None
+        if first is not None:
+            cfg = first.config
+            lines += [
+                f"Dataset `{first.dataset}`, max_tokens {cfg.get('max_tokens')}, "
+                f"temperature {cfg.get('temperature')}, seed {cfg.get('seed')}; closed loop "
+                "at constant concurrency. Output tokens/s = total output tokens (server "
+                "usage) / benchmark duration.",
+                "",
+            ]
+        header = ["conc", *(r.label for r in runs), "P/E3", "P/base"]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        for row in self.table():
+            cells = [str(row["concurrency"])]
+            cells += [_num(row["output_throughput"][r.label]) for r in runs]
+            cells += [
+                _ratio_text(row["peagle_over_eagle3"]),
+                _ratio_text(row["peagle_over_baseline"]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "P/E3 = best P-EAGLE / best EAGLE-3 at that concurrency; P/base = best P-EAGLE / "
+            "baseline.",
+            "",
+            "## Latency, failures, acceptance",
+            "",
+            "| config | conc | median TTFT ms | p99 TTFT ms | median TPOT ms | median ITL ms "
+            "| completed | failed | acceptance % | acceptance length | cost / 1M tokens |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for run in runs:
+            for lv in run.levels:
+                d = lv.to_dict()
+                lines.append(
+                    "| "
+                    + " | ".join(
+                        [
+                            run.label,
+                            str(lv.concurrency),
+                            _num(d.get("median_ttft_ms"), 1),
+                            _num(d.get("p99_ttft_ms"), 1),
+                            _num(d.get("median_tpot_ms"), 2),
+                            _num(d.get("median_itl_ms"), 2),
+                            str(d.get("completed")),
+                            str(d.get("failed")),
+                            _num(d.get("spec_decode_acceptance_rate"), 1),
+                            _num(d.get("spec_decode_acceptance_length"), 2),
+                            _num(d.get("cost_per_million_output_tokens"), 4),
+                        ]
+                    )
+                    + " |"
+                )
+        errors = [
+            f"- {run.label} c={lv.concurrency}: {reason} (x{count})"
+            for run in runs
+            for lv in run.levels
+            for reason, count in (lv.metrics.get("errors") or {}).items()
+        ]
+        if errors:
+            lines += ["", "## Errors", "", *errors]
+        return "\n".join(lines) + "\n"
+
+    def plot(self, path: Path) -> Path:
+        """PNG: output tokens/s and median TTFT against concurrency, one line per config."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax_tp, ax_ttft) = plt.subplots(1, 2, figsize=(12, 4.5))
+        for run in self.ordered_runs:
+            xs = [lv.concurrency for lv in run.levels]
+            ax_tp.plot(xs, [lv.output_throughput for lv in run.levels], marker="o", label=run.label)
+            ttft = [lv.metrics.get("median_ttft_ms") for lv in run.levels]
+            pts = [(x, y) for x, y in zip(xs, ttft, strict=True) if y is not None]
+            if pts:
+                ax_ttft.plot(*zip(*pts, strict=True), marker="o", label=run.label)
+        for ax, ylabel in ((ax_tp, "output tokens/s"), (ax_ttft, "median TTFT (ms)")):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("concurrency")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+        ax_tp.set_title("Throughput")
+        ax_ttft.set_title("Time to first token")
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+    def write_report(self, directory: Path, title: str = "P-EAGLE benchmark") -> dict[str, Path]:
+        """results.json, results.csv, report.md and throughput.png in `directory`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = {
+            "json": directory / "results.json",
+            "csv": directory / "results.csv",
+            "markdown": directory / "report.md",
+            "plot": directory / "throughput.png",
+        }
+        files["json"].write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        files["csv"].write_text(self.to_csv(), encoding="utf-8")
+        files["markdown"].write_text(self.to_markdown(title), encoding="utf-8")
+        self.plot(files["plot"])
+        return files
+
+
+def _ratio(a: tuple[str, float] | None, b: tuple[str, float] | None) -> float | None:
+    if a is None or b is None or b[1] <= 0:
+        return None
+    return round(a[1] / b[1], 2)
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{float(value):,.{digits}f}"
+
+
+def _ratio_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,170 @@
+"""Pick K (num_speculative_tokens) per concurrency from a sweep over K.
+
+How vLLM applies a schedule (read in vLLM 0.30.0,
+`vllm/v1/spec_decode/dynamic/utils.py` and `v1/core/sched/scheduler.py`):
+`num_speculative_tokens_per_batch_size` is a list of inclusive `[start, end, K]`
+ranges over the BATCH SIZE, i.e. the number of requests the scheduler runs in a step
+(`len(num_scheduled_tokens)`). The first range must start at 1; ranges must not
+overlap; a gap carries the previous K forward, and so does the tail past the last
+range. Every K is capped at `num_speculative_tokens`, so that must be the largest K of
+the schedule. vLLM drops the schedule (static K) when data parallelism is > 1.
+
+Mapping concurrency to batch size: in a closed loop at concurrency C against one
+instance, the engine's batch is C requests in steady state (a little less while new
+requests are in prefill). An endpoint with N instances spreads C over them, so each
+engine sees about C / N: pass `instances=N`. Between two measured levels whose best K
+differs, the switch is put at the geometric mean of the two batch sizes (the levels
+are spaced geometrically, and the measurement says nothing finer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from peagle_deploy.bench.compare import EAGLE3, PEAGLE, Comparison
+from peagle_deploy.bench.runner import SweepResult
+from peagle_deploy.errors import SpecError
+
+
+@dataclass(frozen=True)
+class LevelChoice:
+    concurrency: int
+    batch_size: int
+    k: int
+    output_throughput: float
+    label: str
+    candidates: dict[int, float]
+    """K -> output tokens/s measured at this concurrency."""
+
+
+@dataclass(frozen=True)
+class KRecommendation:
+    kind: str
+    choices: tuple[LevelChoice, ...]
+    num_speculative_tokens: int
+    schedule: tuple[tuple[int, int, int], ...] | None
+    """None when one K is best everywhere."""
+
+    def speculative(self) -> dict[str, Any]:
+        """The `speculative:` fields of a deployment spec."""
+        out: dict[str, Any] = {"num_speculative_tokens": self.num_speculative_tokens}
+        if self.schedule:
+            out["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
+        return out
+
+    def to_yaml(self) -> str:
+        lines = ["speculative:", f"  num_speculative_tokens: {self.num_speculative_tokens}"]
+        if self.schedule:
+            ranges = ", ".join(f"[{a}, {b}, {k}]" for a, b, k in self.schedule)
+            lines.append(f"  num_speculative_tokens_per_batch_size: [{ranges}]")
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "per_concurrency": [
+                {
+                    "concurrency": c.concurrency,
+                    "batch_size": c.batch_size,
+                    "k": c.k,
+                    "label": c.label,
+                    "output_throughput": c.output_throughput,
+                    "output_throughput_by_k": {str(k): v for k, v in sorted(c.candidates.items())},
+                }
+                for c in self.choices
+            ],
+            "speculative": self.speculative(),
+        }
+
+
+def recommend_k(
+    runs: Sequence[SweepResult] | Comparison,
+    *,
+    kind: str | None = None,
+    tolerance: float = 0.0,
+    instances: int = 1,
+) -> KRecommendation:
+    """The best K per concurrency and the spec snippet that applies it.
+
+    `tolerance` (e.g. 0.02 = 2 %): a K within that fraction of the best keeps the K
+    chosen at the previous (lower) concurrency, so noise does not create switches.
+    """
+    comparison = runs if isinstance(runs, Comparison) else Comparison(list(runs))
+    if not 0.0 <= tolerance < 1.0:
+        raise SpecError("--tolerance", f"{tolerance} is out of range", "0 <= tolerance < 1")
+    if instances < 1:
+        raise SpecError("--instances", f"{instances} is below 1", ">= 1")
+    with_k = [r for r in comparison.runs if r.k is not None]
+    if kind is None:
+        kinds = {r.kind for r in with_k}
+        kind = PEAGLE if PEAGLE in kinds else EAGLE3 if EAGLE3 in kinds else None
+    pool = [r for r in with_k if r.kind == kind]
+    if not pool:
+        raise SpecError(
+            "--results",
+            "no P-EAGLE or EAGLE-3 runs with a K (label them like peagle-k7, or give k)",
+            "runs labelled <kind>-k<N>",
+        )
+    choices: list[LevelChoice] = []
+    previous: int | None = None
+    for c in comparison.concurrencies:
+        candidates: dict[int, tuple[float, str]] = {}
+        for run in pool:
+            value = comparison.throughput(run, c)
+            assert run.k is not None
+            if value is not None and (run.k not in candidates or value > candidates[run.k][0]):
+                candidates[run.k] = (value, run.label)
+        if not candidates:
+            continue
+        best_k = max(candidates, key=lambda k: (candidates[k][0], -k))
+        best_value = candidates[best_k][0]
+        if (
+            previous is not None
+            and previous in candidates
+            and candidates[previous][0] >= best_value * (1.0 - tolerance)
+        ):
+            best_k = previous
+        previous = best_k
+        choices.append(
+            LevelChoice(
+                concurrency=c,
+                batch_size=max(1, math.ceil(c / instances)),
+                k=best_k,
+                output_throughput=candidates[best_k][0],
+                label=candidates[best_k][1],
+                candidates={k: v for k, (v, _) in candidates.items()},
+            )
+        )
+    top = max(ch.k for ch in choices)
+    return KRecommendation(
+        kind=kind or PEAGLE,
+        choices=tuple(choices),
+        num_speculative_tokens=top,
+        schedule=build_schedule(choices),
+    )
+
+
+def build_schedule(choices: Sequence[LevelChoice]) -> tuple[tuple[int, int, int], ...] | None:
+    """Inclusive `[start, end, K]` batch-size ranges, or None when K never changes."""
+    if len({ch.k for ch in choices}) <= 1:
+        return None
+    ranges: list[list[int]] = []
+    start = 1
+    for i, ch in enumerate(choices):
+        nxt = choices[i + 1] if i + 1 < len(choices) else None
+        if nxt is not None and nxt.k == ch.k:
+            continue
+        if nxt is None:
+            end = max(ch.batch_size, start)
+        else:
+            end = max(start, math.floor(math.sqrt(ch.batch_size * nxt.batch_size)))
+            end = min(end, max(start, nxt.batch_size - 1))
+        if ranges and ranges[-1][2] == ch.k:
+            ranges[-1][1] = end
+        else:
+            ranges.append([start, end, ch.k])
+        start = end + 1
+    return tuple((a, b, k) for a, b, k in ranges)
