@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1.7
+# peagle-deploy serving image: AWS's vLLM SageMaker image plus the `peagle-serve`
+# entrypoint (SM_VLLM_* -> `vllm serve` argv, P-EAGLE preflight, acceptance metrics).
+#
+# Base: 763104351884.dkr.ecr.<region>.amazonaws.com/vllm:server-sagemaker-cuda-v2.5,
+# which carries vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract
+# tests run against the same version (scripts/vllm-env.sh pins it; a test keeps the
+# LABEL below, that script and the Makefile in step). To move to another base, change
+# the tag, the vllm-version LABEL and VLLM_VERSION in scripts/vllm-env.sh together.
+#
+# Build and push with buildx (see README, "The vLLM container"):
+#   docker buildx build --platform linux/amd64 --build-arg AWS_REGION=us-west-2 \
+#     -t <account>.dkr.ecr.us-west-2.amazonaws.com/peagle-vllm:0.1.0 --push .
+ARG AWS_REGION=us-east-1
+ARG BASE_IMAGE=763104351884.dkr.ecr.${AWS_REGION}.amazonaws.com/vllm:server-sagemaker-cuda-v2.5
+FROM ${BASE_IMAGE}
+
+LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \
+      org.opencontainers.image.description="vLLM on SageMaker with a P-EAGLE preflight and acceptance metrics" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      ai.peagle.base-tag="vllm:server-sagemaker-cuda-v2.5" \
+      ai.peagle.vllm-version="0.30.0"
+
+# One small layer: the stdlib-only package is built from a bind mount (no COPY layer,
+# no build files left behind) with the setuptools that vLLM already depends on, so
+# the build needs no network and the image's Python packages stay untouched.
+RUN --mount=type=bind,source=container,target=/tmp/peagle-serve,rw \
+    python3 -m pip install --no-deps --no-cache-dir --no-build-isolation /tmp/peagle-serve \
+ && command -v peagle-serve \
+ && python3 -c "import peagle_serve.entrypoint"
+
+# Log lines reach CloudWatch at once; the metrics reporter reads /metrics every 60 s.
+ENV PYTHONUNBUFFERED=1 \
+    PEAGLE_METRICS_INTERVAL_SECONDS=60
+
+EXPOSE 8080
+ENTRYPOINT ["peagle-serve"]

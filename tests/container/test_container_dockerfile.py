@@ -1,0 +1,153 @@
+"""The Dockerfile's structure and the stdlib-only packaging (no docker engine here)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from peagle_serve import contract
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+CONTAINER = ROOT / "container"
+PACKAGE = CONTAINER / "peagle_serve"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    return out
+
+
+def build_args() -> dict[str, str]:
+    """Default values of the ARGs declared before FROM, with ${VAR} substituted."""
+    values: dict[str, str] = {}
+    for word, rest in instructions():
+        if word == "FROM":
+            break
+        if word == "ARG" and "=" in rest:
+            name, _, default = rest.partition("=")
+            values[name] = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], default)
+    return values
+
+
+def resolved_base_image() -> str:
+    froms = [rest for word, rest in instructions() if word == "FROM"]
+    assert len(froms) == 1, "one stage: the AWS vLLM image plus peagle-serve"
+    return re.sub(r"\$\{(\w+)\}", lambda m: build_args()[m.group(1)], froms[0])
+
+
+def labels() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for word, rest in instructions():
+        if word == "LABEL":
+            for key, value in re.findall(r'([\w.\-]+)="([^"]*)"', rest):
+                found[key] = value
+    return found
+
+
+def script_vllm_version() -> str:
+    match = re.search(
+        r'VLLM_VERSION="\$\{VLLM_VERSION:-([^}]+)\}"', (ROOT / "scripts/vllm-env.sh").read_text()
+    )
+    assert match, "scripts/vllm-env.sh must pin VLLM_VERSION"
+    return match.group(1)
+
+
+def test_base_image_is_the_pinned_aws_vllm_sagemaker_image() -> None:
+    image = resolved_base_image()
+    assert re.fullmatch(
+        r"763104351884\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/vllm:server-sagemaker-cuda-v\d+\.\d+",
+        image,
+    ), image
+    assert image.endswith(":server-sagemaker-cuda-v2.5")
+    assert build_args()["AWS_REGION"], "the region is a build argument"
+
+
+def test_vllm_version_label_matches_the_contract_test_environment() -> None:
+    version = labels()["ai.peagle.vllm-version"]
+    assert version == script_vllm_version() == "0.30.0"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^VLLM_VERSION := {re.escape(version)}$", makefile, re.M)
+    assert labels()["ai.peagle.base-tag"] == "vllm:" + resolved_base_image().split(":")[-1]
+
+
+def test_entrypoint_and_port() -> None:
+    entrypoints = [rest for word, rest in instructions() if word == "ENTRYPOINT"]
+    assert [json.loads(e) for e in entrypoints] == [["peagle-serve"]]
+    exposed = [rest for word, rest in instructions() if word == "EXPOSE"]
+    assert exposed == [str(contract.SERVING_PORT)]
+
+
+def test_installs_the_stdlib_only_package_without_dependencies() -> None:
+    runs = " ".join(rest for word, rest in instructions() if word == "RUN")
+    assert "pip install --no-deps --no-cache-dir" in runs
+    assert "source=container" in runs  # bind mount: no COPY layer of the sources
+    assert not [w for w, _ in instructions() if w in {"COPY", "ADD"}]
+    project = tomllib.loads((CONTAINER / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == []
+    assert project["scripts"]["peagle-serve"] == "peagle_serve.entrypoint:main"
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert root["scripts"]["peagle-serve"] == project["scripts"]["peagle-serve"]
+
+
+def test_dockerignore_sends_only_the_package() -> None:
+    lines = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*"
+    assert "!container/peagle_serve/" in lines and "!container/pyproject.toml" in lines
+
+
+def test_package_imports_only_the_standard_library() -> None:
+    for path in sorted(PACKAGE.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in {"peagle_serve", "__future__"}, (
+                    f"{path.name} imports {name}"
+                )
+
+
+def test_runs_with_no_site_packages(tmp_path: Path) -> None:
+    """`python -I -S`: no site-packages at all, as in a bare interpreter."""
+    (tmp_path / "config.json").write_text("{}")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from peagle_serve.entrypoint import main; sys.exit(main(['--print-args']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(CONTAINER)],
+        env={"SM_VLLM_MODEL": str(tmp_path), "SM_VLLM_DTYPE": "bfloat16"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[-2:] == ["--dtype", "bfloat16"]
