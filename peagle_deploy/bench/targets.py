@@ -165,7 +165,7 @@ class OpenAITarget:
         self.root, self.api_url = split_base_url(url)
         self.url = url
         self.model = model
-        self.label = label or "target"
+        self.label = label or self.root.split("://", 1)[-1]
         self.api_key = api_key
         self.request_timeout_s = request_timeout_s
         self.extra_body = dict(extra_body or {})

@@ -30,6 +30,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # One line per command module; each module adds its commands to `app`.
+    import peagle_deploy.cli.bench  # noqa: F401
     from peagle_deploy.cli import plan  # noqa: F401
 
 
