@@ -1,0 +1,161 @@
+"""What a plan's requests give SageMaker access to, as IAM resource strings.
+
+Pure functions over the renderer's CreateModel dictionary (no aws_cdk import), so the
+least-privilege rules are unit-testable and the CDK constructs only turn their output
+into policy statements. Everything the execution role may read is derived from the
+exact request the model is created with: the role can never grant more (or less) than
+the model uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from peagle_deploy.errors import SpecError
+
+_S3_URI = re.compile(r"^(?:s3|https)://(?P<bucket>[^/]+)/?(?P<key>.*)$")
+# <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>[:tag|@digest]
+_ECR_IMAGE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
+    r"(?P<repository>[a-z0-9._/-]+?)(?:[:@].+)?$"
+)
+
+
+@dataclass(frozen=True)
+class S3Read:
+    """Read access to one S3 object or every object under one prefix."""
+
+    bucket: str
+    key: str
+    """The object key, or the prefix (ending in `/` or empty for the whole bucket)."""
+    is_prefix: bool
+    source: str
+    """Which request field asked for it (for error messages and tests)."""
+
+    @property
+    def object_pattern(self) -> str:
+        """The `arn:...:s3:::bucket/...` suffix GetObject is granted on."""
+        return f"{self.bucket}/{self.key}*" if self.is_prefix else f"{self.bucket}/{self.key}"
+
+    @property
+    def list_prefix(self) -> str | None:
+        """The `s3:prefix` value ListBucket is limited to (None: no listing needed)."""
+        return f"{self.key}*" if self.is_prefix else None
+
+
+@dataclass(frozen=True)
+class EcrRepository:
+    """The one ECR repository the serving image is pulled from."""
+
+    account: str
+    region: str
+    name: str
+
+    def arn(self, partition: str = "aws") -> str:
+        """ARN of the repository (ecr:BatchGetImage and friends are granted on it)."""
+        return f"arn:{partition}:ecr:{self.region}:{self.account}:repository/{self.name}"
+
+
+def parse_s3_uri(uri: str, *, data_type: str, source: str) -> S3Read:
+    """Turn one S3 location of the request into the access it needs.
+
+    `S3Prefix` data (uncompressed weights, the drafter) is read by prefix;
+    `S3Object` data (a `model.tar.gz`) is one object.
+    """
+    match = _S3_URI.match(uri)
+    if not match:
+        raise SpecError(source, f"{uri!r} is not an S3 location", "s3://bucket/prefix/")
+    bucket, key = match["bucket"], match["key"]
+    if data_type == "S3Prefix":
+        return S3Read(bucket=bucket, key=key, is_prefix=True, source=source)
+    if data_type == "S3Object":
+        if not key:
+            raise SpecError(source, f"{uri!r} names a bucket, not an object", "s3://bucket/key")
+        return S3Read(bucket=bucket, key=key, is_prefix=False, source=source)
+    raise SpecError(f"{source}.S3DataType", f"unknown value {data_type!r}", "S3Prefix, S3Object")
+
+
+def _containers(create_model: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    primary = create_model.get("PrimaryContainer")
+    if primary:
+        yield "PrimaryContainer", primary
+    for index, container in enumerate(create_model.get("Containers") or []):
+        yield f"Containers[{index}]", container
+
+
+def s3_reads(create_model: Mapping[str, Any]) -> list[S3Read]:
+    """Every S3 location the model's containers load: weights and additional sources."""
+    reads: list[S3Read] = []
+    for where, container in _containers(create_model):
+        source = container.get("ModelDataSource", {}).get("S3DataSource")
+        if source:
+            reads.append(
+                parse_s3_uri(
+                    source["S3Uri"],
+                    data_type=source.get("S3DataType", "S3Prefix"),
+                    source=f"{where}.ModelDataSource",
+                )
+            )
+        elif container.get("ModelDataUrl"):
+            reads.append(
+                parse_s3_uri(
+                    container["ModelDataUrl"], data_type="S3Object", source=f"{where}.ModelDataUrl"
+                )
+            )
+        for index, extra in enumerate(container.get("AdditionalModelDataSources") or []):
+            s3 = extra["S3DataSource"]
+            reads.append(
+                parse_s3_uri(
+                    s3["S3Uri"],
+                    data_type=s3.get("S3DataType", "S3Prefix"),
+                    source=f"{where}.AdditionalModelDataSources[{index}]",
+                )
+            )
+    # Deterministic and without duplicates, so templates do not churn.
+    unique = {(r.bucket, r.key, r.is_prefix): r for r in reads}
+    return [unique[k] for k in sorted(unique)]
+
+
+def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
+    """The ECR repositories of the model's images; non-ECR images are refused.
+
+    SageMaker pulls hosting images from private ECR with the execution role; anything
+    else (Docker Hub, the public ECR gallery) cannot be granted and would fail at
+    endpoint creation, so it is refused at synth time.
+    """
+    repos: dict[tuple[str, str, str], EcrRepository] = {}
+    for where, container in _containers(create_model):
+        image = container.get("Image")
+        if not image:
+            raise SpecError(f"{where}.Image", "missing", "an ECR image URI")
+        match = _ECR_IMAGE.match(image)
+        if not match:
+            raise SpecError(
+                "image_uri",
+                f"{image!r} is not a private ECR image; SageMaker hosting pulls from ECR",
+                "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>",
+            )
+        repo = EcrRepository(match["account"], match["region"], match["repository"])
+        repos[(repo.account, repo.region, repo.name)] = repo
+    return [repos[k] for k in sorted(repos)]
+
+
+_NAME_DIGEST = re.compile(r"[0-9a-f]{8}$")
+
+
+def model_name_prefix(model_name: str) -> str:
+    """The part of a content-derived model name that stays when the spec changes.
+
+    The plan names models `<endpoint>-m<8 hex digits of the request>`. IAM permissions
+    for CreateModel/DeleteModel are granted on `model/<prefix>*`, so the old model of a
+    replaced spec is still deletable by the same policy in the stack's clean-up phase,
+    while models of other endpoints (another prefix) are not.
+    """
+    if not _NAME_DIGEST.search(model_name):
+        raise SpecError(
+            "model_name", f"{model_name!r} does not end in a content digest", "<endpoint>-m<hash>"
+        )
+    return model_name[:-8]

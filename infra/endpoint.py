@@ -1,0 +1,248 @@
+"""PeagleEndpoint: model (custom resource), endpoint config and endpoint (native).
+
+The endpoint config and endpoint are rendered from the plan's CreateEndpointConfig /
+UpdateEndpoint dictionaries field by field. A field CloudFormation cannot express is
+refused at synth time with its name, instead of being dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import CfnTag, RemovalPolicy
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sm
+from constructs import Construct
+
+from infra.access import model_name_prefix
+from infra.model import PeagleModel
+from infra.role import ExecutionRole
+from peagle_deploy.catalog import get_instance
+from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.plan import Plan
+
+MAX_ROLLBACK_ALARMS = 10
+
+# API field -> CfnEndpointConfig.ProductionVariantProperty keyword (scalars).
+_VARIANT_SCALARS = {
+    "VariantName": "variant_name",
+    "ModelName": "model_name",
+    "InstanceType": "instance_type",
+    "InitialInstanceCount": "initial_instance_count",
+    "InitialVariantWeight": "initial_variant_weight",
+    "ModelDataDownloadTimeoutInSeconds": "model_data_download_timeout_in_seconds",
+    "ContainerStartupHealthCheckTimeoutInSeconds": (
+        "container_startup_health_check_timeout_in_seconds"
+    ),
+    "VolumeSizeInGB": "volume_size_in_gb",
+    "InferenceAmiVersion": "inference_ami_version",
+    "EnableSSMAccess": "enable_ssm_access",
+    "VariantInstanceProvisionTimeoutInSeconds": "variant_instance_provision_timeout_in_seconds",
+}
+CFN_ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE", "RANDOM")
+"""RoutingStrategy values AWS::SageMaker::EndpointConfig accepts (cfn-lint 1.58 schema)."""
+
+
+class NotExpressibleError(PeagleError):
+    """The plan asks for something CloudFormation's SageMaker resources cannot say."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(
+            f"{where}: {detail}; CloudFormation cannot express it, deploy this spec with "
+            "`peagle deploy` (the SDK) instead of `cdk deploy`"
+        )
+
+
+def check_cdk_expressible(plan: Plan) -> None:
+    """Refuse, before building any resource, a plan the CDK path cannot deploy.
+
+    The foundation lists what CloudFormation cannot express (`plan.cdk_incompatibilities`,
+    e.g. routing_strategy KV_AWARE); the field mapping below is the backstop for
+    anything it does not know about.
+    """
+    if plan.cdk_incompatibilities:
+        field, _, problem = plan.cdk_incompatibilities[0].partition(": ")
+        raise SpecError(
+            field,
+            f"{problem}; CloudFormation cannot express it, deploy this spec with "
+            "`peagle deploy` instead of `cdk deploy`",
+        )
+
+
+def volume_kms_allowed(instance_type: str) -> bool:
+    """Whether the instance's ML storage volume is EBS and so takes a KMS key.
+
+    Families with local NVMe storage only (g6e, g7e, p5, ...) reject KmsKeyId; an
+    instance the catalog does not know gets no key (safe: SageMaker then encrypts with
+    an AWS-managed key, while a wrong key fails CreateEndpointConfig).
+    """
+    instance = get_instance(instance_type)
+    return bool(instance is not None and instance.ebs_volume.value)
+
+
+def _tags(tags: Sequence[Mapping[str, str]]) -> list[CfnTag]:
+    return [CfnTag(key=t["Key"], value=t["Value"]) for t in tags]
+
+
+def production_variant_property(
+    variant: Mapping[str, Any], where: str
+) -> sm.CfnEndpointConfig.ProductionVariantProperty:
+    """One ProductionVariants entry of the request as the L1 property, field by field."""
+    kwargs: dict[str, Any] = {}
+    for key, value in variant.items():
+        if key in _VARIANT_SCALARS:
+            kwargs[_VARIANT_SCALARS[key]] = value
+        elif key == "RoutingConfig":
+            unknown = set(value) - {"RoutingStrategy"}
+            if unknown:
+                raise NotExpressibleError(f"{where}.RoutingConfig", f"fields {sorted(unknown)}")
+            strategy = value["RoutingStrategy"]
+            if strategy not in CFN_ROUTING_STRATEGIES:
+                raise SpecError(
+                    "routing_strategy",
+                    f"{strategy} is not supported by AWS::SageMaker::EndpointConfig; "
+                    "deploy it with `peagle deploy`",
+                    CFN_ROUTING_STRATEGIES,
+                )
+            kwargs["routing_config"] = sm.CfnEndpointConfig.RoutingConfigProperty(
+                routing_strategy=strategy
+            )
+        elif key == "ManagedInstanceScaling":
+            kwargs["managed_instance_scaling"] = (
+                sm.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                    status=value.get("Status"),
+                    min_instance_count=value.get("MinInstanceCount"),
+                    max_instance_count=value.get("MaxInstanceCount"),
+                )
+            )
+        else:
+            raise NotExpressibleError(f"{where}.{key}", "field not mapped to CloudFormation")
+    return sm.CfnEndpointConfig.ProductionVariantProperty(**kwargs)
+
+
+def deployment_config_property(
+    deployment_config: Mapping[str, Any], alarm_names: Sequence[str]
+) -> sm.CfnEndpoint.DeploymentConfigProperty:
+    """The plan's blue/green DeploymentConfig, rolled back by `alarm_names`."""
+    unknown = set(deployment_config) - {"BlueGreenUpdatePolicy", "AutoRollbackConfiguration"}
+    if unknown:
+        raise NotExpressibleError("DeploymentConfig", f"fields {sorted(unknown)}")
+    if not 1 <= len(alarm_names) <= MAX_ROLLBACK_ALARMS:
+        raise SpecError(
+            "rollout.alarms",
+            f"{len(alarm_names)} rollback alarms including the stack's own",
+            f"1..{MAX_ROLLBACK_ALARMS} in total",
+        )
+    bg = deployment_config["BlueGreenUpdatePolicy"]
+    routing = bg["TrafficRoutingConfiguration"]
+
+    def size(key: str) -> sm.CfnEndpoint.CapacitySizeProperty | None:
+        value = routing.get(key)
+        if value is None:
+            return None
+        return sm.CfnEndpoint.CapacitySizeProperty(type=value["Type"], value=value["Value"])
+
+    return sm.CfnEndpoint.DeploymentConfigProperty(
+        blue_green_update_policy=sm.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+            traffic_routing_configuration=sm.CfnEndpoint.TrafficRoutingConfigProperty(
+                type=routing["Type"],
+                wait_interval_in_seconds=routing.get("WaitIntervalInSeconds"),
+                canary_size=size("CanarySize"),
+                linear_step_size=size("LinearStepSize"),
+            ),
+            termination_wait_in_seconds=bg.get("TerminationWaitInSeconds"),
+            maximum_execution_timeout_in_seconds=bg.get("MaximumExecutionTimeoutInSeconds"),
+        ),
+        auto_rollback_configuration=sm.CfnEndpoint.AutoRollbackConfigProperty(
+            alarms=[sm.CfnEndpoint.AlarmProperty(alarm_name=name) for name in alarm_names]
+        ),
+    )
+
+
+class PeagleEndpoint(Construct):
+    """A P-EAGLE SageMaker endpoint exactly as `deploy_peagle()` would create it.
+
+    Owns its execution role (least privilege), the model custom resource, the endpoint
+    config (KmsKeyId on the storage volume only where the instance attaches EBS) and
+    the endpoint with a blue/green DeploymentConfig that rolls back on
+    `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        plan: Plan,
+        key: kms.IKey,
+        rollback_alarm_names: Sequence[str],
+        log_group: logs.ILogGroup | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        check_cdk_expressible(plan)
+        self.plan = plan
+        self.endpoint_name = plan.endpoint_name
+        variants = plan.create_endpoint_config["ProductionVariants"]
+        self.variant_name: str = variants[0]["VariantName"]
+
+        self.execution_role = ExecutionRole(
+            self,
+            "ExecutionRole",
+            create_model=plan.create_model,
+            endpoint_name=plan.endpoint_name,
+            key=key,
+        )
+        self.model = PeagleModel(
+            self,
+            "Model",
+            create_model=plan.create_model,
+            execution_role=self.execution_role.role,
+            name_prefix=model_name_prefix(plan.model_name),
+            key=key,
+            removal_policy=removal_policy,
+        )
+        # The role's policy must exist before CreateModel: SageMaker checks that the
+        # role can read the model data when the model is created.
+        self.model.resource.node.add_dependency(self.execution_role.policy)
+
+        self.endpoint_config = self._endpoint_config(plan, key)
+        self.endpoint_config.node.add_dependency(self.model.resource)
+
+        self.endpoint = sm.CfnEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=plan.create_endpoint["EndpointName"],
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            deployment_config=deployment_config_property(
+                plan.update_endpoint["DeploymentConfig"],
+                [*rollback_alarm_names, *plan.spec.rollout.alarms],
+            ),
+            tags=_tags(plan.create_endpoint["Tags"]),
+        )
+        self.endpoint.node.add_dependency(self.model.resource)
+        if log_group is not None:
+            self.endpoint.node.add_dependency(log_group)
+
+    def _endpoint_config(self, plan: Plan, key: kms.IKey) -> sm.CfnEndpointConfig:
+        request = plan.create_endpoint_config
+        unknown = set(request) - {"EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags"}
+        if unknown:
+            raise NotExpressibleError("CreateEndpointConfig", f"fields {sorted(unknown)}")
+        variants = request["ProductionVariants"]
+        kms_key_id = request.get("KmsKeyId")
+        if kms_key_id is None and all(volume_kms_allowed(v["InstanceType"]) for v in variants):
+            kms_key_id = key.key_arn
+        return sm.CfnEndpointConfig(
+            self,
+            "Config",
+            endpoint_config_name=request["EndpointConfigName"],
+            production_variants=[
+                production_variant_property(v, f"ProductionVariants[{i}]")
+                for i, v in enumerate(variants)
+            ],
+            kms_key_id=kms_key_id,
+            tags=_tags(request["Tags"]),
+        )

@@ -1,0 +1,219 @@
+"""The SageMaker execution role, least privilege, derived from the CreateModel request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.access import ecr_repositories, s3_reads
+from infra.nag import acknowledge, nag_text
+
+ECR_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+)
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
+# What SageMaker does with the role to attach containers to a VPC (ENIs in its subnets).
+VPC_DESCRIBE_ACTIONS = (
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
+)
+VPC_ENI_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+)
+
+
+def endpoint_log_group_name(endpoint_name: str) -> str:
+    """The log group SageMaker writes an endpoint's container output to."""
+    return f"/aws/sagemaker/Endpoints/{endpoint_name}"
+
+
+class ExecutionRole(Construct):
+    """The role SageMaker assumes to load the model and run the container.
+
+    Grants exactly what the CreateModel request needs: GetObject/ListBucket on the
+    model and drafter locations (JumpStart buckets included: they are whatever the
+    request names), image pulls from the image's repository only, writes to the
+    endpoint's own log group, Decrypt with the stack's key, and the ENI actions
+    SageMaker needs when the model runs in a VPC. No managed policies.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        create_model: Mapping[str, Any],
+        endpoint_name: str,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        partition = stack.partition
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"SageMaker execution role of endpoint {endpoint_name} (peagle-deploy)",
+        )
+        policy = iam.Policy(self, "Policy", roles=[self.role])
+        self.policy = policy
+        wildcard_reasons: list[tuple[str, str]] = []
+
+        # --- S3: the model and drafter locations, nothing else -------------------
+        reads = s3_reads(create_model)
+        if reads:
+            policy.add_statements(
+                iam.PolicyStatement(
+                    sid="ReadModelAndDrafter",
+                    actions=["s3:GetObject"],
+                    resources=[f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
+                )
+            )
+        prefixes_by_bucket: dict[str, list[str]] = {}
+        for read in reads:
+            if read.list_prefix is not None:
+                prefixes_by_bucket.setdefault(read.bucket, []).append(read.list_prefix)
+        for index, (bucket, prefixes) in enumerate(sorted(prefixes_by_bucket.items())):
+            policy.add_statements(
+                iam.PolicyStatement(
+                    sid=f"ListModelPrefixes{index}",
+                    actions=["s3:ListBucket"],
+                    resources=[f"arn:{partition}:s3:::{bucket}"],
+                    conditions={"StringLike": {"s3:prefix": sorted(prefixes)}},
+                )
+            )
+        for read in reads:
+            if read.is_prefix:
+                wildcard_reasons.append(
+                    (
+                        f"arn:{partition}:s3:::{read.object_pattern}",
+                        f"SageMaker reads every object under the {read.source} prefix "
+                        f"s3://{read.bucket}/{read.key} (uncompressed weights); only that prefix.",
+                    )
+                )
+
+        # --- ECR: pull the serving image from its repository only ------------------
+        repos = ecr_repositories(create_model)
+        policy.add_statements(
+            iam.PolicyStatement(
+                sid="PullServingImage",
+                actions=list(ECR_PULL_ACTIONS),
+                resources=[
+                    stack.format_arn(
+                        service="ecr",
+                        region=r.region,
+                        account=r.account,
+                        resource="repository",
+                        resource_name=r.name,
+                    )
+                    for r in repos
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="EcrAuthToken",
+                actions=["ecr:GetAuthorizationToken"],
+                resources=["*"],
+            ),
+        )
+        wildcard_reasons.append(
+            (
+                "*",
+                "ecr:GetAuthorizationToken does not support resource-level permissions "
+                "(it must be granted on *); image pulls are limited to the image's repository.",
+            )
+        )
+
+        # --- Logs: the endpoint's own log group ------------------------------------
+        log_group_arn = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{endpoint_log_group_name(endpoint_name)}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        policy.add_statements(
+            iam.PolicyStatement(
+                sid="WriteOwnLogGroup", actions=list(LOG_ACTIONS), resources=[log_group_arn]
+            )
+        )
+        wildcard_reasons.append(
+            (
+                log_group_arn,
+                "Log streams are created by SageMaker per instance with generated names; "
+                "the grant is limited to streams of the endpoint's own log group.",
+            )
+        )
+
+        # --- KMS: its own key -------------------------------------------------------
+        policy.add_statements(
+            iam.PolicyStatement(
+                sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
+            )
+        )
+
+        # --- VPC: ENIs in the spec's subnets ------------------------------------------
+        vpc = create_model.get("VpcConfig")
+        if vpc:
+            eni_resources = [
+                stack.format_arn(service="ec2", resource="network-interface", resource_name="*"),
+                *(
+                    stack.format_arn(service="ec2", resource="subnet", resource_name=s)
+                    for s in vpc.get("Subnets", [])
+                ),
+                *(
+                    stack.format_arn(service="ec2", resource="security-group", resource_name=g)
+                    for g in vpc.get("SecurityGroupIds", [])
+                ),
+            ]
+            policy.add_statements(
+                iam.PolicyStatement(
+                    sid="VpcDescribe", actions=list(VPC_DESCRIBE_ACTIONS), resources=["*"]
+                ),
+                iam.PolicyStatement(
+                    sid="VpcNetworkInterfaces",
+                    actions=list(VPC_ENI_ACTIONS),
+                    resources=eni_resources,
+                ),
+            )
+            wildcard_reasons.append(
+                (
+                    "*",
+                    "ec2:Describe* (subnets, VPCs, ENIs) does not support resource-level "
+                    "permissions.",
+                )
+            )
+            wildcard_reasons.append(
+                (
+                    eni_resources[0],
+                    "SageMaker creates the container ENIs itself; their ids are unknown before "
+                    "they exist. Creation is also limited to the spec's subnets and groups.",
+                )
+            )
+
+        merged: dict[str, list[str]] = {}
+        for finding, reason in wildcard_reasons:
+            merged.setdefault(finding, []).append(reason)
+        for finding, reasons in merged.items():
+            acknowledge(
+                policy,
+                "AwsSolutions-IAM5",
+                " ".join(reasons),
+                "Resource::" + nag_text(stack, finding),
+            )
+
+    @property
+    def role_arn(self) -> str:
+        """ARN of the role (a token until deploy time)."""
+        return self.role.role_arn

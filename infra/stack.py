@@ -1,0 +1,148 @@
+"""PeagleStack: one stage's endpoint with its key, logs, alarms, scaling and dashboard."""
+
+from __future__ import annotations
+
+import os
+
+from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.encryption import EndpointKey
+from infra.endpoint import PeagleEndpoint
+from infra.monitoring import AlarmThresholds, EndpointAlarms, EndpointDashboard, SpecDecodeMetrics
+from infra.role import endpoint_log_group_name
+from infra.scaling import EndpointAutoscaling
+from infra.stages import StageConfig
+from peagle_deploy.errors import SpecError
+from peagle_deploy.plan import Plan
+
+# RetentionDays members in declaration order, and the days each one stands for.
+_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731)
+_DAYS += (1096, 1827, 2192, 2557, 2922, 3288, 3653)
+_RETENTION = dict(
+    zip(_DAYS, [r for r in logs.RetentionDays if r is not logs.RetentionDays.INFINITE], strict=True)
+)
+
+
+def retention_days(days: int, where: str) -> logs.RetentionDays:
+    """The CloudWatch Logs retention setting for a number of days."""
+    try:
+        return _RETENTION[days]
+    except KeyError:
+        raise SpecError(
+            where, f"{days} days is not a CloudWatch Logs retention", [str(d) for d in _DAYS]
+        ) from None
+
+
+class PeagleStack(Stack):
+    """Everything one stage needs to serve its spec, built from that spec's plan.
+
+    Composition: EndpointKey (KMS, rotating) -> endpoint log group (encrypted) ->
+    EndpointAlarms -> PeagleEndpoint (role, model custom resource, config, endpoint
+    rolled back by those alarms) -> EndpointAutoscaling (when the spec scales) ->
+    SpecDecodeMetrics (metric filters on the log group) -> EndpointDashboard.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: StageConfig,
+        plan: Plan | None = None,
+    ) -> None:
+        plan = plan if plan is not None else stage.plan()
+        super().__init__(
+            scope,
+            construct_id,
+            env=Environment(
+                account=stage.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
+                region=plan.region,
+            ),
+            description=(
+                f"P-EAGLE SageMaker endpoint {plan.endpoint_name} (stage {stage.name}, "
+                f"spec {plan.content_hash}); peagle-deploy"
+            ),
+            termination_protection=stage.termination_protection,
+        )
+        self.plan = plan
+        removal = RemovalPolicy.RETAIN if stage.retain else RemovalPolicy.DESTROY
+        for warning in plan.warnings:
+            if "execution_role_arn" in warning:
+                continue  # the stack creates its own role
+            Annotations.of(self).add_warning_v2("peagle:plan", warning)
+        if plan.spec.execution_role_arn:
+            Annotations.of(self).add_warning_v2(
+                "peagle:role",
+                "execution_role_arn in the spec is ignored: the stack creates its own "
+                "least-privilege execution role",
+            )
+
+        self.key = EndpointKey(
+            self,
+            "Key",
+            description=f"Storage volume and logs of SageMaker endpoint {plan.endpoint_name}",
+            removal_policy=removal,
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "EndpointLogs",
+            log_group_name=endpoint_log_group_name(plan.endpoint_name),
+            encryption_key=self.key.key,
+            retention=retention_days(
+                stage.log_retention_days, f"peagle:stages.{stage.name}.log_retention_days"
+            ),
+            removal_policy=removal,
+        )
+
+        variant_name = plan.create_endpoint_config["ProductionVariants"][0]["VariantName"]
+        self.alarms = EndpointAlarms(
+            self,
+            "Alarms",
+            endpoint_name=plan.endpoint_name,
+            variant_name=variant_name,
+            thresholds=AlarmThresholds(**stage.alarms),
+        )
+        self.endpoint = PeagleEndpoint(
+            self,
+            "Endpoint",
+            plan=plan,
+            key=self.key.key,
+            rollback_alarm_names=[a.alarm_name for a in self.alarms.alarms],
+            log_group=self.log_group,
+            removal_policy=removal,
+        )
+
+        self.autoscaling: EndpointAutoscaling | None = None
+        if plan.autoscaling is not None:
+            self.autoscaling = EndpointAutoscaling(
+                self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
+            )
+
+        self.spec_decode = SpecDecodeMetrics(self, "SpecDecodeMetrics", log_group=self.log_group)
+        self.dashboard = EndpointDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=plan.endpoint_name,
+            alarms=self.alarms,
+            spec_decode=self.spec_decode,
+        )
+
+        CfnOutput(self, "EndpointName", value=plan.endpoint_name, description="SageMaker endpoint")
+        CfnOutput(
+            self,
+            "ExecutionRoleArn",
+            value=self.endpoint.execution_role.role_arn,
+            description="Role SageMaker assumes to load the model",
+        )
+        CfnOutput(self, "ModelName", value=plan.model_name, description="Current SageMaker model")
+        CfnOutput(
+            self,
+            "EndpointConfigName",
+            value=plan.endpoint_config_name,
+            description="Current config",
+        )
+        CfnOutput(self, "LogGroupName", value=self.log_group.log_group_name)
+        CfnOutput(self, "DashboardName", value=plan.endpoint_name)
+        CfnOutput(self, "SpecHash", value=plan.content_hash, description="peagle:spec-hash tag")
