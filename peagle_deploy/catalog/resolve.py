@@ -7,6 +7,7 @@ only on that path: see peagle_deploy.jumpstart).
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -164,6 +165,24 @@ def _apply_custom(spec: DeploymentSpec, resolved: ResolvedModel) -> None:
         resolved.drafter_kind = "p-eagle"
 
 
+def _jumpstart(spec: DeploymentSpec, region: str) -> ResolvedModel:
+    """A JumpStart id (the sagemaker SDK is imported only on this path)."""
+    close = difflib.get_close_matches(spec.model, [*MODELS, CUSTOM], n=1, cutoff=0.85)
+    if close:
+        raise SpecError(
+            "model", f"unknown model {spec.model!r}; did you mean {close[0]}?", [*MODELS, CUSTOM]
+        )
+    from peagle_deploy.jumpstart import is_jumpstart_candidate, resolve_jumpstart
+
+    if not is_jumpstart_candidate(spec.model):
+        raise SpecError(
+            "model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM, "a JumpStart model id"]
+        )
+    return resolve_jumpstart(
+        spec.model, region, accept_eula=spec.accept_eula, instance_type=spec.instance_type
+    )
+
+
 def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
     """Concrete sources for the spec's model; SpecError for an unknown reference."""
     entry = get_model(spec.model)
@@ -172,7 +191,7 @@ def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
     elif spec.model == CUSTOM:
         resolved = _custom(region)
     else:
-        raise SpecError("model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM])
+        resolved = _jumpstart(spec, region)
     _apply_custom(spec, resolved)
     if entry is not None:
         uses_drafter = spec.speculative.mode != "none"

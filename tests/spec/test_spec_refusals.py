@@ -46,7 +46,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         {"model": "gpt-oss-20b", "speculative": {"num_speculative_tokens": 0}},
         "speculative.num_speculative_tokens",
     ),
-    ("unknown-model", {"model": "llama-9000"}, "model"),
+    ("unknown-model", {"model": "llama 9000"}, "model"),
     ("unknown-instance", {"model": "gpt-oss-20b", "instance_type": "ml.g9.huge"}, "instance_type"),
     (
         "gpu-less-instance",
@@ -310,7 +310,7 @@ def test_case_ids_are_distinct_and_many() -> None:
             "'p-eagle', 'eagle3' or 'none'",
         ),
         ({"model": "gpt-oss-20b", "modle": "x"}, "instance_type"),
-        ({"model": "llama-9000"}, "gpt-oss-20b"),
+        ({"model": "llama 9000"}, "gpt-oss-20b"),
         ({"model": "gpt-oss-20b", "instance_type": "ml.g9.huge"}, "ml.g7e.2xlarge"),
         ({"model": "gpt-oss-20b", "model_data_download_timeout_s": 30}, "60-3600"),
         ({"model": "gpt-oss-120b", "instance_type": "ml.g6e.xlarge"}, "ml.g7e.2xlarge"),
