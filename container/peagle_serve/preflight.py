@@ -255,25 +255,34 @@ def check_fields(cfg: Mapping[str, Any]) -> None:
 
 
 def _check_schedule(schedule: object) -> None:
+    """vLLM's rules (v1/spec_decode/dynamic/utils.py): [start, end, K] integers with
+    1 <= start <= end and K >= 0, non-overlapping, the first range starting at 1."""
     name = "num_speculative_tokens_per_batch_size"
     if not isinstance(schedule, list) or not schedule:
         raise PreflightError(SPEC, name, "must be a non-empty list of [start, end, K]")
+    entries: list[tuple[int, int, int]] = []
     for entry in schedule:
         if not isinstance(entry, list) or len(entry) != 3 or not all(_is_int(v) for v in entry):
             raise PreflightError(SPEC, name, f"entry {entry!r} is not [start, end, K] integers")
         start, end, k = entry
-        if start < 1 or end < start or k < 1:
-            raise PreflightError(SPEC, name, f"entry {entry!r} needs 1 <= start <= end and K >= 1")
+        if start < 1 or end < start or k < 0:
+            raise PreflightError(SPEC, name, f"entry {entry!r} needs 1 <= start <= end and K >= 0")
+        entries.append((start, end, k))
+    entries.sort()
+    previous_end = 0
+    for start, end, _ in entries:
+        if start <= previous_end:
+            raise PreflightError(SPEC, name, "batch-size ranges overlap")
+        previous_end = end
+    if entries[0][0] != 1:
+        raise PreflightError(SPEC, name, "the first batch-size range must start at 1")
 
 
 def max_k(cfg: Mapping[str, Any]) -> int | None:
-    """The largest K the server may use (fixed K or the per-batch-size schedule)."""
-    ks: list[int] = []
-    if _is_int(cfg.get("num_speculative_tokens")):
-        ks.append(cfg["num_speculative_tokens"])
-    for entry in cfg.get("num_speculative_tokens_per_batch_size") or []:
-        ks.append(entry[2])
-    return max(ks) if ks else None
+    """The largest K the server uses: num_speculative_tokens (vLLM caps every K of the
+    per-batch-size schedule at it)."""
+    k = cfg.get("num_speculative_tokens")
+    return k if _is_int(k) else None
 
 
 # --- drafter and target config helpers ----------------------------------------------

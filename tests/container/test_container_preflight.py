@@ -152,7 +152,10 @@ def test_unknown_method_fails(make_drafter: MakeDrafter, target_dir: Path, metho
         ("model", ""),
         ("num_speculative_tokens_per_batch_size", [[1, 8]]),
         ("num_speculative_tokens_per_batch_size", [[8, 1, 3]]),
-        ("num_speculative_tokens_per_batch_size", [[1, 8, 0]]),
+        ("num_speculative_tokens_per_batch_size", [[0, 8, 3]]),
+        ("num_speculative_tokens_per_batch_size", [[1, 8, -1]]),
+        ("num_speculative_tokens_per_batch_size", [[2, 8, 3]]),
+        ("num_speculative_tokens_per_batch_size", [[1, 8, 3], [5, 9, 2]]),
         ("num_speculative_tokens_per_batch_size", []),
     ],
 )
@@ -169,7 +172,7 @@ def test_good_field_values_pass(make_drafter: MakeDrafter, target_dir: Path) -> 
         draft_tensor_parallel_size=1,
         max_model_len=8192,
         disable_padded_drafter_batch=False,
-        num_speculative_tokens_per_batch_size=[[1, 4, 7], [5, 64, 3]],
+        num_speculative_tokens_per_batch_size=[[1, 4, 7], [5, 64, 3], [65, 256, 0]],
     )
     argv, _ = run(target_dir, spec)
     assert spec_token(argv) == spec
@@ -486,7 +489,7 @@ def test_trained_count_from_speculators_config(make_drafter: MakeDrafter, target
 def test_trained_count_from_env_and_schedule(make_drafter: MakeDrafter, target_dir: Path) -> None:
     spec = p_eagle(
         make_drafter(),
-        num_speculative_tokens=3,
+        num_speculative_tokens=11,
         num_speculative_tokens_per_batch_size=[[1, 4, 11], [5, 64, 3]],
     )
     _, result = run(target_dir, spec, PEAGLE_DRAFTER_TRAINED_TOKENS="10")
