@@ -396,7 +396,7 @@ class SageMakerTarget:
         kwargs: dict[str, Any] = {
             "logGroupName": self.log_group,
             "startTime": int(begin * 1000),
-            "endTime": int(end * 1000),
+            "endTime": int(end * 1000) + 1,
             "filterPattern": metric_filter_pattern(),
         }
         try:
