@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from peagle_serve.contract import format_metric_line
+from peagle_serve.metrics import SpecDecodeCounters
 
 from peagle_deploy.bench.metrics import (
     RequestOutput,
@@ -15,8 +17,6 @@ from peagle_deploy.bench.metrics import (
     spec_decode_from_metric_lines,
 )
 from peagle_deploy.bench.targets import NO_TOKENS, NO_USAGE, StreamAccumulator
-from peagle_serve.contract import format_metric_line
-from peagle_serve.metrics import SpecDecodeCounters
 
 
 @pytest.mark.parametrize("p", [0, 10, 50, 90, 99, 100])
