@@ -171,7 +171,7 @@ def test_duration_limited_level_stops_issuing() -> None:
 
 
 def test_config_validation_names_flags() -> None:
-    for kw, flag in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"concurrency": []}, "--concurrency"),
         ({"concurrency": [0]}, "--concurrency"),
         ({"num_prompts": 0}, "--num-prompts"),
@@ -180,7 +180,8 @@ def test_config_validation_names_flags() -> None:
         ({"max_tokens": 0}, "--max-tokens"),
         ({"temperature": 3.0}, "--temperature"),
         ({"hourly_price": 0}, "--hourly-price"),
-    ]:
+    ]
+    for kw, flag in cases:
         with pytest.raises(SpecError) as err:
             SweepConfig(**kw).validate()
         assert err.value.field == flag
