@@ -1,0 +1,106 @@
+"""boto3 sessions and clients the way every peagle-deploy code path wants them.
+
+- Retries: botocore's retry modes (`adaptive` by default: exponential backoff with
+  jitter plus client-side rate limiting when AWS throttles), with a higher attempt count
+  than botocore's default because a deployment makes few calls and must not die on a
+  transient ThrottlingException. Override with PEAGLE_AWS_RETRY_MODE
+  (legacy|standard|adaptive) and PEAGLE_AWS_MAX_ATTEMPTS.
+- Endpoints: no endpoint_url is ever baked in. botocore itself reads AWS_ENDPOINT_URL
+  and the per-service AWS_ENDPOINT_URL_<SERVICE> variables (e.g.
+  AWS_ENDPOINT_URL_SAGEMAKER, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME), so the same code runs
+  against AWS, a moto server or LocalStack.
+
+boto3 is imported inside the functions: the CLI must start without it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from peagle_deploy import __version__
+from peagle_deploy.errors import PeagleError
+
+DEFAULT_RETRY_MODE = "adaptive"
+DEFAULT_MAX_ATTEMPTS = 8
+_RETRY_MODES = ("legacy", "standard", "adaptive")
+
+
+def retry_settings() -> dict[str, Any]:
+    """The `retries` dict for botocore's Config (from the environment, else defaults)."""
+    mode = os.environ.get("PEAGLE_AWS_RETRY_MODE", DEFAULT_RETRY_MODE)
+    if mode not in _RETRY_MODES:
+        raise PeagleError(
+            f"PEAGLE_AWS_RETRY_MODE={mode!r} is not a botocore retry mode "
+            f"(allowed: {', '.join(_RETRY_MODES)})"
+        )
+    raw = os.environ.get("PEAGLE_AWS_MAX_ATTEMPTS", str(DEFAULT_MAX_ATTEMPTS))
+    try:
+        attempts = int(raw)
+    except ValueError:
+        attempts = 0
+    if attempts < 1:
+        raise PeagleError(f"PEAGLE_AWS_MAX_ATTEMPTS={raw!r} must be a positive integer")
+    return {"mode": mode, "max_attempts": attempts}
+
+
+def client_config(**overrides: Any) -> Any:
+    """botocore Config with peagle's retry policy and user agent; `overrides` win."""
+    from botocore.config import Config
+
+    options: dict[str, Any] = {
+        "retries": retry_settings(),
+        "user_agent_extra": f"peagle-deploy/{__version__}",
+    }
+    options.update(overrides)
+    return Config(**options)
+
+
+def make_session(region: str | None = None, boto_session: Any = None) -> Any:
+    """The caller's session if given, else a default boto3 Session in `region`."""
+    if boto_session is not None:
+        return boto_session
+    import boto3
+
+    return boto3.Session(region_name=region) if region else boto3.Session()
+
+
+def make_client(
+    service: str, *, region: str | None = None, boto_session: Any = None, **config: Any
+) -> Any:
+    """A client with peagle's retry policy; endpoint URLs come from the environment."""
+    session = make_session(region, boto_session)
+    return session.client(service, region_name=region, config=client_config(**config))
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """True for SageMaker's "Could not find ..." ValidationExceptions and similar 404s."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return False
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    message = str(error.get("Message", "")).lower()
+    if code in ("ResourceNotFound", "ResourceNotFoundException", "ParameterNotFound"):
+        return True
+    return code in ("ValidationException", "ValidationError") and (
+        "could not find" in message or "not found" in message or "does not exist" in message
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError ('' for anything else)."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def error_message(exc: BaseException) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
+    return str(exc)

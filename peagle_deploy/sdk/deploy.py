@@ -1,0 +1,643 @@
+"""`deploy_peagle()`: spec -> plan -> SageMaker, like a careful SRE would do it by hand.
+
+What it does, by the endpoint's state when it starts:
+
+| endpoint                         | action                                                  |
+|----------------------------------|---------------------------------------------------------|
+| absent                           | create model, config, endpoint; wait                    |
+| InService on the planned config  | nothing (no mutating call); manifest written if missing |
+| InService on another config      | create model + config, UpdateEndpoint blue/green; wait  |
+| Creating/Updating to our config  | wait for it (a resumed or concurrent identical deploy)  |
+| Failed (not serving)             | delete it, then create                                  |
+| busy with another config         | refuse (DeployError): never interleave two deployments  |
+
+Failures leave no orphans and never touch a serving endpoint: a create that ends Failed
+removes the endpoint, config and model it made and raises EndpointFailedError with
+SageMaker's FailureReason and the container's last log lines; an update that rolls back
+removes the new config and model and says the old config still serves. Throttling is
+retried by botocore (see `peagle_deploy.aws`). Ctrl-C while waiting leaves SageMaker
+working and prints how to resume watching.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
+from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
+from peagle_deploy.sdk.endpoint import PeagleEndpoint, _delete_quietly, derived_name_pattern
+from peagle_deploy.sdk.manifest import (
+    DeploymentManifest,
+    ManifestError,
+    read_manifest,
+    write_manifest,
+)
+from peagle_deploy.sdk.waiter import (
+    IN_PROGRESS,
+    WaitResult,
+    log_tail,
+    resume_hint,
+    use_progress,
+    wait_for_endpoint,
+)
+from peagle_deploy.spec import load_spec
+from peagle_deploy.spec.models import DeploymentSpec
+
+Action = Literal["create", "update", "noop", "resume", "recreate"]
+PROVISIONING_MARGIN_S = 1200
+UPDATE_MARGIN_S = 600
+
+
+@dataclass
+class DeployOutcome:
+    """What a deploy did (or, with dry_run, would do)."""
+
+    action: Action
+    endpoint_name: str
+    endpoint_config_name: str
+    model_name: str
+    content_hash: str
+    region: str
+    stage: str
+    status: str
+    """Endpoint status at the end ("InService", or "Creating"/"Updating" with wait=False)."""
+    dry_run: bool = False
+    previous_config: str | None = None
+    created: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    manifest_parameter: str | None = None
+    waited_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "status": self.status,
+            "endpoint_name": self.endpoint_name,
+            "endpoint_config_name": self.endpoint_config_name,
+            "model_name": self.model_name,
+            "previous_config": self.previous_config,
+            "content_hash": self.content_hash,
+            "region": self.region,
+            "stage": self.stage,
+            "created": self.created,
+            "removed": self.removed,
+            "manifest_parameter": self.manifest_parameter,
+            "waited_s": round(self.waited_s, 3),
+            "warnings": self.warnings,
+        }
+
+
+def plan_for(
+    model: str | None = None,
+    *,
+    spec: DeploymentSpec | None = None,
+    spec_file: str | None = None,
+    instance_type: str | None = None,
+    num_speculative_tokens: int | None = None,
+    endpoint_name: str | None = None,
+    role_arn: str | None = None,
+    region: str | None = None,
+    stage: str | None = None,
+    rollout: Any = None,
+    alarms: list[str] | None = None,
+    boto_session: Any = None,
+    **spec_overrides: Any,
+) -> Plan:
+    """The plan `deploy_peagle` would execute for these arguments (no AWS call)."""
+    overrides: dict[str, Any] = dict(spec_overrides)
+    named = {
+        "model": model,
+        "instance_type": instance_type,
+        "speculative.num_speculative_tokens": num_speculative_tokens,
+        "endpoint_name": endpoint_name,
+        "execution_role_arn": role_arn,
+        "region": region,
+        "stage": stage,
+    }
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    if rollout is not None:
+        overrides["rollout"] = (
+            rollout.model_dump(mode="json") if hasattr(rollout, "model_dump") else dict(rollout)
+        )
+    if alarms is not None:
+        overrides["rollout.alarms"] = list(alarms)
+    if spec is not None:
+        if spec_file is not None:
+            raise SpecError("spec", "give either spec= or spec_file=, not both")
+        from peagle_deploy.spec.loader import deep_merge, spec_from_dict
+
+        merged = spec.model_dump(mode="json", exclude_none=True)
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            nested: Any = value
+            for part in reversed(key.split(".")):
+                nested = {part: nested}
+            merged = deep_merge(merged, nested)
+        the_spec = spec_from_dict(merged)
+    else:
+        if spec_file is None and "model" not in overrides:
+            raise SpecError(
+                "model", "no model given", "a model argument or spec_file with `model:`"
+            )
+        the_spec = load_spec(spec_file, **overrides)
+    if the_spec.region is None and boto_session is not None and boto_session.region_name:
+        the_spec = the_spec.model_copy(update={"region": boto_session.region_name})
+    return build_plan(the_spec)
+
+
+def check_deployable_role(plan: Plan) -> None:
+    """Refuse placeholder execution roles before any AWS call."""
+    role = plan.execution_role_arn
+    if (
+        plan.has_placeholder_role
+        or role == PLACEHOLDER_ROLE_ARN
+        or ":000000000000:" in role
+        or any(mark in role.lower() for mark in ("placeholder", "<", "replace-me", "changeme"))
+    ):
+        raise SpecError(
+            "execution_role_arn",
+            f"{role!r} is a placeholder; deploying needs the SageMaker execution role "
+            "that may read the model and drafter from S3",
+            "arn:aws:iam::<account>:role/<name> (role_arn=, --role-arn, or the spec)",
+        )
+
+
+def deploy_peagle(
+    model: str | None = None,
+    *,
+    instance_type: str | None = None,
+    num_speculative_tokens: int | None = None,
+    endpoint_name: str | None = None,
+    role_arn: str | None = None,
+    region: str | None = None,
+    stage: str | None = None,
+    wait: bool = True,
+    dry_run: bool = False,
+    boto_session: Any = None,
+    spec_file: str | None = None,
+    spec: DeploymentSpec | None = None,
+    rollout: Any = None,
+    alarms: list[str] | None = None,
+    timeout_s: float | None = None,
+    poll_interval_s: float = 2.0,
+    progress: bool | None = None,
+    deployed_by: str | None = None,
+    **spec_overrides: Any,
+) -> PeagleEndpoint:
+    """Deploy (create, update blue/green, or confirm) a P-EAGLE endpoint; see module doc.
+
+    `model` is a catalog key, a JumpStart model id or "custom" (optional with
+    `spec_file`/`spec`). Other spec fields go in `spec_overrides` (dotted keys allowed,
+    e.g. `**{"speculative.mode": "eagle3"}`, or nested dicts). `rollout` is a RolloutSpec
+    or dict; `alarms` sets `rollout.alarms` (auto-rollback). `dry_run=True` makes only
+    read calls and reports the action in `.deployment`. `timeout_s` bounds the wait
+    (default: the spec's download + start-up timeouts + 20 min; for updates the rollout's
+    max execution time + 10 min). `progress`: None = only on a terminal.
+    """
+    plan = plan_for(
+        model,
+        spec=spec,
+        spec_file=spec_file,
+        instance_type=instance_type,
+        num_speculative_tokens=num_speculative_tokens,
+        endpoint_name=endpoint_name,
+        role_arn=role_arn,
+        region=region,
+        stage=stage,
+        rollout=rollout,
+        alarms=alarms,
+        boto_session=boto_session,
+        **spec_overrides,
+    )
+    if not dry_run:
+        check_deployable_role(plan)
+    handle = PeagleEndpoint(
+        plan.endpoint_name, region=plan.region, boto_session=boto_session, plan=plan
+    )
+    deployer = _Deployer(
+        plan,
+        handle,
+        wait=wait,
+        timeout_s=timeout_s,
+        poll_interval_s=poll_interval_s,
+        progress=use_progress(progress),
+        deployed_by=deployed_by,
+    )
+    handle.deployment = deployer.run(dry_run=dry_run)
+    return handle
+
+
+class _Deployer:
+    def __init__(
+        self,
+        plan: Plan,
+        handle: PeagleEndpoint,
+        *,
+        wait: bool,
+        timeout_s: float | None,
+        poll_interval_s: float,
+        progress: bool,
+        deployed_by: str | None,
+    ):
+        self.plan = plan
+        self.handle = handle
+        self.sm = handle.sagemaker
+        self.wait = wait
+        self.timeout_s = timeout_s
+        self.poll_interval_s = poll_interval_s
+        self.progress = progress
+        self.deployed_by = deployed_by
+        self.created: list[str] = []
+        self.removed: list[str] = []
+        self.warnings: list[str] = list(plan.warnings)
+        self.started = time.monotonic()
+        self._console: Any = None
+
+    # --- output ---------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        if not self.progress:
+            return
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        self._console.print(text, highlight=False)
+
+    def outcome(self, action: Action, status: str, **extra: Any) -> DeployOutcome:
+        p = self.plan
+        return DeployOutcome(
+            action=action,
+            endpoint_name=p.endpoint_name,
+            endpoint_config_name=p.endpoint_config_name,
+            model_name=p.model_name,
+            content_hash=p.content_hash,
+            region=p.region,
+            stage=p.spec.stage,
+            status=status,
+            created=list(self.created),
+            removed=list(self.removed),
+            waited_s=time.monotonic() - self.started,
+            warnings=list(self.warnings),
+            **extra,
+        )
+
+    # --- helpers --------------------------------------------------------------------
+    def describe(self) -> dict[str, Any] | None:
+        from peagle_deploy.aws import is_not_found
+
+        try:
+            return dict(self.sm.describe_endpoint(EndpointName=self.plan.endpoint_name))
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def create_timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        s = self.plan.spec
+        return float(
+            s.model_data_download_timeout_s
+            + s.container_startup_health_check_timeout_s
+            + PROVISIONING_MARGIN_S
+        )
+
+    def update_timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return float(self.plan.spec.rollout.max_execution_timeout_s + UPDATE_MARGIN_S)
+
+    def _wait(self, timeout_s: float, **kwargs: Any) -> WaitResult:
+        return wait_for_endpoint(
+            self.sm,
+            self.plan.endpoint_name,
+            timeout_s=timeout_s,
+            poll_interval_s=self.poll_interval_s,
+            progress=self.progress,
+            **kwargs,
+        )
+
+    def _create(self, kind: str, call: Any, request: dict[str, Any], name: str) -> bool:
+        """Create one resource; False when it already exists (same content-derived name)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            call(**request)
+        except ClientError as exc:
+            if "already exist" in str(exc).lower():
+                return False
+            raise
+        self.created.append(f"{kind}:{name}")
+        self.say(f"created {kind} {name}")
+        return True
+
+    def create_model_and_config(self) -> None:
+        p = self.plan
+        self._create("model", self.sm.create_model, p.create_model, p.model_name)
+        self._create(
+            "endpoint-config",
+            self.sm.create_endpoint_config,
+            p.create_endpoint_config,
+            p.endpoint_config_name,
+        )
+
+    def remove_config_and_model(self, config: str, *, only_derived: bool = True) -> None:
+        """Delete an endpoint config and its models (not in use by this endpoint any more).
+
+        With `only_derived`, only names the planner derives for this endpoint are touched:
+        resources someone else made are never deleted.
+        """
+        from peagle_deploy.aws import is_not_found
+
+        name = self.plan.endpoint_name
+        if only_derived and not derived_name_pattern(name, "c").match(config):
+            return
+        try:
+            variants = self.sm.describe_endpoint_config(EndpointConfigName=config)[
+                "ProductionVariants"
+            ]
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            variants = []
+        if _delete_quietly(self.sm.delete_endpoint_config, EndpointConfigName=config):
+            self.removed.append(f"endpoint-config:{config}")
+        model_pattern = derived_name_pattern(name, "m")
+        models = [v["ModelName"] for v in variants if v.get("ModelName")]
+        if config == self.plan.endpoint_config_name:
+            models.append(self.plan.model_name)
+        for model in dict.fromkeys(models):
+            if only_derived and not model_pattern.match(model):
+                continue
+            if _delete_quietly(self.sm.delete_model, ModelName=model):
+                self.removed.append(f"model:{model}")
+
+    def remove_planned_if_unused(self) -> None:
+        """Remove this plan's config and model unless the endpoint serves or targets them."""
+        desc = self.describe()
+        if desc is not None:
+            in_use = {desc.get("EndpointConfigName")}
+            pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+            in_use.add(pending)
+            if self.plan.endpoint_config_name in in_use:
+                return
+        self.remove_config_and_model(self.plan.endpoint_config_name)
+
+    def failure(self, desc: dict[str, Any], since_ms: int | None) -> EndpointFailedError:
+        from peagle_deploy.aws import make_client
+
+        logs = make_client("logs", region=self.plan.region, boto_session=self.handle._session)
+        tail = log_tail(logs, self.plan.endpoint_name, since_ms=since_ms)
+        reason = str(desc.get("FailureReason") or "no FailureReason given")
+        return EndpointFailedError(self.plan.endpoint_name, reason, tail)
+
+    # --- the run --------------------------------------------------------------------
+    def run(self, *, dry_run: bool) -> DeployOutcome:
+        p = self.plan
+        current = self.describe()
+        action, previous = self.decide(current)
+        if dry_run:
+            status = "absent" if current is None else str(current["EndpointStatus"])
+            return self.outcome(action, status, dry_run=True, previous_config=previous)
+        self.say(
+            f"{action} {p.endpoint_name} ({p.region}, stage {p.spec.stage}) -> config "
+            f"{p.endpoint_config_name}"
+        )
+        if action == "noop":
+            return self.finish("noop", previous)
+        if action == "resume":
+            return self.resume(previous)
+        if action == "recreate":
+            self.delete_failed_endpoint()
+            return self.create("recreate")
+        if action == "create":
+            return self.create("create")
+        return self.update(previous)
+
+    def decide(self, current: dict[str, Any] | None) -> tuple[Action, str | None]:
+        p = self.plan
+        if current is None:
+            return "create", None
+        status = str(current["EndpointStatus"])
+        config = str(current["EndpointConfigName"])
+        pending = (current.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+        if status == "Failed":
+            return "recreate", config
+        if status == "Deleting":
+            raise DeployError(
+                f"endpoint {p.endpoint_name} is being deleted; deploy again once it is gone"
+            )
+        if config == p.endpoint_config_name and status == "InService":
+            return "noop", config
+        if status in IN_PROGRESS:
+            if pending == p.endpoint_config_name or (
+                config == p.endpoint_config_name and status == "Creating"
+            ):
+                return "resume", config
+            raise DeployError(
+                f"endpoint {p.endpoint_name} is {status} (another deployment is in progress, "
+                f"towards {pending or config}); not interleaving a second one. Wait with "
+                f"`{resume_hint(p.endpoint_name)}`, then deploy again."
+            )
+        if status != "InService":
+            raise DeployError(
+                f"endpoint {p.endpoint_name} is {status}; only InService endpoints are "
+                "updated. Check it with `peagle status`."
+            )
+        return "update", config
+
+    def delete_failed_endpoint(self) -> None:
+        name = self.plan.endpoint_name
+        self.say(f"endpoint {name} is Failed (not serving): deleting it to create it again")
+        self.warnings.append(f"replaced the Failed endpoint {name}")
+        _delete_quietly(self.sm.delete_endpoint, EndpointName=name)
+        self.removed.append(f"endpoint:{name}")
+        deadline = time.monotonic() + 600
+        from peagle_deploy.sdk import waiter
+
+        delay = waiter.FIRST_POLL_S
+        while self.describe() is not None:
+            if time.monotonic() > deadline:
+                raise DeployError(f"endpoint {name} is still being deleted after 10 minutes")
+            waiter._sleep(delay)
+            delay = min(self.poll_interval_s, delay * waiter.BACKOFF)
+
+    def create(self, action: Action) -> DeployOutcome:
+        from botocore.exceptions import ClientError
+
+        p = self.plan
+        since_ms = int(time.time() * 1000)
+        self.create_model_and_config()
+        try:
+            self.sm.create_endpoint(**p.create_endpoint)
+        except ClientError as exc:
+            if "already exist" not in str(exc).lower():
+                self.remove_planned_if_unused()
+                raise
+            return self.lost_create_race()
+        self.created.append(f"endpoint:{p.endpoint_name}")
+        self.say(f"created endpoint {p.endpoint_name}")
+        if not self.wait:
+            return self.outcome(action, "Creating")
+        result = self._wait(self.create_timeout(), label=f"creating {p.endpoint_name}")
+        if result.status != "InService":
+            error = self.failure(result.description, since_ms)
+            # The endpoint never served: remove it with its config and model.
+            _delete_quietly(self.sm.delete_endpoint, EndpointName=p.endpoint_name)
+            self.removed.append(f"endpoint:{p.endpoint_name}")
+            self.remove_config_and_model(p.endpoint_config_name)
+            error.args = (
+                f"{error.args[0]}\nremoved what this deploy created: " + ", ".join(self.removed),
+            )
+            raise error
+        return self.finish(action, None, waited=result)
+
+    def lost_create_race(self) -> DeployOutcome:
+        """CreateEndpoint said the endpoint exists: someone created it since we looked."""
+        p = self.plan
+        current = self.describe()
+        config = current.get("EndpointConfigName") if current else None
+        if current is not None and config == p.endpoint_config_name:
+            self.say(f"{p.endpoint_name} was just created by another deploy of the same spec")
+            self.warnings.append("another deploy of the same spec created the endpoint first")
+            return self.resume(config)
+        self.remove_planned_if_unused()
+        raise DeployError(
+            f"endpoint {p.endpoint_name} was created concurrently by another deployment "
+            f"(config {config}); this deploy changed nothing and removed its own unused "
+            f"resources ({', '.join(self.removed) or 'none'}). Deploy again to update it."
+        )
+
+    def resume(self, previous: str | None) -> DeployOutcome:
+        p = self.plan
+        if not self.wait:
+            current = self.describe()
+            return self.outcome(
+                "resume",
+                str(current["EndpointStatus"]) if current else "absent",
+                previous_config=previous,
+            )
+        result = self._wait(self.create_timeout(), label=f"waiting for {p.endpoint_name}")
+        desc = result.description
+        if result.status == "Failed":
+            raise self.failure(desc, None)
+        if desc.get("EndpointConfigName") != p.endpoint_config_name:
+            raise DeployError(
+                f"endpoint {p.endpoint_name} settled {result.status} on config "
+                f"{desc.get('EndpointConfigName')}, not {p.endpoint_config_name} "
+                f"({desc.get('FailureReason') or 'the other deployment did not complete'})"
+            )
+        if result.status != "InService":
+            raise DeployError(f"endpoint {p.endpoint_name} settled {result.status}")
+        return self.finish("resume", previous, waited=result)
+
+    def update(self, previous: str | None) -> DeployOutcome:
+        from botocore.exceptions import ClientError
+
+        p = self.plan
+        since_ms = int(time.time() * 1000)
+        self.create_model_and_config()
+        try:
+            self.sm.update_endpoint(**p.update_endpoint)
+        except ClientError as exc:
+            self.remove_planned_if_unused()
+            raise DeployError(
+                f"UpdateEndpoint of {p.endpoint_name} was refused: {exc}. The endpoint still "
+                f"serves {previous}; removed this deploy's unused resources "
+                f"({', '.join(self.removed) or 'none'})."
+            ) from exc
+        self.say(
+            f"updating {p.endpoint_name}: {previous} -> {p.endpoint_config_name} "
+            f"({p.spec.rollout.strategy} blue/green)"
+        )
+        if not self.wait:
+            return self.outcome("update", "Updating", previous_config=previous)
+        result = self._wait(
+            self.update_timeout(),
+            label=f"updating {p.endpoint_name}",
+            until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
+        )
+        desc = result.description
+        serving = desc.get("EndpointConfigName")
+        if result.status == "InService" and serving == p.endpoint_config_name:
+            self.sm.add_tags(ResourceArn=desc["EndpointArn"], Tags=p.tags)
+            if previous and previous != p.endpoint_config_name:
+                self.remove_config_and_model(previous)
+            return self.finish("update", previous, waited=result)
+        # Rolled back (or failed): the endpoint keeps serving what it served before.
+        tail_error = self.failure(desc, since_ms)
+        self.remove_planned_if_unused()
+        if result.status == "Failed":
+            raise tail_error
+        lines = (
+            "\nlast log lines:\n  " + "\n  ".join(tail_error.log_tail)
+            if tail_error.log_tail
+            else ""
+        )
+        raise DeployError(
+            f"update of {p.endpoint_name} to {p.endpoint_config_name} rolled back: "
+            f"{desc.get('FailureReason') or 'no reason given'}. The endpoint is "
+            f"{result.status} and still serves the old config {serving}. Removed the unused "
+            f"new resources ({', '.join(self.removed) or 'none'}).{lines}"
+        )
+
+    def finish(
+        self, action: Action, previous: str | None, waited: WaitResult | None = None
+    ) -> DeployOutcome:
+        """Endpoint InService on our config: record the manifest, apply autoscaling."""
+        p = self.plan
+        if action != "noop" and p.autoscaling:
+            self.apply_autoscaling()
+        parameter = self.record_manifest(only_if_stale=action == "noop")
+        if action == "noop":
+            self.say(f"{p.endpoint_name} already serves {p.endpoint_config_name}: nothing to do")
+        else:
+            self.say(f"[green]{p.endpoint_name} is InService[/] on {p.endpoint_config_name}")
+        return self.outcome(
+            action, "InService", previous_config=previous, manifest_parameter=parameter
+        )
+
+    def apply_autoscaling(self) -> None:
+        from peagle_deploy.aws import make_client
+
+        requests = self.plan.autoscaling or {}
+        aas = make_client(
+            "application-autoscaling", region=self.plan.region, boto_session=self.handle._session
+        )
+        try:
+            aas.register_scalable_target(**requests["register_scalable_target"])
+            aas.put_scaling_policy(**requests["put_scaling_policy"])
+        except Exception as exc:
+            raise DeployError(
+                f"endpoint {self.plan.endpoint_name} is InService, but its autoscaling could "
+                f"not be applied: {exc}"
+            ) from exc
+
+    def record_manifest(self, *, only_if_stale: bool) -> str | None:
+        from peagle_deploy.aws import make_client
+
+        p = self.plan
+        try:
+            ssm = make_client("ssm", region=p.region, boto_session=self.handle._session)
+            if only_if_stale:
+                try:
+                    existing = read_manifest(p.spec.stage, p.endpoint_name, ssm_client=ssm)
+                except ManifestError:
+                    existing = None  # unreadable: rewrite it from the plan
+                if existing is not None and existing.content_hash == p.content_hash:
+                    return existing.parameter_name
+            manifest = DeploymentManifest.from_plan(p, deployed_by=self.deployed_by)
+            return write_manifest(manifest, ssm_client=ssm, tags=p.tags)
+        except Exception as exc:
+            message = (
+                f"endpoint {p.endpoint_name} is serving, but its deployment manifest could not "
+                f"be recorded in SSM ({exc}); `peagle promote` needs it"
+            )
+            self.warnings.append(message)
+            self.say(f"[yellow]warning:[/] {message}")
+            return None

@@ -1,0 +1,352 @@
+"""`PeagleEndpoint`: a handle on one SageMaker endpoint: chat, stream, status, delete."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from peagle_deploy.errors import PeagleError
+from peagle_deploy.streaming import ChatChunk, iter_chat_chunks
+
+if TYPE_CHECKING:
+    from peagle_deploy.plan import Plan
+    from peagle_deploy.sdk.deploy import DeployOutcome
+    from peagle_deploy.sdk.waiter import WaitResult
+
+
+class InvokeError(PeagleError):
+    """InvokeEndpoint / InvokeEndpointWithResponseStream failed; says which and why."""
+
+
+class EndpointNotFoundError(PeagleError):
+    """No endpoint of that name in the region."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A non-streamed chat completion."""
+
+    text: str
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    raw: dict[str, Any]
+
+
+class ChatStream(Iterator[str]):
+    """Iterate for text deltas; afterwards `.usage`, `.finish_reason`, `.text` are set.
+
+    Usage arrives in the final chunk (the SDK asks for it with
+    `stream_options.include_usage` unless told otherwise).
+    """
+
+    def __init__(self, chunks: Iterator[ChatChunk], endpoint_name: str):
+        self._chunks = chunks
+        self._endpoint_name = endpoint_name
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.chunks = 0
+        self._parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far."""
+        return "".join(self._parts)
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        while True:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                raise
+            except (ClientError, BotoCoreError) as exc:
+                raise InvokeError(
+                    f"stream from endpoint {self._endpoint_name} broke off: {exc}"
+                ) from exc
+            self.chunks += 1
+            if chunk.usage:
+                self.usage = chunk.usage
+            if chunk.finish_reason:
+                self.finish_reason = chunk.finish_reason
+            if chunk.text:
+                self._parts.append(chunk.text)
+                return chunk.text
+
+
+@dataclass
+class DeleteResult:
+    """What `PeagleEndpoint.delete()` removed (names), and what was already gone."""
+
+    endpoint_name: str
+    endpoint_deleted: bool
+    endpoint_configs: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "endpoint_name": self.endpoint_name,
+            "endpoint_deleted": self.endpoint_deleted,
+            "endpoint_configs_deleted": self.endpoint_configs,
+            "models_deleted": self.models,
+        }
+
+
+def derived_name_pattern(endpoint_name: str, kind: str) -> re.Pattern[str]:
+    """Names the planner derives for `endpoint_name` (kind "m" model, "c" config)."""
+    head = endpoint_name[: 63 - 2 - 8].rstrip("-")
+    return re.compile(rf"^{re.escape(head)}-{kind}[0-9a-f]{{8}}$")
+
+
+class PeagleEndpoint:
+    """A handle on an endpoint. Cheap to make: no AWS call until a method needs one."""
+
+    def __init__(
+        self,
+        endpoint_name: str,
+        *,
+        region: str | None = None,
+        boto_session: Any = None,
+        plan: Plan | None = None,
+        deployment: DeployOutcome | None = None,
+    ):
+        from peagle_deploy.aws import make_session
+
+        self.endpoint_name = endpoint_name
+        self._session = make_session(region, boto_session)
+        self.region: str = region or self._session.region_name or "us-east-1"
+        self.plan = plan
+        self.deployment = deployment
+        self._clients: dict[str, Any] = {}
+
+    @classmethod
+    def from_name(
+        cls,
+        endpoint_name: str,
+        *,
+        region: str | None = None,
+        boto_session: Any = None,
+        check: bool = False,
+    ) -> PeagleEndpoint:
+        """Handle on an existing endpoint; `check=True` verifies it exists now."""
+        handle = cls(endpoint_name, region=region, boto_session=boto_session)
+        if check:
+            handle.describe()
+        return handle
+
+    def __repr__(self) -> str:
+        return f"PeagleEndpoint({self.endpoint_name!r}, region={self.region!r})"
+
+    # --- clients --------------------------------------------------------------------
+    def _client(self, service: str) -> Any:
+        client = self._clients.get(service)
+        if client is None:
+            from peagle_deploy.aws import make_client
+
+            extra: dict[str, Any] = {}
+            if service == "sagemaker-runtime":
+                # A long generation can take minutes before the first byte (non-streamed).
+                extra = {"read_timeout": 600, "connect_timeout": 10}
+            client = make_client(service, region=self.region, boto_session=self._session, **extra)
+            self._clients[service] = client
+        return client
+
+    @property
+    def sagemaker(self) -> Any:
+        return self._client("sagemaker")
+
+    # --- control plane --------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """DescribeEndpoint, without ResponseMetadata. EndpointNotFoundError if absent."""
+        from peagle_deploy.aws import is_not_found
+
+        try:
+            desc = dict(self.sagemaker.describe_endpoint(EndpointName=self.endpoint_name))
+        except Exception as exc:
+            if is_not_found(exc):
+                raise EndpointNotFoundError(
+                    f"endpoint {self.endpoint_name} not found in {self.region}"
+                ) from None
+            raise
+        desc.pop("ResponseMetadata", None)
+        return desc
+
+    def status(self) -> str:
+        """EndpointStatus: Creating, InService, Updating, RollingBack, Failed, ..."""
+        return str(self.describe()["EndpointStatus"])
+
+    def wait(
+        self,
+        *,
+        timeout_s: float = 3600.0,
+        poll_interval_s: float = 2.0,
+        progress: bool | None = None,
+    ) -> WaitResult:
+        """Wait until the endpoint settles (InService, Failed or OutOfService)."""
+        from peagle_deploy.sdk.waiter import wait_for_endpoint
+
+        return wait_for_endpoint(
+            self.sagemaker,
+            self.endpoint_name,
+            timeout_s=timeout_s,
+            poll_interval_s=poll_interval_s,
+            progress=progress,
+        )
+
+    def logs(self, limit: int = 20) -> list[str]:
+        """Last lines of the endpoint's newest CloudWatch log stream ([] if none)."""
+        from peagle_deploy.sdk.waiter import log_tail
+
+        return log_tail(self._client("logs"), self.endpoint_name, limit=limit)
+
+    def delete(self) -> DeleteResult:
+        """Delete the endpoint, its endpoint configs and their models.
+
+        Tolerates anything already gone. Besides the current (and any pending) config,
+        also removes configs and models whose names the planner derived for this
+        endpoint (left over from earlier specs). Does not wait for SageMaker to finish
+        deleting the endpoint.
+        """
+        from peagle_deploy.aws import is_not_found
+
+        sm = self.sagemaker
+        configs: list[str] = []
+        result = DeleteResult(self.endpoint_name, endpoint_deleted=False)
+        try:
+            desc = sm.describe_endpoint(EndpointName=self.endpoint_name)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            desc = None
+        if desc is not None:
+            configs.append(desc["EndpointConfigName"])
+            pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+            if pending:
+                configs.append(pending)
+            try:
+                sm.delete_endpoint(EndpointName=self.endpoint_name)
+                result.endpoint_deleted = True
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+        pattern = derived_name_pattern(self.endpoint_name, "c")
+        for page in sm.get_paginator("list_endpoint_configs").paginate(
+            NameContains=self.endpoint_name[:40]
+        ):
+            for item in page.get("EndpointConfigs", []):
+                name = item["EndpointConfigName"]
+                if pattern.match(name) and name not in configs:
+                    configs.append(name)
+        models: list[str] = []
+        for config in configs:
+            try:
+                variants = sm.describe_endpoint_config(EndpointConfigName=config)[
+                    "ProductionVariants"
+                ]
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                continue
+            models += [v["ModelName"] for v in variants if v.get("ModelName")]
+            if _delete_quietly(sm.delete_endpoint_config, EndpointConfigName=config):
+                result.endpoint_configs.append(config)
+        model_pattern = derived_name_pattern(self.endpoint_name, "m")
+        for page in sm.get_paginator("list_models").paginate(NameContains=self.endpoint_name[:40]):
+            for item in page.get("Models", []):
+                if model_pattern.match(item["ModelName"]) and item["ModelName"] not in models:
+                    models.append(item["ModelName"])
+        for model in dict.fromkeys(models):
+            if _delete_quietly(sm.delete_model, ModelName=model):
+                result.models.append(model)
+        return result
+
+    # --- data plane -----------------------------------------------------------------
+    def _body(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> bytes:
+        if not isinstance(messages, list) or not messages:
+            raise InvokeError("messages must be a non-empty list of {'role', 'content'} dicts")
+        return json.dumps({"messages": messages, **params}).encode("utf-8")
+
+    def chat(self, messages: list[dict[str, Any]], **params: Any) -> ChatResult:
+        """One OpenAI chat-completions request through InvokeEndpoint.
+
+        `params` go into the payload as given (max_tokens, temperature, model, ...).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        body = self._body(messages, {k: v for k, v in params.items() if k != "stream"})
+        try:
+            resp = self._client("sagemaker-runtime").invoke_endpoint(
+                EndpointName=self.endpoint_name,
+                Body=body,
+                ContentType="application/json",
+                Accept="application/json",
+            )
+            raw = resp["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise InvokeError(f"invoking endpoint {self.endpoint_name} failed: {exc}") from exc
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise InvokeError(
+                f"endpoint {self.endpoint_name} answered with non-JSON: {raw[:200]!r}"
+            ) from None
+        choices = doc.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        return ChatResult(
+            text=str(message.get("content") or choices[0].get("text") or ""),
+            finish_reason=choices[0].get("finish_reason"),
+            usage=doc.get("usage"),
+            raw=doc,
+        )
+
+    def stream_chunks(self, messages: list[dict[str, Any]], **params: Any) -> Iterator[ChatChunk]:
+        """Every parsed `chat.completion.chunk` of a streamed answer (role, text, usage)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        payload = {"stream": True, **params}
+        payload.setdefault("stream_options", {"include_usage": True})
+        body = self._body(messages, payload)
+        try:
+            resp = self._client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+                EndpointName=self.endpoint_name,
+                Body=body,
+                ContentType="application/json",
+                Accept="text/event-stream",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise InvokeError(f"streaming from {self.endpoint_name} failed: {exc}") from exc
+
+        def parts() -> Iterator[bytes]:
+            for event in resp["Body"]:
+                part = event.get("PayloadPart")
+                if part is not None:
+                    yield part["Bytes"]
+
+        return iter_chat_chunks(parts())
+
+    def stream(self, messages: list[dict[str, Any]], **params: Any) -> ChatStream:
+        """Text deltas of a streamed answer (InvokeEndpointWithResponseStream).
+
+        SSE events split across PayloadParts (even mid-character) are reassembled. The
+        returned iterator exposes `.usage` and `.finish_reason` once consumed.
+        """
+        return ChatStream(self.stream_chunks(messages, **params), self.endpoint_name)
+
+
+def _delete_quietly(call: Any, **kwargs: Any) -> bool:
+    """Run a delete; False when the resource was already gone."""
+    from peagle_deploy.aws import is_not_found
+
+    try:
+        call(**kwargs)
+    except Exception as exc:
+        if is_not_found(exc):
+            return False
+        raise
+    return True
