@@ -284,12 +284,21 @@ class Comparison:
             pts = [(x, y) for x, y in zip(xs, ttft, strict=True) if y is not None]
             if pts:
                 ax_ttft.plot(*zip(*pts, strict=True), marker="o", label=run.label)
+        from matplotlib.ticker import FixedLocator, ScalarFormatter
+
+        levels = self.concurrencies
         for ax, ylabel in ((ax_tp, "output tokens/s"), (ax_ttft, "median TTFT (ms)")):
             ax.set_xscale("log", base=2)
+            if levels:
+                ax.xaxis.set_major_locator(FixedLocator(levels))
+                ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.set_xlabel("concurrency")
             ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize="small")
+            if ax.get_lines():
+                ax.legend(fontsize="small")
+            else:
+                ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
         ax_tp.set_title("Throughput")
         ax_ttft.set_title("Time to first token")
         fig.tight_layout()
