@@ -47,7 +47,7 @@ def _g7e(size: str, gpus: int, host_gib: int) -> InstanceType:
         name=f"ml.g7e.{size}",
         gpu_count=verified(gpus, _GPU_TABLE),
         gpu_memory_gb=verified(96.0, _GPU_TABLE),
-        gpu_model="RTX PRO 6000 Blackwell Server Edition",
+        gpu_model="RTX PRO 6000 Blackwell",
         ebs_volume=verified(False, _NO_EBS),
         host_memory_gib=verified(host_gib, "FACTS.md 4 (g7e host memory)"),
     )

@@ -31,16 +31,20 @@ app = typer.Typer(
 def _register() -> None:
     # One line per command module; each module adds its commands to `app`.
     import peagle_deploy.cli.bench  # noqa: F401
-    from peagle_deploy.cli import plan  # noqa: F401
+    from peagle_deploy.cli import deploy, plan  # noqa: F401
 
 
 _register()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: PeagleError becomes one line on stderr, no traceback."""
+    """Console-script entry point: PeagleError becomes one line on stderr, no traceback.
+
+    Non-standalone mode: typer returns the code of a `typer.Exit` instead of exiting, and
+    raises its (vendored) click usage errors, which derive from `typer.TyperException`.
+    """
     try:
-        app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False)
     except PeagleError as exc:
         output.error(str(exc))
         return exc.exit_code
@@ -49,17 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except Exception as exc:  # click usage errors and aborts
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            output.error("aborted")
-            return 1
-        raise
-    return 0
+    except typer.Abort:
+        output.error("aborted")
+        return 1
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument, ...
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            output.error(exc.format_message())
+        return int(exc.exit_code)
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 if __name__ == "__main__":

@@ -14,41 +14,45 @@ def _cell(value: Sourced[Any], fmt: str = "{}") -> str:
     return shown + value.marker()
 
 
+_DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+
+
 def models_table() -> Table:
-    """One row per launch model; `*` marks unverified values."""
-    table = Table(title="P-EAGLE launch models")
-    for column in (
-        "key",
-        "JumpStart id",
-        "drafter",
-        "trained K",
-        "default K",
-        "instance",
-        "TP",
-        "max len",
-        "weights",
-    ):
-        table.add_column(column, overflow="fold")
+    """One row per launch model; `*` marks unverified values (`--json` has every value)."""
+    table = Table(title="P-EAGLE launch models", box=None, padding=(0, 1, 0, 0))
+    table.add_column("key", no_wrap=True, style="bold")
+    table.add_column("K/trained", justify="right", no_wrap=True)
+    table.add_column("instance", no_wrap=True)
+    table.add_column("TP", justify="right", no_wrap=True)
+    table.add_column("len", justify="right", no_wrap=True)
+    table.add_column("weights", no_wrap=True)
     for m in MODELS.values():
+        dtype = _DTYPE_SHORT.get(m.dtype.value, m.dtype.value)
         table.add_row(
             m.key,
-            _cell(m.jumpstart_id),
-            _cell(m.drafter_hf_id),
-            _cell(m.drafter_parallel_tokens),
-            _cell(m.default_num_speculative_tokens),
+            f"{_cell(m.default_num_speculative_tokens)}/{_cell(m.drafter_parallel_tokens)}",
             _cell(m.default_instance_type),
             _cell(m.default_tensor_parallel_size),
             _cell(m.default_max_model_len),
-            f"{m.weights_gb.value:g} GB {m.dtype.value}{m.weights_gb.marker() or m.dtype.marker()}",
+            f"{m.weights_gb.value:g}G {dtype}{m.weights_gb.marker() or m.dtype.marker()}",
         )
     return table
 
 
+def jumpstart_ids() -> list[str]:
+    """`key: JumpStart id` lines (too wide for the table)."""
+    return [f"{m.key}: {_cell(m.jumpstart_id)}" for m in MODELS.values()]
+
+
 def instances_table() -> Table:
     """One row per instance type; `*` marks unverified values."""
-    table = Table(title="GPU instance types")
-    for column in ("instance type", "GPUs", "GPU memory", "GPU", "EBS volume", "host memory"):
-        table.add_column(column)
+    table = Table(title="GPU instance types", box=None, padding=(0, 1, 0, 0))
+    table.add_column("instance type", no_wrap=True, style="bold")
+    table.add_column("GPUs", justify="right", no_wrap=True)
+    table.add_column("GPU mem", justify="right", no_wrap=True)
+    table.add_column("GPU", no_wrap=True)
+    table.add_column("EBS", no_wrap=True)
+    table.add_column("host mem", justify="right", no_wrap=True)
     for i in INSTANCE_TYPES.values():
         table.add_row(
             i.name,

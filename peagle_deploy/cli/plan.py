@@ -6,7 +6,6 @@ resolving those loads the sagemaker SDK's JumpStart code).
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +31,7 @@ def models_command(
     from peagle_deploy.cli.catalog_view import (
         instances_json,
         instances_table,
+        jumpstart_ids,
         models_json,
         models_table,
     )
@@ -40,6 +40,10 @@ def models_command(
         output.emit_json(instances_json() if instances else models_json())
         return
     output.console.print(instances_table() if instances else models_table())
+    if not instances:
+        output.console.print("JumpStart ids:", highlight=False)
+        for line in jumpstart_ids():
+            output.console.print(f"  {line}", highlight=False)
     output.console.print("[dim]* unverified default: override it in your spec[/]")
 
 
@@ -102,7 +106,6 @@ def plan_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
 
 def _print_plan(plan: Any) -> None:
-    from rich.syntax import Syntax
     from rich.table import Table
 
     summary = Table(title=f"peagle plan: {plan.endpoint_name}", show_header=False)
@@ -135,6 +138,6 @@ def _print_plan(plan: Any) -> None:
         ("UpdateEndpoint (when the endpoint exists)", plan.update_endpoint),
     ):
         output.console.rule(title)
-        output.console.print(Syntax(json.dumps(request, indent=2), "json", word_wrap=True))
+        output.console.print_json(data=request, indent=2)
     for warning in plan.warnings:
         output.warn(warning)

@@ -20,6 +20,7 @@ ModelArg = Annotated[
         help="Catalog key (see `peagle models`), JumpStart model id, or `custom`. "
         "Optional when the spec file names the model.",
         show_default=False,
+        metavar="MODEL",
     ),
 ]
 FileOpt = Annotated[

@@ -1,0 +1,173 @@
+"""`peagle plan` / `peagle models`: flags over files, JSON output, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from peagle_deploy.cli.app import main
+from peagle_deploy.cli.spec_options import spec_overrides
+from peagle_deploy.plan import build_plan
+from peagle_deploy.spec import load_spec
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_is_exactly_to_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "plan", "qwen3-coder-30b-a3b-instruct", "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert doc == build_plan(load_spec(model="qwen3-coder-30b-a3b-instruct")).to_json()
+    container = doc["create_model"]["PrimaryContainer"]
+    assert container["AdditionalModelDataSources"][0]["ChannelName"] == "eagle"
+    assert '"parallel_drafting":true' in container["Environment"]["SM_VLLM_SPECULATIVE_CONFIG"]
+    variant = doc["create_endpoint_config"]["ProductionVariants"][0]
+    assert variant["InstanceType"].startswith("ml.g7e.")
+
+
+def test_flags_override_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: gpt-oss-20b\nstage: staging\ninstance_type: ml.g7e.4xlarge\n"
+        "speculative:\n  num_speculative_tokens: 5\nenv:\n  A: '1'\n"
+    )
+    code, out, _ = _run(
+        capsys,
+        "plan",
+        "--file",
+        str(spec),
+        "-k",
+        "7",
+        "--instance-type",
+        "ml.g7e.8xlarge",
+        "--env",
+        "B=2",
+        "--tag",
+        "team=ml",
+        "--routing-strategy",
+        "PREFIX_AWARE",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/exec",
+        "--no-network-isolation",
+        "--subnet",
+        "subnet-0123abcd",
+        "--security-group",
+        "sg-0123abcd",
+        "--json",
+    )
+    assert code == 0
+    doc = json.loads(out)
+    model = doc["create_model"]
+    env = model["PrimaryContainer"]["Environment"]
+    assert json.loads(env["SM_VLLM_SPECULATIVE_CONFIG"])["num_speculative_tokens"] == 7
+    assert env["A"] == "1" and env["B"] == "2"
+    assert model["EnableNetworkIsolation"] is False
+    assert model["VpcConfig"] == {
+        "SecurityGroupIds": ["sg-0123abcd"],
+        "Subnets": ["subnet-0123abcd"],
+    }
+    assert model["ExecutionRoleArn"] == "arn:aws:iam::123456789012:role/exec"
+    variant = doc["create_endpoint_config"]["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g7e.8xlarge"
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "PREFIX_AWARE"}
+    assert doc["names"]["endpoint"] == "peagle-gpt-oss-20b-staging"
+    assert {"Key": "team", "Value": "ml"} in doc["create_endpoint"]["Tags"]
+    assert not any("execution_role_arn" in w for w in doc["warnings"])
+
+
+def test_human_output_has_tables_requests_and_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "plan", "gpt-oss-20b", "--mode", "eagle3", "--tp", "1")
+    assert code == 0
+    assert "peagle plan: peagle-gpt-oss-20b-dev" in out
+    for title in ("CreateModel", "CreateEndpointConfig", "CreateEndpoint", "UpdateEndpoint"):
+        assert title in out
+    assert "warning:" in err and "placeholder role" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["plan", "gpt-oss-20b", "-k", "0"], "speculative.num_speculative_tokens"),
+        (["plan", "gpt-oss-20b", "--mode", "medusa"], "speculative.mode"),
+        (["plan", "gpt-oss-20b", "--env", "NOVALUE"], "--env"),
+        (["plan", "gpt-oss-20b", "--tag", "=x"], "--tag"),
+        (["plan"], "model"),
+        (["plan", "gpt-oss-20b", "--instance-type", "ml.c5.xlarge"], "instance_type"),
+        (["plan", "gpt-oss-20b", "--region", "moon-1"], "region"),
+        (["plan", "gpt-oss-20b", "--stage", "QA_1"], "stage"),
+        (["plan", "gpt-oss-20b", "--tp", "4"], "tensor_parallel_size"),
+        (["plan", "gpt-oss-20b", "--kms-key-id", "not a key"], "kms_key_id"),
+        (["plan", "gpt-oss-20b", "--subnet", "subnet-0123abcd"], "vpc.security_group_ids"),
+        (["plan", "gpt-oss-20b", "--routing-strategy", "FASTEST"], "routing_strategy"),
+        (["plan", "gemma-4-31b-it"], "accept_eula"),
+        (["plan", "gpt-oss-20b", "--image-uri", "nginx:latest"], "image_uri"),
+    ],
+)
+def test_bad_flags_give_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], field: str
+) -> None:
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: ")
+    assert "Traceback" not in err
+
+
+def test_bad_file_gives_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [gpt-oss-20b\n")
+    code, out, err = _run(capsys, "plan", "--file", str(bad))
+    assert code == 2 and out == ""
+    assert err.startswith("error: file: ") and len(err.strip().splitlines()) == 1
+
+
+def test_usage_errors_and_help_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(capsys, "--help")[0] == 0
+    assert _run(capsys, "plan", "--help")[0] == 0
+    code, _, err = _run(capsys, "plan", "--bogus")
+    assert code == 2 and "No such option" in err and "Traceback" not in err
+    code, _, err = _run(capsys, "plan", "gpt-oss-20b", "--tp", "two")
+    assert code == 2 and "--tp" in err
+    assert _run(capsys, "no-such-command")[0] == 2
+
+
+def test_models_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "models")
+    assert code == 0 and "gpt-oss-20b" in out and "*" in out and "unverified" in out
+    code, out, _ = _run(capsys, "models", "--json")
+    models = {m["key"]: m for m in json.loads(out)}
+    assert set(models) == {
+        "gpt-oss-120b",
+        "gpt-oss-20b",
+        "qwen3-coder-30b-a3b-instruct",
+        "gemma-4-31b-it",
+    }
+    qwen = models["qwen3-coder-30b-a3b-instruct"]
+    assert qwen["jumpstart_id"]["verified"] is False and "jumpstart_id" in qwen["unverified"]
+    assert models["gpt-oss-20b"]["drafter_parallel_tokens"] == {
+        "value": 10,
+        "verified": True,
+        "source": "FACTS.md 2 (trained for 10 parallel tokens)",
+    }
+    code, out, _ = _run(capsys, "models", "--instances", "--json")
+    instances = {i["name"]: i for i in json.loads(out)}
+    assert instances["ml.g7e.12xlarge"]["gpu_count"]["value"] == 2
+    assert instances["ml.p5e.48xlarge"]["ebs_volume"]["verified"] is False
+    code, out, _ = _run(capsys, "models", "--instances")
+    assert code == 0 and "ml.p6-b200.48xlarge" in out
+
+
+def test_spec_overrides_skips_unset_flags() -> None:
+    assert spec_overrides() == {}
+    assert spec_overrides(model="m", tp=2, env=["A=b=c"], no_network_isolation=True) == {
+        "model": "m",
+        "tensor_parallel_size": 2,
+        "env": {"A": "b=c"},
+        "network_isolation": False,
+    }
