@@ -1,0 +1,332 @@
+"""`peagle deploy | status | invoke | list | delete`: the SDK's lifecycle from a shell.
+
+boto3 and the SDK are imported inside the commands (CLI start-up stays fast). Every
+command prints one JSON document with `--json`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from peagle_deploy.cli import output
+from peagle_deploy.cli import spec_options as so
+from peagle_deploy.cli.app import app
+from peagle_deploy.errors import PeagleError
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Seconds to wait before giving up watching (not deploying)."),
+]
+ProgressOpt = Annotated[
+    bool, typer.Option("--no-progress", help="No progress display, even on a terminal.")
+]
+
+
+def _interrupted(exc: BaseException) -> typer.Exit:
+    output.warn(str(exc))
+    return typer.Exit(130)
+
+
+@app.command("deploy")
+def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
+    model: so.ModelArg = None,
+    file: so.FileOpt = None,
+    instance_type: so.InstanceTypeOpt = None,
+    num_speculative_tokens: so.KOpt = None,
+    mode: so.ModeOpt = None,
+    tp: so.TpOpt = None,
+    max_model_len: so.MaxLenOpt = None,
+    instance_count: so.CountOpt = None,
+    endpoint_name: so.EndpointNameOpt = None,
+    stage: so.StageOpt = None,
+    region: so.RegionOpt = None,
+    role_arn: so.RoleOpt = None,
+    env: so.EnvOpt = None,
+    kms_key_id: so.KmsOpt = None,
+    no_network_isolation: so.NoIsolationOpt = False,
+    subnet: so.SubnetOpt = None,
+    security_group: so.SecurityGroupOpt = None,
+    routing_strategy: so.RoutingOpt = None,
+    tag: so.TagOpt = None,
+    image_uri: so.ImageOpt = None,
+    accept_eula: so.AcceptEulaOpt = False,
+    rollout: Annotated[
+        str | None,
+        typer.Option("--rollout", help="Blue/green traffic shifting: canary, linear, all-at-once."),
+    ] = None,
+    alarm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--alarm",
+            help="CloudWatch alarm that rolls an update back (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Return once SageMaker accepted the requests.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only read: say what deploy would do.")
+    ] = False,
+    timeout: TimeoutOpt = None,
+    no_progress: ProgressOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create the endpoint, update it blue/green, or confirm it already serves the spec.
+
+    Waits until InService (Ctrl-C stops watching, not the deployment). A create that
+    fails is cleaned up and explained (FailureReason + container log lines); an update
+    that rolls back leaves the old config serving.
+    """
+    from peagle_deploy.sdk import WaitInterrupted, check_deployable_role, deploy_peagle
+    from peagle_deploy.sdk.deploy import plan_for
+
+    spec = so.load_cli_spec(
+        file,
+        model=model,
+        instance_type=instance_type,
+        num_speculative_tokens=num_speculative_tokens,
+        mode=mode,
+        tp=tp,
+        max_model_len=max_model_len,
+        instance_count=instance_count,
+        endpoint_name=endpoint_name,
+        stage=stage,
+        region=region,
+        role_arn=role_arn,
+        env=env,
+        kms_key_id=kms_key_id,
+        no_network_isolation=no_network_isolation,
+        subnet=subnet,
+        security_group=security_group,
+        routing_strategy=routing_strategy,
+        tag=tag,
+        image_uri=image_uri,
+        accept_eula=accept_eula,
+    )
+    overrides: dict[str, Any] = {}
+    if rollout is not None:
+        overrides["rollout.strategy"] = rollout
+    plan = plan_for(spec=spec, alarms=alarm or None, **overrides)
+    if not dry_run:
+        check_deployable_role(plan)  # before any AWS call, one clear line
+    if not as_json:
+        for warning in plan.warnings:
+            output.warn(warning)
+    try:
+        endpoint = deploy_peagle(
+            spec=plan.spec,
+            wait=not no_wait,
+            dry_run=dry_run,
+            timeout_s=timeout,
+            progress=False if (no_progress or as_json) else None,
+            deployed_by="peagle deploy",
+        )
+    except WaitInterrupted as exc:
+        raise _interrupted(exc) from None
+    outcome = endpoint.deployment
+    assert outcome is not None
+    if as_json:
+        output.emit_json(outcome.to_json())
+        return
+    verb = {
+        "create": "created",
+        "update": "updated",
+        "noop": "unchanged (already serves this spec)",
+        "resume": "finished (waited for the deployment in progress)",
+        "recreate": "re-created (the Failed endpoint was replaced)",
+    }[outcome.action]
+    if outcome.dry_run:
+        output.console.print(
+            f"[bold]dry run:[/] would {outcome.action} {outcome.endpoint_name} "
+            f"(now {outcome.status}) -> config {outcome.endpoint_config_name}",
+            highlight=False,
+        )
+        return
+    output.console.print(
+        f"[bold]{outcome.endpoint_name}[/] {verb}: {outcome.status} on "
+        f"{outcome.endpoint_config_name} ({outcome.region}, stage {outcome.stage})",
+        highlight=False,
+    )
+    if outcome.status != "InService":
+        output.console.print(
+            f"not waiting; watch it with `peagle status {outcome.endpoint_name} --wait`",
+            highlight=False,
+        )
+    if outcome.removed:
+        output.console.print(f"removed: {', '.join(outcome.removed)}", highlight=False)
+    if outcome.manifest_parameter:
+        output.console.print(f"manifest: {outcome.manifest_parameter}", highlight=False)
+
+
+@app.command("status")
+def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
+    name: NameArg,
+    region: so.RegionOpt = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until InService, Failed or OutOfService.")
+    ] = False,
+    timeout: TimeoutOpt = None,
+    no_progress: ProgressOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an endpoint's status (exit 1 if it settled Failed when --wait is given)."""
+    from peagle_deploy.sdk import PeagleEndpoint, WaitInterrupted
+
+    endpoint = PeagleEndpoint.from_name(name, region=region)
+    if wait:
+        try:
+            endpoint.wait(
+                timeout_s=timeout or 3600.0,
+                progress=False if (no_progress or as_json) else None,
+            )
+        except WaitInterrupted as exc:
+            raise _interrupted(exc) from None
+    desc = endpoint.describe()
+    status = str(desc["EndpointStatus"])
+    log_lines = endpoint.logs(limit=20) if status == "Failed" else []
+    pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    data = {
+        "endpoint_name": name,
+        "status": status,
+        "endpoint_config_name": desc.get("EndpointConfigName"),
+        "pending_endpoint_config_name": pending,
+        "failure_reason": desc.get("FailureReason"),
+        "created": str(desc.get("CreationTime", "")),
+        "last_modified": str(desc.get("LastModifiedTime", "")),
+        "variants": [
+            {
+                "name": v.get("VariantName"),
+                "current_instance_count": v.get("CurrentInstanceCount"),
+                "desired_instance_count": v.get("DesiredInstanceCount"),
+            }
+            for v in desc.get("ProductionVariants", [])
+        ],
+        "log_tail": log_lines,
+        "region": endpoint.region,
+    }
+    if as_json:
+        output.emit_json(data)
+    else:
+        color = {"InService": "green", "Failed": "red"}.get(status, "yellow")
+        output.console.print(f"[bold]{name}[/]: [{color}]{status}[/]", highlight=False)
+        output.console.print(f"config: {data['endpoint_config_name']}", highlight=False)
+        if pending:
+            output.console.print(f"rolling to: {pending}", highlight=False)
+        if data["failure_reason"]:
+            output.console.print(f"reason: {data['failure_reason']}", highlight=False)
+        for line in log_lines:
+            output.console.print(f"  {line}", highlight=False, markup=False)
+    if wait and status in ("Failed", "OutOfService"):
+        raise typer.Exit(1)
+
+
+@app.command("invoke")
+def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
+    name: NameArg,
+    prompt: Annotated[str, typer.Argument(help="User message.", show_default=False)],
+    region: so.RegionOpt = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Stream the answer (InvokeEndpointWithResponseStream).")
+    ] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+    temperature: Annotated[float | None, typer.Option("--temperature")] = None,
+    system: Annotated[str | None, typer.Option("--system", help="System message.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send one chat message (OpenAI chat-completions payload) and print the answer."""
+    from peagle_deploy.sdk import PeagleEndpoint
+
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": prompt})
+    params: dict[str, Any] = {"max_tokens": max_tokens}
+    if temperature is not None:
+        params["temperature"] = temperature
+    endpoint = PeagleEndpoint.from_name(name, region=region)
+    if stream:
+        chat_stream = endpoint.stream(messages, **params)
+        for delta in chat_stream:
+            if not as_json:
+                sys.stdout.write(delta)
+                sys.stdout.flush()
+        if as_json:
+            output.emit_json(
+                {
+                    "endpoint_name": name,
+                    "text": chat_stream.text,
+                    "finish_reason": chat_stream.finish_reason,
+                    "usage": chat_stream.usage,
+                }
+            )
+        else:
+            sys.stdout.write("\n")
+        return
+    result = endpoint.chat(messages, **params)
+    if as_json:
+        output.emit_json(result.raw)
+    else:
+        sys.stdout.write(result.text + "\n")
+
+
+@app.command("list")
+def list_command(
+    region: so.RegionOpt = None,
+    stage: so.StageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The project's endpoints (tag peagle:managed=true), optionally of one stage."""
+    from peagle_deploy.sdk import list_endpoints
+
+    found = list_endpoints(region=region, stage=stage)
+    if as_json:
+        output.emit_json([e.to_json() for e in found])
+        return
+    if not found:
+        output.console.print("no peagle-managed endpoints found")
+        return
+    from rich.table import Table
+
+    table = Table(title="peagle endpoints")
+    for column in ("name", "status", "stage", "model", "spec hash", "created"):
+        table.add_column(column)
+    for e in found:
+        table.add_row(
+            e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created
+        )
+    output.console.print(table)
+
+
+@app.command("delete")
+def delete_command(
+    name: NameArg,
+    region: so.RegionOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete an endpoint with its endpoint configs and models (already gone is fine)."""
+    from peagle_deploy.sdk import PeagleEndpoint
+
+    if not yes:
+        if as_json or not sys.stdin.isatty():
+            raise PeagleError(f"refusing to delete {name} without --yes (no terminal to confirm)")
+        if not typer.confirm(f"Delete endpoint {name}, its endpoint configs and models?"):
+            raise typer.Exit(1)
+    result = PeagleEndpoint.from_name(name, region=region).delete()
+    if as_json:
+        output.emit_json(result.to_json())
+        return
+    if result.endpoint_deleted:
+        output.console.print(f"deleting endpoint {name}", highlight=False)
+    else:
+        output.console.print(f"endpoint {name} was already gone", highlight=False)
+    for config in result.endpoint_configs:
+        output.console.print(f"deleted endpoint config {config}", highlight=False)
+    for model in result.models:
+        output.console.print(f"deleted model {model}", highlight=False)
