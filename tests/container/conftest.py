@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from container_helpers import (
-    HIDDEN,
     MakeDrafter,
     drafter_config,
     drafter_tensors,
     write_safetensors,
+    write_target,
 )
 
 
@@ -58,23 +58,4 @@ def make_drafter(tmp_path: Path) -> MakeDrafter:
 @pytest.fixture
 def target_dir(tmp_path: Path) -> Path:
     """A tiny target model directory (config.json only) with hidden size HIDDEN."""
-    d = tmp_path / "target"
-    d.mkdir()
-    (d / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "model_type": "llama",
-                "hidden_size": HIDDEN,
-                "intermediate_size": 2 * HIDDEN,
-                "num_attention_heads": 4,
-                "num_key_value_heads": 2,
-                "num_hidden_layers": 4,
-                "vocab_size": 256,
-                "max_position_embeddings": 512,
-                "rms_norm_eps": 1e-5,
-                "torch_dtype": "bfloat16",
-            }
-        )
-    )
-    return d
+    return write_target(tmp_path / "target")

@@ -73,3 +73,41 @@ def drafter_tensors(
 
 
 MakeDrafter = Callable[..., Path]
+
+
+def target_config(hidden: int = HIDDEN) -> dict[str, Any]:
+    """config.json of a tiny Llama target that vLLM's ModelConfig accepts offline."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "vocab_size": 256,
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def write_target(path: Path, hidden: int = HIDDEN) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(target_config(hidden)))
+    return path
+
+
+def write_drafter(
+    path: Path,
+    config: dict[str, Any] | None = None,
+    tensors: dict[str, tuple[str, tuple[int, ...]]] | None = None,
+) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(
+        json.dumps(config if config is not None else drafter_config())
+    )
+    write_safetensors(
+        path / "model.safetensors", tensors if tensors is not None else drafter_tensors()
+    )
+    return path
