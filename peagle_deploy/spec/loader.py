@@ -84,7 +84,7 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-def load_spec(path: str | Path | None = None, /, **overrides: Any) -> DeploymentSpec:
+def load_spec(path: str | Path | None = None, **overrides: Any) -> DeploymentSpec:
     """Read the spec file (if any), apply `overrides`, and validate the field shapes.
 
     Cross-field rules (instance fit, K against the drafter, ...) are checked by

@@ -171,3 +171,22 @@ def test_spec_overrides_skips_unset_flags() -> None:
         "env": {"A": "b=c"},
         "network_isolation": False,
     }
+
+
+def test_plan_of_a_catalog_model_imports_no_aws_sdk() -> None:
+    """The cold-start budget: catalog keys never load sagemaker, boto3, botocore or yaml."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import contextlib, io, sys\n"
+        "from peagle_deploy.cli.app import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['plan', 'gpt-oss-20b', '--json']) == 0\n"
+        "heavy = ('sagemaker', 'aws_cdk', 'boto3', 'botocore', 'yaml')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
