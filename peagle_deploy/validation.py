@@ -416,6 +416,19 @@ def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
             )
 
 
+def check_rollout(spec: DeploymentSpec) -> None:
+    """Canary (<= 50%) and linear (10-50% steps) blue/green need at least two instances."""
+    strategy = spec.rollout.strategy
+    if strategy in ("canary", "linear") and spec.initial_instance_count < 2:
+        raise SpecError(
+            "rollout.strategy",
+            f"{strategy} needs at least 2 instances (SageMaker caps the first step at 50%), "
+            f"initial_instance_count is {spec.initial_instance_count}",
+            "all-at-once, or initial_instance_count >= 2",
+        )
+    check_alarms(spec)
+
+
 def check_alarms(spec: DeploymentSpec) -> None:
     """AutoRollbackConfiguration takes 1-10 alarm names of 1-255 characters."""
     alarms = spec.rollout.alarms

@@ -78,11 +78,14 @@ class VpcSpec(_Strict):
 class RolloutSpec(_Strict):
     """How UpdateEndpoint shifts traffic to a new config (blue/green)."""
 
-    strategy: RolloutStrategy = "canary"
-    """`canary`, `linear` or `all-at-once`."""
+    strategy: RolloutStrategy | None = None
+    """`canary`, `linear` or `all-at-once`; default canary with 2+ instances, else all-at-once.
+
+    SageMaker caps a canary at 50% and a linear step at 10-50% of the instances, so
+    canary and linear need at least two instances."""
     canary_percent: int = Field(default=10, ge=1, le=50)
     """Share of capacity that gets the new config first (canary)."""
-    linear_step_percent: int = Field(default=25, ge=1, le=50)
+    linear_step_percent: int = Field(default=25, ge=10, le=50)
     """Share of capacity moved per step (linear)."""
     wait_interval_s: int = Field(default=300, ge=0, le=3600)
     """Seconds between traffic shifts, watched by the alarms."""

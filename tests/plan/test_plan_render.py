@@ -134,6 +134,7 @@ def test_update_endpoint_blue_green_with_alarms(sagemaker_model: Any) -> None:
     plan = build_plan(
         load_spec(
             model="gpt-oss-20b",
+            initial_instance_count=4,
             rollout={"strategy": "linear", "linear_step_percent": 20, "alarms": ["p99", "errors"]},
         )
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 from peagle_deploy.validation import cdk_incompatibilities
 
 
-def _warnings(**overrides: object) -> str:
+def _warnings(**overrides: Any) -> str:
     return "\n".join(build_plan(load_spec(**overrides)).warnings)
 
 

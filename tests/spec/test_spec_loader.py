@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,8 @@ def test_empty_file_needs_a_model(tmp_path: Path) -> None:
 
 def test_dotted_override_into_scalar_is_refused() -> None:
     with pytest.raises(SpecError, match=r"stage\.x"):
-        load_spec(model="gpt-oss-20b", stage="dev", **{"stage.x": 1})
+        dotted: dict[str, Any] = {"stage.x": 1}
+        load_spec(model="gpt-oss-20b", stage="dev", **dotted)
 
 
 def test_every_field_has_a_docstring() -> None:

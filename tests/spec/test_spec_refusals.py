@@ -264,8 +264,26 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("reserved-tag", {"model": "gpt-oss-20b", "tags": {"peagle:stage": "x"}}, "tags.peagle:stage"),
     ("aws-tag", {"model": "gpt-oss-20b", "tags": {"aws:owner": "x"}}, "tags.aws:owner"),
     (
+        "canary-with-one-instance",
+        {"model": "gpt-oss-20b", "rollout": {"strategy": "canary"}},
+        "rollout.strategy",
+    ),
+    (
+        "linear-step-too-small",
+        {
+            "model": "gpt-oss-20b",
+            "initial_instance_count": 4,
+            "rollout": {"strategy": "linear", "linear_step_percent": 5},
+        },
+        "rollout.linear_step_percent",
+    ),
+    (
         "too-many-alarms",
-        {"model": "gpt-oss-20b", "rollout": {"alarms": [f"a{i}" for i in range(11)]}},
+        {
+            "model": "gpt-oss-20b",
+            "initial_instance_count": 2,
+            "rollout": {"alarms": [f"a{i}" for i in range(11)]},
+        },
         "rollout.alarms",
     ),
     (
