@@ -502,7 +502,17 @@ def _check_eagle_drafter(
     """Rules 8-10 for an EAGLE / EAGLE-3 drafter on the local disk; returns its config."""
     config_path = os.path.join(path, "config.json")
     if not os.path.isfile(config_path):
-        raise PreflightError(SPEC, "model", f"drafter directory {path} has no config.json")
+        nested = sorted(
+            entry
+            for entry in os.listdir(path)
+            if os.path.isfile(os.path.join(path, entry, "config.json"))
+        )
+        hint = (
+            f" (found {nested[0]}/config.json: point model at {os.path.join(path, nested[0])})"
+            if nested
+            else ""
+        )
+        raise PreflightError(SPEC, "model", f"drafter directory {path} has no config.json{hint}")
     config = _load_json(config_path, SPEC, "model")
 
     if parallel:

@@ -279,6 +279,18 @@ def test_drafter_without_config_json_fails(make_drafter: MakeDrafter, target_dir
     assert err.field_name == "model" and "config.json" in err.problem
 
 
+def test_drafter_one_level_down_gets_a_hint(
+    make_drafter: MakeDrafter, target_dir: Path, tmp_path: Path
+) -> None:
+    drafter = make_drafter()
+    channel = tmp_path / "channel"
+    channel.mkdir()
+    drafter.rename(channel / "gpt-oss-20b-p-eagle")
+    err = fails(target_dir, p_eagle(channel))
+    assert "point model at" in err.problem and "gpt-oss-20b-p-eagle" in err.problem
+    run(target_dir, p_eagle(channel / "gpt-oss-20b-p-eagle"))
+
+
 def test_hub_drafter_skips_file_checks(target_dir: Path) -> None:
     _, result = run(target_dir, p_eagle("amazon/GPT-OSS-20B-P-EAGLE"))  # type: ignore[arg-type]
     assert any("not a local path" in n for n in result.notes)
