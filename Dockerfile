@@ -23,8 +23,11 @@ LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \
 
 # One small layer: the stdlib-only package is built from a bind mount (no COPY layer,
 # no build files left behind) with the setuptools that vLLM already depends on, so
-# the build needs no network and the image's Python packages stay untouched.
+# the build needs no network and the image's Python packages stay untouched. vLLM's
+# images install into the system Python; PIP_BREAK_SYSTEM_PACKAGES lets pip do the
+# same where the distribution marks it externally managed (older pips ignore it).
 RUN --mount=type=bind,source=container,target=/tmp/peagle-serve,rw \
+    PIP_BREAK_SYSTEM_PACKAGES=1 \
     python3 -m pip install --no-deps --no-cache-dir --no-build-isolation /tmp/peagle-serve \
  && command -v peagle-serve \
  && python3 -c "import peagle_serve.entrypoint"
