@@ -165,7 +165,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     )
     warnings += validation.check_variant(spec, instance)
     validation.check_vpc(spec)
-    validation.check_rollout(spec)
+    warnings += validation.check_rollout(spec)
     validation.check_role(spec.execution_role_arn)
     role = spec.execution_role_arn or PLACEHOLDER_ROLE_ARN
     if spec.execution_role_arn is None:
@@ -218,7 +218,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
             endpoint_name,
             model_body,
             config_body,
-            render.deployment_config(spec.rollout, spec.initial_instance_count),
+            render.deployment_config(spec.rollout),
         ],
         12,
     )
@@ -240,9 +240,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         create_model=render.create_model(ri, model_name, tags),
         create_endpoint_config=render.create_endpoint_config(ri, config_name, model_name, tags),
         create_endpoint=render.create_endpoint(endpoint_name, config_name, tags),
-        update_endpoint=render.update_endpoint(
-            endpoint_name, config_name, spec.rollout, spec.initial_instance_count
-        ),
+        update_endpoint=render.update_endpoint(endpoint_name, config_name, spec.rollout),
         tags=tags,
         warnings=warnings,
         image_uri=resolved.image_uri,

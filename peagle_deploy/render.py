@@ -179,16 +179,9 @@ def create_endpoint(
     return {"EndpointName": endpoint_name, "EndpointConfigName": config_name, "Tags": list(tags)}
 
 
-def rollout_strategy(rollout: RolloutSpec, instance_count: int) -> str:
-    """The spec's strategy, or canary with 2+ instances and all-at-once with one."""
-    if rollout.strategy is not None:
-        return rollout.strategy
-    return "canary" if instance_count >= 2 else "all-at-once"
-
-
-def deployment_config(rollout: RolloutSpec, instance_count: int) -> dict[str, Any]:
+def deployment_config(rollout: RolloutSpec) -> dict[str, Any]:
     """Blue/green DeploymentConfig; alarms (if any) roll the update back automatically."""
-    strategy = rollout_strategy(rollout, instance_count)
+    strategy = rollout.strategy
     routing: dict[str, Any] = {"WaitIntervalInSeconds": rollout.wait_interval_s}
     if strategy == "canary":
         routing["Type"] = "CANARY"
@@ -215,14 +208,12 @@ def deployment_config(rollout: RolloutSpec, instance_count: int) -> dict[str, An
     return config
 
 
-def update_endpoint(
-    endpoint_name: str, config_name: str, rollout: RolloutSpec, instance_count: int
-) -> dict[str, Any]:
+def update_endpoint(endpoint_name: str, config_name: str, rollout: RolloutSpec) -> dict[str, Any]:
     """UpdateEndpoint kwargs: roll the endpoint to `config_name` blue/green."""
     return {
         "EndpointName": endpoint_name,
         "EndpointConfigName": config_name,
-        "DeploymentConfig": deployment_config(rollout, instance_count),
+        "DeploymentConfig": deployment_config(rollout),
     }
 
 

@@ -416,17 +416,20 @@ def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
             )
 
 
-def check_rollout(spec: DeploymentSpec) -> None:
-    """Canary (<= 50%) and linear (10-50% steps) blue/green need at least two instances."""
+def check_rollout(spec: DeploymentSpec) -> list[str]:
+    """Alarm limits; warn where SageMaker's step caps make canary/linear doubtful.
+
+    The API reference caps a canary at 50% and a linear step at 10-50% of the variant's
+    instances; with one instance that cannot hold, so the update may be refused.
+    """
+    check_alarms(spec)
     strategy = spec.rollout.strategy
     if strategy in ("canary", "linear") and spec.initial_instance_count < 2:
-        raise SpecError(
-            "rollout.strategy",
-            f"{strategy} needs at least 2 instances (SageMaker caps the first step at 50%), "
-            f"initial_instance_count is {spec.initial_instance_count}",
-            "all-at-once, or initial_instance_count >= 2",
-        )
-    check_alarms(spec)
+        return [
+            f"rollout.strategy={strategy} with initial_instance_count=1: SageMaker caps the "
+            "first step at 50% of the instances; use all-at-once or 2+ instances"
+        ]
+    return []
 
 
 def check_alarms(spec: DeploymentSpec) -> None:

@@ -78,11 +78,9 @@ class VpcSpec(_Strict):
 class RolloutSpec(_Strict):
     """How UpdateEndpoint shifts traffic to a new config (blue/green)."""
 
-    strategy: RolloutStrategy | None = None
-    """`canary`, `linear` or `all-at-once`; default canary with 2+ instances, else all-at-once.
-
-    SageMaker caps a canary at 50% and a linear step at 10-50% of the instances, so
-    canary and linear need at least two instances."""
+    strategy: RolloutStrategy = "canary"
+    """`canary`, `linear` or `all-at-once` (SageMaker caps a canary at 50% and a linear
+    step at 10-50% of the instances: with one instance, prefer all-at-once)."""
     canary_percent: int = Field(default=10, ge=1, le=50)
     """Share of capacity that gets the new config first (canary)."""
     linear_step_percent: int = Field(default=25, ge=10, le=50)

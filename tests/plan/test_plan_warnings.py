@@ -53,3 +53,10 @@ def test_catalog_unverified_sources_warn_and_custom_override_silences() -> None:
         custom={"model_data_uri": "s3://mine/qwen/", "drafter_uri": "s3://mine/qwen-peagle/"},
     )
     assert quiet == ""
+
+
+def test_canary_with_one_instance_warns() -> None:
+    assert "rollout.strategy=canary" in _warnings(model="gpt-oss-20b")
+    assert "rollout.strategy" not in _warnings(model="gpt-oss-20b", initial_instance_count=2)
+    quiet = _warnings(model="gpt-oss-20b", rollout={"strategy": "all-at-once"})
+    assert "rollout.strategy" not in quiet

@@ -264,11 +264,6 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("reserved-tag", {"model": "gpt-oss-20b", "tags": {"peagle:stage": "x"}}, "tags.peagle:stage"),
     ("aws-tag", {"model": "gpt-oss-20b", "tags": {"aws:owner": "x"}}, "tags.aws:owner"),
     (
-        "canary-with-one-instance",
-        {"model": "gpt-oss-20b", "rollout": {"strategy": "canary"}},
-        "rollout.strategy",
-    ),
-    (
         "linear-step-too-small",
         {
             "model": "gpt-oss-20b",
