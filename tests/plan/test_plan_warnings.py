@@ -50,6 +50,7 @@ def test_catalog_unverified_sources_warn_and_custom_override_silences() -> None:
     quiet = _warnings(
         model="qwen3-coder-30b-a3b-instruct",
         execution_role_arn="arn:aws:iam::123456789012:role/r",
+        rollout={"strategy": "all-at-once"},
         custom={"model_data_uri": "s3://mine/qwen/", "drafter_uri": "s3://mine/qwen-peagle/"},
     )
     assert quiet == ""
