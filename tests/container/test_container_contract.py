@@ -42,6 +42,7 @@ from peagle_serve.preflight import (
     SPEC_METHODS,
     V2_RUNNER_ENV,
     PreflightError,
+    mask_token_id,
     run_preflight,
 )
 from peagle_serve.safetensors_header import checkpoint_tensors
@@ -155,6 +156,21 @@ REJECTED_BY_BOTH = {
 }
 
 
+# Drafter configs for the mask-token rule (preflight rule 8 vs vLLM's lookup).
+MASK_TOKEN_CONFIGS: dict[str, dict[str, Any]] = {
+    "mask_token_id": {"mask_token_id": 5},
+    "pard_token": {"pard_token": 3},
+    "ptd_token_id": {"ptd_token_id": 2},
+    "dflash_config": {"dflash_config": {"mask_token_id": 1}},
+    "null mask_token_id, pard_token": {"mask_token_id": None, "pard_token": 4},
+    "mask_token_id before pard_token": {"mask_token_id": 6, "pard_token": 4},
+    "dflash_config first": {"mask_token_id": 6, "dflash_config": {"mask_token_id": 7}},
+    "none": {"hidden_size": 64},
+    "null mask_token_id only": {"mask_token_id": None},
+    "dflash_config without it": {"dflash_config": {"block_size": 8}},
+}
+
+
 def base_spec(drafter: Path) -> dict[str, Any]:
     return {
         "method": "eagle3",
@@ -234,6 +250,7 @@ def probe_run(tmp: str) -> tuple[dict[str, Any], dict[str, Any]]:
             for k in K_VALUES
         ],
         "metrics": {"k": 3, "drafts": METRIC_DRAFTS},
+        "mask_tokens": [{"name": n, "config": c} for n, c in MASK_TOKEN_CONFIGS.items()],
         "safetensors": [str(drafter / "model.safetensors"), str(shard_a), str(shard_b)],
         "expected": expected,
         "drafter": str(drafter),
@@ -372,6 +389,16 @@ def test_full_speculative_config_accepts_the_synthetic_p_eagle_drafter(
         assert result["draft_architectures"] == ["LlamaForCausalLMEagle3"]
         assert result["mask_token_id"] == 255
         assert result["target_hidden_size"] == HIDDEN
+
+
+def test_mask_token_rule_agrees_with_vllm(probe: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    _, results = probe
+    for result in results["mask_tokens"]:
+        ours = mask_token_id(MASK_TOKEN_CONFIGS[result["name"]])
+        if result["ok"]:
+            assert ours is not None and ours[1] == result["value"], result["name"]
+        else:
+            assert ours is None, result["name"]
 
 
 def test_preflight_field_and_method_lists_equal_vllms(

@@ -20,6 +20,8 @@ What it asks vLLM 0.30.0 itself (import paths verified against the installed whe
   `vllm.config.ModelConfig` of the synthetic target and the synthetic drafter on disk.
 - introspection: SpeculativeConfig's init fields, the SpeculativeMethod values, that
   `VLLM_USE_V2_MODEL_RUNNER` is a vLLM environment variable.
+- mask tokens: `vllm.v1.worker.gpu.spec_decode.utils.get_parallel_drafting_token_id`
+  on drafter configs (the preflight's rule 8 must agree with it).
 - metrics: Prometheus text from vLLM's own `SpecDecodingProm`.
 - safetensors: the real `safetensors` library reads the synthetic drafter files.
 """
@@ -148,6 +150,20 @@ def check_full(target: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]
     return results
 
 
+def mask_tokens(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM's own mask-token lookup for parallel drafting on each drafter config."""
+    from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
+
+    results = []
+    for case in cases:
+        try:
+            value = get_parallel_drafting_token_id(SimpleNamespace(**case["config"]))
+            results.append({"name": case["name"], "ok": True, "value": value})
+        except ValueError as e:
+            results.append({"name": case["name"], "ok": False, "error": _error(e)})
+    return results
+
+
 def introspect() -> dict[str, Any]:
     import vllm
     import vllm.envs
@@ -204,6 +220,7 @@ def main() -> int:
         "argv": check_argv(cases["argv"]),
         "spec": check_spec_fields(cases["spec"]),
         "full": check_full(cases["target"], cases["full"]),
+        "mask_tokens": mask_tokens(cases["mask_tokens"]),
         "metrics_text": metrics_text(cases["metrics"]["k"], cases["metrics"]["drafts"]),
         "safetensors": safetensors_shapes(cases["safetensors"]),
     }
