@@ -101,19 +101,37 @@ def supervise(
     reporter: MetricsReporter | None,
     stop_grace_s: float,
 ) -> int:
-    """Run vLLM; forward SIGTERM/SIGINT; return its exit code; leave nothing running."""
-    proc = subprocess.Popen(list(argv), env=dict(child_env), start_new_session=True)
+    """Run vLLM; forward SIGTERM/SIGINT/SIGHUP; return its exit code; leave nothing running.
+
+    The handlers go in before vLLM starts, so a stop that arrives while it is being
+    spawned is delivered to it right after, instead of killing only this process.
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
     stop_requested_at: list[float] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if not stop_requested_at:
             stop_requested_at.append(time.monotonic())
+        if not procs:
+            pending.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
+            procs[0].send_signal(signum)
 
     previous = {
         sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     }
+    try:
+        proc = subprocess.Popen(list(argv), env=dict(child_env), start_new_session=True)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
+    procs.append(proc)
+    for signum in pending:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
     if reporter is not None:
         reporter.start()
     try:

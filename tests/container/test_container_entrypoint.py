@@ -287,3 +287,25 @@ def test_main_in_process_print_args(
     assert main(["--print-args"]) == 0
     argv = json.loads(capsys.readouterr().out)
     assert argv[argv.index("--speculative-config") + 1] == spec  # unchanged: verbatim
+
+
+def test_stop_arriving_while_vllm_is_spawned_still_reaches_it(tmp_path: Path) -> None:
+    """A SIGTERM that lands before Popen returns is delivered to vLLM right after."""
+    state = tmp_path / "state.json"
+    code = f"""
+import os, signal, subprocess, sys
+from peagle_serve import entrypoint
+real = subprocess.Popen
+def popen(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # the stop arrives during the spawn
+    return real(*args, **kwargs)
+entrypoint.subprocess.Popen = popen
+env = dict(os.environ, FAKE_VLLM_STATE={str(state)!r}, FAKE_VLLM_MODE="term:0")
+sys.exit(entrypoint.supervise([sys.executable, {str(FAKE_VLLM)!r}], env,
+                              reporter=None, stop_grace_s=10))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    # The fake had no handler yet, so the forwarded SIGTERM ended it: 128 + 15.
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
