@@ -42,6 +42,23 @@ STOP_GRACE_ENV: Final = "PEAGLE_STOP_GRACE_SECONDS"
 DEFAULT_STOP_GRACE_S: Final = 25.0
 
 
+# Flags whose values must not reach the logs.
+SECRET_FLAGS: Final = frozenset({"--api-key", "--hf-token"})
+
+
+def redact(argv: Sequence[str]) -> list[str]:
+    """argv for logging, with the values of SECRET_FLAGS replaced by ***."""
+    out: list[str] = []
+    hiding = False
+    for token in argv:
+        if token.startswith("--"):
+            hiding = token in SECRET_FLAGS
+            out.append(token)
+        else:
+            out.append("***" if hiding else token)
+    return out
+
+
 class ConfigError(Exception):
     """A bad value in one of the container's own variables."""
 
@@ -187,7 +204,7 @@ def main(args: Sequence[str] | None = None) -> int:
     reporter = None
     if result.speculative is not None and interval > 0:
         reporter = MetricsReporter(env.get(METRICS_URL_ENV) or DEFAULT_METRICS_URL, interval)
-    _log("note", "starting " + " ".join(argv))
+    _log("note", "starting " + " ".join(redact(argv)))
     try:
         return supervise(argv, child_env, reporter=reporter, stop_grace_s=grace)
     except OSError as e:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from container_helpers import MakeDrafter
 from peagle_serve import contract
-from peagle_serve.entrypoint import main
+from peagle_serve.entrypoint import main, redact
 
 DATA = Path(__file__).parent / "data"
 FAKE_VLLM = DATA / "fake_vllm.py"
@@ -309,3 +309,27 @@ sys.exit(entrypoint.supervise([sys.executable, {str(FAKE_VLLM)!r}], env,
     )
     # The fake had no handler yet, so the forwarded SIGTERM ended it: 128 + 15.
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
+
+
+def test_secrets_are_not_logged() -> None:
+    argv = ["vllm", "serve", "--api-key", "k1", "k2", "--hf-token", "t", "--dtype", "bf16"]
+    assert redact(argv) == [
+        "vllm",
+        "serve",
+        "--api-key",
+        "***",
+        "***",
+        "--hf-token",
+        "***",
+        "--dtype",
+        "bf16",
+    ]
+
+
+def test_api_key_stays_out_of_the_start_log(target_dir: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    env = fake_env(target_dir, state, "exit:0", SM_VLLM_API_KEY="s3cret")
+    done = peagle_serve(env)
+    assert done.returncode == 0
+    assert "s3cret" not in done.stderr and "--api-key ***" in done.stderr
+    assert read_state(state)["argv"][-2:] == ["--api-key", "s3cret"]  # vLLM still gets it
