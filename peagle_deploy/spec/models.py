@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
 DrafterKind = Literal["p-eagle", "eagle3", "other"]
@@ -106,6 +106,15 @@ class ScalingSpec(_Strict):
     """Target of SageMakerVariantInvocationsPerInstance per minute."""
 
 
+def _scalar_to_str(value: object) -> object:
+    """YAML writes `0.92` and `true` unquoted; env and tag values are strings on AWS."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 class DeploymentSpec(_Strict):
     """Everything peagle-deploy needs to render the SageMaker requests of one endpoint."""
 
@@ -155,6 +164,15 @@ class DeploymentSpec(_Strict):
     """Deployment stage (dev, staging, prod, ...); part of names and tags."""
     endpoint_name: str | None = None
     """Endpoint name (default `peagle-<model>-<stage>`)."""
+
+    @field_validator("env", "tags", mode="before")
+    @classmethod
+    def _stringify_values(cls, value: object) -> object:
+        """Accept unquoted YAML numbers/booleans as env and tag values (`true`, not `True`)."""
+        if isinstance(value, dict):
+            return {k: _scalar_to_str(v) for k, v in value.items()}
+        return value
+
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     """Blue/green rollout of updates, with alarm-based rollback."""
     scaling: ScalingSpec | None = None

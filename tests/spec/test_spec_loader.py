@@ -81,3 +81,38 @@ def test_every_field_has_a_docstring() -> None:
                     walk(arg)
 
     walk(DeploymentSpec)
+
+
+def test_unquoted_yaml_env_values_become_strings(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "model: gpt-oss-20b\nenv:\n  SM_VLLM_GPU_MEMORY_UTILIZATION: 0.92\n"
+        "  SM_VLLM_ENFORCE_EAGER: true\n  SM_VLLM_MAX_NUM_SEQS: 64\ntags:\n  cost-center: 1234\n"
+    )
+    spec = load_spec(path)
+    assert spec.env == {
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.92",
+        "SM_VLLM_ENFORCE_EAGER": "true",
+        "SM_VLLM_MAX_NUM_SEQS": "64",
+    }
+    assert spec.tags == {"cost-center": "1234"}
+
+
+def test_spec_round_trips_through_json_dump() -> None:
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.spec import spec_from_dict
+
+    spec = load_spec(
+        model="gpt-oss-20b",
+        speculative={
+            "num_speculative_tokens": 5,
+            "num_speculative_tokens_per_batch_size": [[1, 8, 5]],
+        },
+        rollout={"alarms": ["a"]},
+        vpc={"subnet_ids": ["subnet-0123abcd"], "security_group_ids": ["sg-0123abcd"]},
+    )
+    again = spec_from_dict(
+        json.loads(json.dumps(spec.model_dump(mode="json", exclude_defaults=True)))
+    )
+    assert again == spec
+    assert build_plan(again).to_json() == build_plan(spec).to_json()
