@@ -456,9 +456,12 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
     drafter = cfg.get("model")
     if isinstance(drafter, str) and method not in NON_MODEL_METHODS:
         if _is_local_path(drafter):
-            _check_drafter_dir(drafter)
-            if method in EAGLE_METHODS:
-                drafter_config = _check_eagle_drafter(drafter, parallel, target, result)
+            try:
+                _check_drafter_dir(drafter)
+                if method in EAGLE_METHODS:
+                    drafter_config = _check_eagle_drafter(drafter, parallel, target, result)
+            except OSError as e:  # permissions, a mount that went away, ...
+                raise PreflightError(SPEC, "model", f"cannot read drafter {drafter}: {e}") from e
         else:
             result.notes.append(
                 f"{SPEC}.model: {drafter!r} is not a local path; vLLM downloads it, "

@@ -291,6 +291,19 @@ def test_drafter_one_level_down_gets_a_hint(
     run(target_dir, p_eagle(channel / "gpt-oss-20b-p-eagle"))
 
 
+def test_os_errors_become_one_line(
+    make_drafter: MakeDrafter, target_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from peagle_serve import preflight
+
+    def boom(path: str) -> dict[str, object]:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(preflight, "checkpoint_tensors", boom)
+    err = fails(target_dir, p_eagle(make_drafter()))
+    assert err.field_name == "model" and "Permission denied" in err.problem
+
+
 def test_hub_drafter_skips_file_checks(target_dir: Path) -> None:
     _, result = run(target_dir, p_eagle("amazon/GPT-OSS-20B-P-EAGLE"))  # type: ignore[arg-type]
     assert any("not a local path" in n for n in result.notes)
