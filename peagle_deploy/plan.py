@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peagle_deploy import render, validation
+from peagle_deploy.catalog.instances import INSTANCE_TYPES
 from peagle_deploy.catalog.resolve import ResolvedModel, resolve_model, resolve_region
 from peagle_deploy.errors import SpecError
 from peagle_deploy.spec.models import DeploymentSpec
@@ -127,7 +128,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
 
     instance_type = spec.instance_type or resolved.default_instance_type
     if instance_type is None:
-        raise SpecError("instance_type", "is required for this model", validation.INSTANCE_TYPES)
+        raise SpecError("instance_type", "is required for this model", list(INSTANCE_TYPES))
     instance = validation.check_instance(instance_type)
     tp = spec.tensor_parallel_size or resolved.default_tensor_parallel_size
     warnings += validation.check_tensor_parallel(tp, instance)
@@ -138,7 +139,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     drafter_data_source: dict[str, Any] | None = None
     if mode != "none":
         drafter_field = (
-            "speculative.drafter_uri" if spec.speculative.drafter_uri else ("custom.drafter_uri")
+            "speculative.drafter_uri" if spec.speculative.drafter_uri else "custom.drafter_uri"
         )
         if resolved.drafter_data_source is None:
             validation.check_drafter_uri(drafter_field, resolved.drafter_uri)
