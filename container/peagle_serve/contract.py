@@ -24,6 +24,10 @@ MODEL_ENV: Final = "SM_VLLM_MODEL"
 HF_MODEL_ID_ENV: Final = "HF_MODEL_ID"
 # Seconds between two reads of vLLM's /metrics by the container's acceptance reporter.
 METRICS_INTERVAL_ENV: Final = "PEAGLE_METRICS_INTERVAL_SECONDS"
+# How many parallel tokens the drafter was trained for (e.g. the catalog's
+# drafter_parallel_tokens); the container's preflight warns when K is above it. Only
+# the peagle-deploy image reads it; the stock AWS image ignores it.
+DRAFTER_TRAINED_TOKENS_ENV: Final = "PEAGLE_DRAFTER_TRAINED_TOKENS"
 
 
 def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:

@@ -150,7 +150,7 @@ POSITIVE_INT_FIELDS: Final = (
 V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
 # Tells the preflight how many parallel tokens the drafter was trained for when its
 # config.json does not say (e.g. 10 for amazon/GPT-OSS-20B-P-EAGLE, per its model card).
-TRAINED_TOKENS_ENV: Final = "PEAGLE_DRAFTER_TRAINED_TOKENS"
+TRAINED_TOKENS_ENV: Final = contract.DRAFTER_TRAINED_TOKENS_ENV
 # Where a drafter's config.json may record how many tokens it was trained to draft.
 # There is no P-EAGLE-specific standard key; these are the two that vLLM itself reads
 # as a drafter's native token count: the `speculators` format's proposal method
