@@ -22,7 +22,7 @@ from peagle_deploy import __version__
 from peagle_deploy.errors import PeagleError
 
 DEFAULT_RETRY_MODE = "adaptive"
-DEFAULT_MAX_ATTEMPTS = 8
+DEFAULT_MAX_ATTEMPTS = 8  # total attempts (first try included)
 _RETRY_MODES = ("legacy", "standard", "adaptive")
 
 
@@ -41,7 +41,7 @@ def retry_settings() -> dict[str, Any]:
         attempts = 0
     if attempts < 1:
         raise PeagleError(f"PEAGLE_AWS_MAX_ATTEMPTS={raw!r} must be a positive integer")
-    return {"mode": mode, "max_attempts": attempts}
+    return {"mode": mode, "total_max_attempts": attempts}
 
 
 def client_config(**overrides: Any) -> Any:
