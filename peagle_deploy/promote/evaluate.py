@@ -139,7 +139,7 @@ def evaluate_smoke(outcome: SmokeOutcome | None, gates: StageGates) -> list[Gate
     else:
         status = "pass"
         preview = text.replace("\n", " ")
-        detail = preview[:60] + ("..." if len(preview) > 60 else "")
+        detail = preview[:32] + ("..." if len(preview) > 32 else "")
     return [
         GateResult(
             name="smoke",

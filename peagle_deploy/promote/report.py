@@ -40,11 +40,11 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
         title_justify="left",
         show_lines=False,
     )
-    table.add_column("gate")
+    table.add_column("gate", no_wrap=True)
     table.add_column("conc", justify="right")
     table.add_column("measured", justify="right")
     table.add_column("required")
-    table.add_column("result")
+    table.add_column("result", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for r in report.results:
         table.add_row(

@@ -1,0 +1,142 @@
+"""`peagle promote` (stage to stage through gates) and `peagle demo` (the local rehearsal).
+
+Heavy imports (boto3, the SDK, the bench engine, moto) happen inside the commands so
+that `peagle --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from peagle_deploy.cli import output
+from peagle_deploy.cli.app import app
+
+_EXIT_REFUSED = 3
+
+
+@app.command(
+    "promote",
+    help=(
+        "Promote what one stage runs to the next, only if the next stage's gates pass.\n\n"
+        "The gates (smoke chat + benchmark thresholds) run against the SOURCE endpoint; on "
+        "success the same spec is deployed to the target stage (blue/green) and the "
+        "promotion is recorded in the target's manifest.\n\n"
+        "Exit codes: 0 promoted / nothing to do, 1 error, 2 bad input, "
+        "3 refused by a gate (target unchanged)."
+    ),
+)
+def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
+    source_stage: Annotated[
+        str, typer.Option("--from", help="Stage whose endpoint is promoted (e.g. dev).")
+    ],
+    target_stage: Annotated[
+        str, typer.Option("--to", help="Stage to promote into; its gates apply (e.g. staging).")
+    ],
+    gates: Annotated[
+        str, typer.Option("--gates", help="Gates YAML file (see gates.example.yaml).")
+    ] = "gates.yaml",
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            "--endpoint-name",
+            help="Source endpoint (default: the only endpoint with a manifest in the stage).",
+        ),
+    ] = None,
+    target_name: Annotated[
+        str | None,
+        typer.Option(
+            "--target-name",
+            help="Target endpoint (default: the source name with its stage suffix swapped).",
+        ),
+    ] = None,
+    role_arn: Annotated[
+        str | None,
+        typer.Option("--role-arn", help="Execution role for the target (default: the source's)."),
+    ] = None,
+    region: Annotated[str | None, typer.Option("--region", help="AWS region.")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Show what would change; run no gate, change nothing."),
+    ] = False,
+    write_spec: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-spec",
+            help="For CDK users: after the gates pass, write the target spec file here "
+            "(e.g. stages/staging.yaml) instead of deploying.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Promote what one stage runs to the next, only if the next stage's gates pass.
+
+    The gates (smoke chat + benchmark thresholds) run against the SOURCE endpoint; on
+    success the same spec is deployed to the target stage (blue/green) and the promotion
+    is recorded in the target's manifest. Exit codes: 0 promoted / nothing to do,
+    1 error, 2 bad input, 3 refused by a gate (target unchanged).
+    """
+    from peagle_deploy.promote.gates import load_gates
+    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+
+    stage_gates = load_gates(gates).for_stage(target_stage)
+    options = PromoteOptions(
+        source_stage=source_stage,
+        target_stage=target_stage,
+        source_endpoint=name,
+        target_endpoint=target_name,
+        role_arn=role_arn,
+        region=region,
+        dry_run=dry_run,
+        write_spec=write_spec,
+    )
+    progress = output.err_console if as_json else output.console
+    result = promote(options, stage_gates, console=progress)
+    if as_json:
+        output.emit_json(result.to_json())
+    else:
+        render_result(result, output.console)
+    if result.status == "refused":
+        raise typer.Exit(_EXIT_REFUSED)
+
+
+@app.command(
+    "demo",
+    help=(
+        "Rehearse the whole flow locally, with no AWS account: an embedded moto server "
+        "and the streaming endpoint emulator; deploy to dev, stream, benchmark, promote "
+        "dev -> staging through the gates, see staging -> prod refused, clean up.\n\n"
+        "Timings come from the emulator, not from a GPU."
+    ),
+)
+def demo_command(
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick/--full",
+            help="--quick (default) keeps the benchmark short; --full runs more requests.",
+        ),
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON summary at the end.")
+    ] = False,
+) -> None:
+    """Rehearse the whole flow locally, with no AWS account.
+
+    Starts an embedded local AWS (moto server on 127.0.0.1) and the streaming endpoint
+    emulator, then - through the same code as a real run - deploys the P-EAGLE
+    Qwen3-Coder spec to dev, streams a chat answer, benchmarks it, promotes dev ->
+    staging through the gates, shows a refused promotion to prod, and cleans up.
+    Timings come from the emulator, not from a GPU.
+    """
+    from peagle_deploy.demo import DemoSettings, run_demo
+
+    settings = DemoSettings.quick() if quick else DemoSettings.full()
+    summary = run_demo(settings, console=output.err_console if as_json else output.console)
+    if as_json:
+        output.emit_json(summary.model_dump(mode="json"))
+    if not summary.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,408 @@
+"""The local rehearsal behind `make demo` / `peagle demo`: the whole flow, no AWS account.
+
+It starts `LocalAWS` (a moto server on 127.0.0.1 with the peagle extensions: GPU
+instance types, blue/green UpdateEndpoint, and the streaming endpoint emulator), points
+the standard AWS environment variables at it, and then calls exactly what a user or CI
+would call against AWS:
+
+1. `deploy_peagle()` for the P-EAGLE Qwen3-Coder-30B-A3B-Instruct spec on ml.g7e.2xlarge
+   to dev;
+2. `PeagleEndpoint.stream()` for a chat answer;
+3. `peagle bench`'s `run_sweep()` over the SageMaker streaming API;
+4. `promote()` dev -> staging through the staging gates;
+5. `promote()` staging -> prod, refused by a stricter prod gate (prod stays absent);
+6. deletes every endpoint, config and model it created, and stops the server.
+
+Only the endpoint URL differs from a real run. The emulator's pacing and acceptance are
+set here and every timing on screen says it comes from the emulator: they show how the
+flow behaves, not how fast a GPU is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel, Field
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from peagle_deploy.errors import PeagleError
+from peagle_deploy.promote.gates import GatesFile, parse_gates
+
+DEMO_ROLE_ARN = "arn:aws:iam::123456789012:role/peagle-demo"
+"""Looks like a real role; moto does not check IAM, and nothing is ever sent to AWS."""
+DEMO_MODEL = "qwen3-coder-30b-a3b-instruct"
+DEMO_INSTANCE = "ml.g7e.2xlarge"
+DEMO_STEPS = 6
+
+# The rehearsal's gates, in the same YAML a repository would hold (parsed by the same
+# code). staging is reachable by the emulator's pacing; prod asks for a p99 TTFT of half
+# the emulated time to first token, which no request can meet, so it is refused.
+DEMO_GATES_YAML = """
+version: 1
+stages:
+  staging:
+    smoke: {{prompt: "Write a Python function that reverses a string.", max_tokens: 32}}
+    bench: {{concurrency: {levels}, num_prompts: {prompts}, max_tokens: {max_tokens}, warmup: 1}}
+    thresholds:
+      min_output_throughput: 50
+      max_p99_ttft_ms: 1000
+      max_error_rate: 0.0
+      min_acceptance_length: 1.5
+  prod:
+    bench: {{concurrency: {levels}, num_prompts: {prompts}, max_tokens: {max_tokens}, warmup: 1}}
+    thresholds:
+      min_output_throughput: 50
+      min_throughput_ratio: 0.9
+      max_p99_ttft_ms: {prod_ttft_ms}
+      max_error_rate: 0.0
+"""
+
+
+class DemoSettings(BaseModel):
+    """Knobs of the rehearsal (the tests use a faster pacing)."""
+
+    model: str = DEMO_MODEL
+    instance_type: str = DEMO_INSTANCE
+    num_speculative_tokens: int = 3
+    region: str = "us-east-1"
+    role_arn: str = DEMO_ROLE_ARN
+    levels: list[int] = Field(default_factory=lambda: [1, 4])
+    num_prompts: int = 8
+    max_tokens: int = 64
+    ttft_s: float = 0.05
+    """Emulated time to first token."""
+    token_delay_s: float = 0.004
+    """Emulated time per output token after the first."""
+    acceptance_rate: float = 0.6
+    """Emulated per-token draft acceptance (the container's metric lines report it)."""
+    creating_s: float = 0.5
+    """Emulated time an endpoint spends in Creating."""
+    poll_interval_s: float = 0.25
+    """How often the SDK polls DescribeEndpoint while waiting (2 s against AWS)."""
+    prompt: str = "Write a Python function that checks whether a number is prime."
+
+    @classmethod
+    def quick(cls) -> DemoSettings:
+        return cls()
+
+    @classmethod
+    def full(cls) -> DemoSettings:
+        return cls(levels=[1, 4, 8], num_prompts=32, max_tokens=128)
+
+    def gates(self) -> GatesFile:
+        import yaml
+
+        text = DEMO_GATES_YAML.format(
+            levels=list(self.levels),
+            prompts=self.num_prompts,
+            max_tokens=self.max_tokens,
+            prod_ttft_ms=round(max(self.ttft_s * 1000.0 / 2.0, 0.1), 3),
+        )
+        return parse_gates(yaml.safe_load(text))
+
+
+class DemoStep(BaseModel):
+    name: str
+    ok: bool
+    seconds: float
+    detail: str = ""
+
+
+class DemoSummary(BaseModel):
+    """What the rehearsal did; `ok` is the exit status."""
+
+    ok: bool = False
+    emulated: bool = True
+    """Always true: every timing comes from the endpoint emulator."""
+    steps: list[DemoStep] = Field(default_factory=list)
+    wall_s: float = 0.0
+    endpoints: dict[str, str] = Field(default_factory=dict)
+    promotions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class _Steps:
+    def __init__(self, console: Console, summary: DemoSummary) -> None:
+        self.console = console
+        self.summary = summary
+
+    @contextmanager
+    def step(self, title: str) -> Iterator[DemoStep]:
+        self.console.rule(f"[bold]{title}")
+        record = DemoStep(name=title, ok=False, seconds=0.0)
+        start = time.perf_counter()
+        try:
+            yield record
+            record.ok = True
+        finally:
+            record.seconds = round(time.perf_counter() - start, 3)
+            self.summary.steps.append(record)
+            mark = "[green]done[/]" if record.ok else "[bold red]failed[/]"
+            self.console.print(
+                f"{mark} in {record.seconds:.2f} s (local run against the emulator)",
+                highlight=False,
+            )
+
+
+def run_demo(settings: DemoSettings | None = None, console: Console | None = None) -> DemoSummary:
+    """Run the rehearsal end to end; never touches AWS, always cleans up."""
+    from peagle_deploy.emulator import LocalAWS
+
+    settings = settings or DemoSettings()
+    out = console or Console()
+    summary = DemoSummary()
+    started = time.perf_counter()
+    gates = settings.gates()
+    steps = _Steps(out, summary)
+    created: list[str] = []
+    aws = LocalAWS(region=settings.region)
+    aws.set_stream(
+        ttft_s=settings.ttft_s,
+        token_delay_s=settings.token_delay_s,
+        tokens_per_chunk=settings.num_speculative_tokens,
+    )
+    with aws, aws.patched_environ():
+        out.print(
+            Panel(
+                "LOCAL REHEARSAL - no AWS account is used.\n"
+                f"AWS = embedded moto server at {aws.endpoint_url} (loopback only); "
+                "SageMaker endpoints = the peagle streaming endpoint emulator.\n"
+                "The code paths are the real ones (SDK, bench, promote); only endpoint URLs "
+                "differ.\n[bold]Every timing, throughput and acceptance figure below comes "
+                "from the emulator, not from a GPU.[/]",
+                title="peagle demo",
+                border_style="yellow",
+            )
+        )
+        try:
+            _rehearse(settings, gates=gates, aws=aws, steps=steps, created=created, summary=summary)
+        except PeagleError as exc:
+            out.print(f"[bold red]rehearsal failed:[/] {exc}", highlight=False)
+        finally:
+            try:
+                with steps.step("6. clean up") as step:
+                    _cleanup(created, settings.region, out)
+                    left = _leftovers(aws)
+                    if left:
+                        raise PeagleError(f"left behind after clean-up: {', '.join(left)}")
+                    step.detail = "no endpoint, endpoint config or model left"
+            except PeagleError as exc:
+                out.print(f"[bold red]clean-up failed:[/] {exc}", highlight=False)
+    summary.ok = len(summary.steps) == DEMO_STEPS and all(s.ok for s in summary.steps)
+    summary.wall_s = round(time.perf_counter() - started, 2)
+    verdict = "[green]rehearsal complete[/]" if summary.ok else "[bold red]rehearsal FAILED[/]"
+    out.print(
+        f"{verdict} in {summary.wall_s:.1f} s wall time; local server stopped. "
+        "(Timings are the emulator's.)",
+        highlight=False,
+    )
+    return summary
+
+
+def _rehearse(
+    settings: DemoSettings,
+    *,
+    gates: GatesFile,
+    aws: Any,
+    steps: _Steps,
+    created: list[str],
+    summary: DemoSummary,
+) -> None:
+    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+    from peagle_deploy.sdk import deploy_peagle
+
+    out = steps.console
+
+    # 1. deploy dev
+    with steps.step(
+        f"1. deploy {settings.model} (P-EAGLE, K={settings.num_speculative_tokens}) on "
+        f"{settings.instance_type} to dev"
+    ) as step:
+        from peagle_deploy.plan import build_plan
+        from peagle_deploy.spec import load_spec
+
+        # Script the emulator for the endpoint each stage will use (the names come from
+        # the same planner the SDK uses): start-up time and the acceptance the emulated
+        # container reports.
+        for stage in ("dev", "staging", "prod"):
+            name = build_plan(
+                load_spec(
+                    None,
+                    model=settings.model,
+                    instance_type=settings.instance_type,
+                    stage=stage,
+                    region=settings.region,
+                    execution_role_arn=settings.role_arn,
+                )
+            ).endpoint_name
+            aws.script_endpoint(name, creating_s=settings.creating_s)
+            aws.set_spec_metrics(
+                name,
+                acceptance_rate=settings.acceptance_rate,
+                num_speculative_tokens=settings.num_speculative_tokens,
+            )
+        endpoint = deploy_peagle(
+            settings.model,
+            instance_type=settings.instance_type,
+            num_speculative_tokens=settings.num_speculative_tokens,
+            role_arn=settings.role_arn,
+            region=settings.region,
+            stage="dev",
+            poll_interval_s=settings.poll_interval_s,
+        )
+        created.append(endpoint.endpoint_name)
+        summary.endpoints["dev"] = endpoint.endpoint_name
+        step.detail = f"{endpoint.endpoint_name} InService"
+        out.print(f"dev endpoint [bold]{endpoint.endpoint_name}[/] is InService", highlight=False)
+
+    # 2. stream a chat answer
+    with steps.step("2. stream a chat answer from dev (InvokeEndpointWithResponseStream)") as step:
+        out.print(f"[dim]user:[/] {settings.prompt}", highlight=False)
+        out.print("[dim]assistant:[/] ", end="")
+        pieces: list[str] = []
+        for delta in endpoint.stream(
+            [{"role": "user", "content": settings.prompt}], max_tokens=settings.max_tokens
+        ):
+            pieces.append(delta)
+            out.print(delta, end="", highlight=False, markup=False)
+        out.print()
+        text = "".join(pieces)
+        if not text.strip():
+            raise PeagleError("the streamed answer was empty")
+        step.detail = f"{len(text)} characters streamed"
+        out.print("[dim](emulator text: deterministic filler, not a model's answer)[/]")
+
+    # 3. short benchmark
+    with steps.step("3. benchmark dev (closed loop, SageMaker streaming API)") as step:
+        from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
+
+        result = run_sweep(
+            SageMakerTarget(endpoint.endpoint_name, region=settings.region, logs_delay_s=0.0),
+            SweepConfig(
+                concurrency=list(settings.levels),
+                num_prompts=settings.num_prompts,
+                max_tokens=settings.max_tokens,
+                warmup=1,
+                progress=False,
+            ),
+        )
+        out.print(_bench_table(result))
+        step.detail = ", ".join(
+            f"c{lv.concurrency}: {lv.output_throughput:,.0f} tok/s" for lv in result.levels
+        )
+
+    # 4. promote dev -> staging (gates pass)
+    with steps.step("4. promote dev -> staging through the staging gates") as step:
+        options = PromoteOptions(
+            source_stage="dev",
+            target_stage="staging",
+            region=settings.region,
+            bench_logs_delay_s=0.0,
+            bench_progress=False,
+            poll_interval_s=settings.poll_interval_s,
+        )
+        promoted = promote(options, gates.for_stage("staging"), console=out)
+        if promoted.target.endpoint_name not in created:
+            created.append(promoted.target.endpoint_name)
+        render_result(promoted, out)
+        summary.promotions.append(promoted.to_json())
+        summary.endpoints["staging"] = promoted.target.endpoint_name
+        if promoted.status != "promoted":
+            raise PeagleError(f"expected the staging promotion to pass, got {promoted.status}")
+        step.detail = promoted.message
+
+    # 5. promote staging -> prod (a stricter gate refuses it)
+    with steps.step("5. promote staging -> prod: the prod gates are stricter") as step:
+        options = PromoteOptions(
+            source_stage="staging",
+            target_stage="prod",
+            region=settings.region,
+            bench_logs_delay_s=0.0,
+            bench_progress=False,
+            poll_interval_s=settings.poll_interval_s,
+        )
+        refused = promote(options, gates.for_stage("prod"), console=out)
+        created.append(refused.target.endpoint_name)  # cleaned up, should it ever exist
+        summary.promotions.append(refused.to_json())
+        render_result(refused, out)
+        if refused.status != "refused":
+            raise PeagleError(f"expected the prod promotion to be refused, got {refused.status}")
+        sm = aws.client("sagemaker")
+        prod_names = [
+            e["EndpointName"]
+            for e in sm.list_endpoints()["Endpoints"]
+            if e["EndpointName"] == refused.target.endpoint_name
+        ]
+        if prod_names:
+            raise PeagleError("the refused promotion changed prod")
+        out.print(
+            f"[green]as intended:[/] the promotion was refused (exit code 3 from the CLI) and "
+            f"prod ({refused.target.endpoint_name}) was not created.",
+            highlight=False,
+        )
+        step.detail = refused.message
+
+
+def _bench_table(result: Any) -> Table:
+    table = Table(title="benchmark (emulated endpoint; not GPU numbers)", title_justify="left")
+    for col in (
+        "conc",
+        "tok/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "accept len",
+        "ok",
+        "failed",
+    ):
+        table.add_column(col, justify="right", no_wrap=True)
+    for lv in result.levels:
+        acc = lv.get("spec_decode_acceptance_length")
+        table.add_row(
+            str(lv.concurrency),
+            f"{lv.output_throughput:,.0f}",
+            _num(lv.get("median_ttft_ms")),
+            _num(lv.get("p99_ttft_ms")),
+            _num(lv.get("median_tpot_ms")),
+            "-" if acc is None else f"{acc:.2f}",
+            str(lv.get("completed")),
+            str(lv.get("failed")),
+        )
+    return table
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{float(value):,.1f}"
+
+
+def _leftovers(aws: Any) -> list[str]:
+    """Every SageMaker resource still in the local AWS (should be none)."""
+    sm = aws.client("sagemaker")
+    return [
+        *(e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]),
+        *(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]),
+        *(m["ModelName"] for m in sm.list_models()["Models"]),
+    ]
+
+
+def _cleanup(names: list[str], region: str, out: Console) -> None:
+    """Delete every endpoint the rehearsal created, with its configs and models."""
+    from peagle_deploy.sdk import PeagleEndpoint
+
+    for name in names:
+        try:
+            result = PeagleEndpoint.from_name(name, region=region).delete()
+            if result.endpoint_deleted or result.endpoint_configs or result.models:
+                out.print(
+                    f"deleted {name}: endpoint, {len(result.endpoint_configs)} endpoint "
+                    f"config(s), {len(result.models)} model(s)",
+                    highlight=False,
+                )
+            else:
+                out.print(f"{name}: nothing to delete (never created)", highlight=False)
+        except PeagleError as exc:
+            out.print(f"[yellow]could not delete {name}:[/] {exc}", highlight=False)

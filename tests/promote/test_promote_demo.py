@@ -1,0 +1,48 @@
+"""The rehearsal (`make demo`) end to end, with short settings: it must pass, say that
+its numbers come from an emulator, refuse the prod promotion, and leave nothing behind."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from peagle_deploy.demo import DemoSettings, run_demo
+
+
+def _fast(**changes: object) -> DemoSettings:
+    base = DemoSettings(
+        levels=[1, 2],
+        num_prompts=3,
+        max_tokens=8,
+        ttft_s=0.002,
+        token_delay_s=0.0005,
+        creating_s=0.05,
+        poll_interval_s=0.05,
+    )
+    return base.model_copy(update=changes)
+
+
+def test_rehearsal_runs_every_step_and_cleans_up() -> None:
+    console = Console(record=True, width=120)
+    summary = run_demo(_fast(), console=console)
+    text = console.export_text()
+    assert summary.ok, text
+    assert [s.name.split(".")[0] for s in summary.steps] == ["1", "2", "3", "4", "5", "6"]
+    assert [p["status"] for p in summary.promotions] == ["promoted", "refused"]
+    refused = summary.promotions[1]
+    failed = [r["name"] for r in refused["report"]["results"] if not r["passed"]]
+    assert failed and all(name.startswith("p99_ttft_ms@") for name in failed)
+    assert summary.steps[-1].detail == "no endpoint, endpoint config or model left"
+    flat = " ".join(text.replace("│", " ").split())
+    assert "comes from the emulator, not from a GPU" in flat
+    assert "ml.g7e.2xlarge" in text and "qwen3-coder-30b-a3b-instruct" in text
+    assert summary.endpoints["dev"].endswith("-dev")
+
+
+def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
+    # An acceptance the staging gate (>= 1.5) refuses: 1 + 0.1 x 3 = 1.3.
+    console = Console(record=True, width=120)
+    summary = run_demo(_fast(acceptance_rate=0.1), console=console)
+    assert not summary.ok
+    assert summary.promotions and summary.promotions[0]["status"] == "refused"
+    assert summary.steps[-1].name == "6. clean up" and summary.steps[-1].ok
+    assert "rehearsal FAILED" in console.export_text()

@@ -1,0 +1,328 @@
+"""End-to-end promotion over a real moto server on loopback (LocalAWS).
+
+Every test deploys the source stage with the real SDK, runs `promote()` (the function
+the CLI calls) with the real smoke chat and benchmark against the streaming endpoint
+emulator, and then checks the state of the TARGET afterwards: endpoints, configs,
+models and the SSM manifest. "Nothing changed" is asserted, not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from peagle_deploy.emulator import LocalAWS
+from peagle_deploy.errors import DeployError, PeagleError
+from peagle_deploy.promote.gates import GatesFile, parse_gates
+from peagle_deploy.promote.runner import PromoteOptions, PromotionResult, promote
+
+ROLE = "arn:aws:iam::123456789012:role/peagle-promote-test"
+MODEL = "qwen3-coder-30b-a3b-instruct"
+INSTANCE = "ml.g7e.2xlarge"
+REGION = "us-east-1"
+DEV = "peagle-qwen3-coder-30b-a3b-instruct-dev"
+STAGING = "peagle-qwen3-coder-30b-a3b-instruct-staging"
+POLL = 0.05
+
+BENCH = {"concurrency": [1, 2], "num_prompts": 3, "max_tokens": 8, "warmup": 0}
+
+
+def gates(**thresholds: Any) -> GatesFile:
+    return parse_gates(
+        {
+            "stages": {
+                "staging": {
+                    "smoke": {"max_tokens": 8},
+                    "bench": BENCH,
+                    "thresholds": {"max_error_rate": 0.0, **thresholds},
+                }
+            }
+        }
+    )
+
+
+@dataclass
+class Env:
+    aws: LocalAWS
+    session: Any = None
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        # One session for the test: botocore parses each service model once per session.
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service, region_name=REGION)
+        return self._clients[service]
+
+    def sm(self) -> Any:
+        return self.client("sagemaker")
+
+    def ssm(self) -> Any:
+        return self.client("ssm")
+
+    def deploy(self, stage: str, **overrides: Any) -> Any:
+        from peagle_deploy.sdk import deploy_peagle
+
+        return deploy_peagle(
+            MODEL,
+            boto_session=self.session,
+            instance_type=INSTANCE,
+            role_arn=ROLE,
+            region=REGION,
+            stage=stage,
+            poll_interval_s=POLL,
+            progress=False,
+            **overrides,
+        )
+
+    def promote(self, stage_gates: GatesFile, **options: Any) -> PromotionResult:
+        opts = PromoteOptions(
+            source_stage=options.pop("source_stage", "dev"),
+            target_stage=options.pop("target_stage", "staging"),
+            region=REGION,
+            bench_logs_delay_s=0.0,
+            bench_progress=False,
+            poll_interval_s=POLL,
+            **options,
+        )
+        return promote(opts, stage_gates.for_stage(opts.target_stage), console=Console(quiet=True))
+
+    def state(self, stage: str = "staging") -> dict[str, Any]:
+        """Everything of one stage: endpoints, configs, models, manifest text."""
+        sm = self.sm()
+        endpoints = {
+            e["EndpointName"]: sm.describe_endpoint(EndpointName=e["EndpointName"])[
+                "EndpointConfigName"
+            ]
+            for e in sm.list_endpoints()["Endpoints"]
+            if e["EndpointName"].endswith(f"-{stage}")
+        }
+        configs = sorted(
+            c["EndpointConfigName"]
+            for c in sm.list_endpoint_configs()["EndpointConfigs"]
+            if f"-{stage}-" in c["EndpointConfigName"]
+        )
+        models = sorted(
+            m["ModelName"] for m in sm.list_models()["Models"] if f"-{stage}-" in m["ModelName"]
+        )
+        params = self.ssm().get_parameters_by_path(Path=f"/peagle-deploy/{stage}/", Recursive=True)
+        manifests = {p["Name"]: p["Value"] for p in params["Parameters"]}
+        return {"endpoints": endpoints, "configs": configs, "models": models, "ssm": manifests}
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    aws = LocalAWS(region=REGION)
+    # Fast, deterministic pacing: the tests judge behaviour, never speed.
+    aws.set_stream(ttft_s=0.002, token_delay_s=0.0005, tokens_per_chunk=2)
+    with aws, aws.patched_environ():
+        for name in (DEV, STAGING):
+            aws.set_spec_metrics(name, acceptance_rate=0.5, num_speculative_tokens=3)
+        import boto3
+
+        yield Env(aws, session=boto3.Session(region_name=REGION))
+
+
+def test_gates_pass_then_staging_runs_the_dev_spec_and_records_the_promotion(env: Env) -> None:
+    from peagle_deploy.sdk import read_manifest
+
+    dev = env.deploy("dev")
+    result = env.promote(
+        gates(min_output_throughput=1, max_p99_ttft_ms=60000, min_acceptance_length=1.5)
+    )
+    assert result.status == "promoted", result.message
+    assert result.action == "create"
+    assert result.report is not None and result.report.passed
+    assert {r.status for r in result.report.results} == {"pass"}
+
+    staging = env.sm().describe_endpoint(EndpointName=STAGING)
+    assert staging["EndpointStatus"] == "InService"
+    assert staging["EndpointConfigName"] == result.target_names["endpoint_config"]
+
+    source = read_manifest("dev", DEV, ssm_client=env.ssm())
+    target = read_manifest("staging", STAGING, ssm_client=env.ssm())
+    assert source is not None and target is not None
+    # Same spec, another stage.
+    assert target.spec.model_dump(exclude={"stage"}) == source.spec.model_dump(exclude={"stage"})
+    assert target.stage == "staging" and target.promoted_from == f"dev/{DEV}"
+    kinds = [row["kind"] for row in target.gate_results]
+    assert kinds[0] == "promotion" and "smoke" in kinds and kinds.count("level") == 2
+    assert dev.endpoint_name == DEV
+
+    # Again, now with a ratio gate: the baseline is what staging recorded just now; the
+    # target already runs this configuration, so nothing is deployed.
+    again = env.promote(gates(min_throughput_ratio=0.01))
+    assert again.status == "unchanged" and again.action == "none"
+    assert again.report is not None
+    assert again.report.baseline_from == f"staging/{STAGING}"
+    ratio = [r for r in again.report.results if r.kind == "throughput_ratio"]
+    assert len(ratio) == 2 and all(r.status == "pass" for r in ratio)
+
+
+def test_failing_gate_refuses_and_changes_nothing_in_the_target(env: Env) -> None:
+    env.deploy("dev")
+    before = env.state()
+    assert before == {"endpoints": {}, "configs": [], "models": [], "ssm": {}}
+    result = env.promote(gates(min_output_throughput=10_000_000))
+    assert result.status == "refused"
+    assert result.report is not None
+    failed = {r.name for r in result.report.failures}
+    assert failed == {"output_throughput@c1", "output_throughput@c2"}
+    assert "10,000,000" in result.report.failures[0].required
+    assert env.state() == before
+
+
+def test_failing_gate_on_an_existing_target_keeps_its_config_and_manifest(env: Env) -> None:
+    env.deploy("dev")
+    env.deploy("staging", num_speculative_tokens=2)  # staging runs an older config
+    before = env.state()
+    assert len(before["endpoints"]) == 1 and len(before["ssm"]) == 1
+    result = env.promote(gates(max_p99_ttft_ms=0.001))
+    assert result.status == "refused" and result.action == "update"
+    assert env.state() == before
+
+
+def test_source_stage_not_deployed(env: Env) -> None:
+    with pytest.raises(PeagleError, match="no deployment manifest in stage 'dev'"):
+        env.promote(gates())
+    # A manifest whose endpoint is gone (deleted by hand) is stale, not a source.
+    from peagle_deploy.sdk import PeagleEndpoint
+
+    env.deploy("dev")
+    env.sm().delete_endpoint(EndpointName=DEV)
+    with pytest.raises(PeagleError, match=f"source endpoint {DEV} \\(dev\\) is not deployed"):
+        env.promote(gates(), source_endpoint=DEV)
+    assert env.state()["endpoints"] == {}
+    PeagleEndpoint.from_name(DEV, region=REGION, boto_session=env.session).delete()
+
+
+def test_missing_manifest_by_name(env: Env) -> None:
+    env.deploy("dev")
+    with pytest.raises(PeagleError, match="no deployment manifest for dev/other-dev"):
+        env.promote(gates(), source_endpoint="other-dev")
+    assert env.state()["endpoints"] == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("{not json", "is not JSON"),
+        (json.dumps({"schema_version": 1, "endpoint_name": DEV}), "is invalid at"),
+        (json.dumps({"schema_version": 99}), "schema_version 99"),
+    ],
+)
+def test_corrupted_manifest(env: Env, value: str, problem: str) -> None:
+    env.deploy("dev")
+    env.ssm().put_parameter(
+        Name=f"/peagle-deploy/dev/{DEV}/manifest", Value=value, Type="String", Overwrite=True
+    )
+    before = env.state()
+    with pytest.raises(PeagleError) as info:
+        env.promote(gates())
+    assert "corrupted" in str(info.value) and problem in str(info.value)
+    assert "redeploy dev" in str(info.value)
+    assert env.state() == before
+
+
+def test_target_update_rolls_back_and_old_config_keeps_serving(env: Env) -> None:
+    from peagle_deploy.sdk import read_manifest
+
+    env.deploy("dev")
+    old = env.deploy("staging", num_speculative_tokens=2)
+    old_config = env.sm().describe_endpoint(EndpointName=STAGING)["EndpointConfigName"]
+    old_manifest = read_manifest("staging", STAGING, ssm_client=env.ssm())
+    env.aws.script_endpoint(STAGING, updating_s=0.1, rollback_on_update=True)
+
+    with pytest.raises(DeployError) as info:
+        env.promote(gates())
+    message = str(info.value)
+    assert "rolled back" in message
+    assert f"serves {old_config}" in message and "before the promotion" in message
+    assert "not recorded" in message
+
+    now = env.sm().describe_endpoint(EndpointName=STAGING)
+    assert now["EndpointStatus"] == "InService" and now["EndpointConfigName"] == old_config
+    assert read_manifest("staging", STAGING, ssm_client=env.ssm()) == old_manifest
+    # The SDK removed the new config and model it made for the failed update.
+    state = env.state()
+    assert state["configs"] == [old_config]
+    assert len(state["models"]) == 1
+    assert old.endpoint_name == STAGING
+
+
+def test_dry_run_runs_no_gate_and_changes_nothing(env: Env) -> None:
+    env.deploy("dev")
+    before = env.state()
+    invocations = env.aws.invocations
+    result = env.promote(gates(min_output_throughput=1), dry_run=True)
+    assert result.status == "dry-run" and result.action == "create" and result.report is None
+    assert result.changes[-1] == f"create endpoint {STAGING}"
+    assert result.gates_planned[:3] == ["smoke", "error_rate@c1", "output_throughput@c1"]
+    assert env.aws.invocations == invocations  # no smoke chat, no benchmark
+    assert env.state() == before
+
+
+def test_write_spec_for_cdk_writes_the_file_and_deploys_nothing(env: Env, tmp_path: Path) -> None:
+    from peagle_deploy.spec import load_spec
+
+    env.deploy("dev")
+    target = tmp_path / "stages" / "staging.yaml"
+    result = env.promote(gates(), write_spec=target)
+    assert result.status == "spec-written"
+    spec = load_spec(target)
+    assert spec.stage == "staging" and spec.model == MODEL and spec.instance_type == INSTANCE
+    assert json.loads(target.with_name("staging.yaml.gates.json").read_text())["passed"]
+    assert env.state()["endpoints"] == {}
+
+
+def test_cli_promote_json_and_refusal_exit_code(
+    env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from peagle_deploy.cli.app import main
+
+    env.deploy("dev")
+    gates_file = tmp_path / "gates.yaml"
+    doc = {
+        "stages": {
+            "staging": {
+                "smoke": {"max_tokens": 8},
+                "bench": BENCH,
+                "thresholds": {"min_output_throughput": 10_000_000},
+            }
+        }
+    }
+    gates_file.write_text(yaml.safe_dump(doc))
+    argv = [
+        "promote",
+        "--from",
+        "dev",
+        "--to",
+        "staging",
+        "--gates",
+        str(gates_file),
+        "--region",
+        REGION,
+        "--json",
+    ]
+
+    assert main([*argv, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["status"] == "dry-run" and dry["target_names"]["endpoint"] == STAGING
+
+    assert main(argv) == 3
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["status"] == "refused" and refused["report"]["passed"] is False
+    assert env.state()["endpoints"] == {}
+
+    # Bad gates: one line naming the field, exit 2, before any AWS call.
+    gates_file.write_text("stages:\n  staging:\n    thresholds: {max_eror_rate: 1}\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "gates.stages.staging.thresholds.max_eror_rate" in err and "Traceback" not in err

@@ -1,0 +1,152 @@
+"""Pieces of the promotion that need no endpoint: naming, diff, spec file, rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from peagle_deploy.errors import SpecError
+from peagle_deploy.promote.evaluate import GateReport, GateResult
+from peagle_deploy.promote.gates import StageGates
+from peagle_deploy.promote.measure import measurement_from_level
+from peagle_deploy.promote.runner import (
+    PromotionResult,
+    StageState,
+    _diff,
+    _planned_gates,
+    derive_target_endpoint_name,
+    render_result,
+    write_stage_spec,
+)
+
+
+def test_target_name_follows_the_stage_suffix() -> None:
+    assert derive_target_endpoint_name("peagle-x-dev", None, "dev", "staging") is None
+    assert derive_target_endpoint_name("coder-dev", "coder-dev", "dev", "staging") == (
+        "coder-staging"
+    )
+    with pytest.raises(SpecError) as info:
+        derive_target_endpoint_name("coder", "coder", "dev", "staging")
+    assert info.value.field == "--target-name"
+
+
+class _Plan:
+    model_name = "ep-m1"
+    endpoint_config_name = "ep-c1"
+    endpoint_name = "ep"
+
+
+def test_diff_create_update_none() -> None:
+    absent = StageState(stage="staging", endpoint_name="ep")
+    assert _diff(absent, _Plan())[0] == "create"
+    same = StageState(
+        stage="staging", endpoint_name="ep", status="InService", endpoint_config_name="ep-c1"
+    )
+    assert _diff(same, _Plan())[0] == "none"
+    other = same.model_copy(update={"endpoint_config_name": "ep-c0"})
+    action, changes = _diff(other, _Plan())
+    assert action == "update"
+    assert "ep-c0 -> ep-c1" in changes[-1]
+
+
+def test_planned_gates_match_the_thresholds() -> None:
+    gates = StageGates.model_validate(
+        {
+            "bench": {"concurrency": [1, 8]},
+            "thresholds": {"min_output_throughput": {8: 100}, "max_p99_ttft_ms": 10},
+        }
+    )
+    assert _planned_gates(gates) == [
+        "smoke",
+        "error_rate@c1",
+        "p99_ttft_ms@c1",
+        "error_rate@c8",
+        "output_throughput@c8",
+        "p99_ttft_ms@c8",
+    ]
+
+
+def _report() -> GateReport:
+    return GateReport(
+        source_stage="dev",
+        target_stage="staging",
+        source_endpoint="ep-dev",
+        results=[
+            GateResult(
+                name="smoke",
+                kind="smoke",
+                measured="5 chars",
+                required="non-empty text",
+                status="pass",
+            )
+        ],
+    )
+
+
+def test_write_stage_spec_writes_yaml_and_report(tmp_path: Path) -> None:
+    from peagle_deploy.spec import load_spec
+
+    spec = load_spec(None, model="qwen3-coder-30b-a3b-instruct", stage="staging")
+    source = StageState(
+        stage="dev",
+        endpoint_name="ep-dev",
+        status="InService",
+        endpoint_config_name="ep-dev-c1",
+        content_hash="abc123",
+    )
+    path = write_stage_spec(tmp_path / "stages" / "staging.yaml", spec, source, _report())
+    text = path.read_text()
+    assert text.startswith("# Written by `peagle promote --from dev --to staging`")
+    assert "spec abc123" in text
+    again = load_spec(path)
+    assert again == spec
+    report = json.loads((tmp_path / "stages" / "staging.yaml.gates.json").read_text())
+    assert report["passed"] is True
+    assert yaml.safe_load(text)["stage"] == "staging"
+
+
+def test_render_result_and_json() -> None:
+    result = PromotionResult(
+        status="refused",
+        action="update",
+        source=StageState(stage="dev", endpoint_name="ep-dev", status="InService"),
+        target=StageState(stage="staging", endpoint_name="ep-staging"),
+        changes=["create model m"],
+        report=_report(),
+        message="promotion refused by 1 gate(s)",
+    )
+    console = Console(record=True, width=120)
+    render_result(result, console)
+    text = console.export_text()
+    assert "refused: promotion refused" in text and "smoke" in text and "absent" in text
+    data = result.to_json()
+    assert data["report"]["passed"] is True and data["status"] == "refused"
+
+
+def test_measurement_from_bench_level_dict() -> None:
+    m = measurement_from_level(
+        {
+            "concurrency": 4,
+            "output_throughput": 812.5,
+            "p99_ttft_ms": 61.0,
+            "completed": 9,
+            "failed": 1,
+            "spec_decode_acceptance_length": 2.8,
+        }
+    )
+    assert (m.concurrency, m.error_rate, m.spec_decode_acceptance_length) == (4, 0.1, 2.8)
+    empty = measurement_from_level(
+        {
+            "concurrency": 1,
+            "output_throughput": 0,
+            "p99_ttft_ms": None,
+            "completed": 0,
+            "failed": 3,
+            "spec_decode_acceptance_length": None,
+        }
+    )
+    assert empty.p99_ttft_ms is None and empty.error_rate == 1.0
