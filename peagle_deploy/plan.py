@@ -203,6 +203,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         inference_ami_version=spec.inference_ami_version,
         rollout=spec.rollout,
         scaling=spec.scaling,
+        drafter_trained_tokens=resolved.drafter_parallel_tokens,
     )
     validation.check_env(spec.env, render.environment(ri))
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peagle_serve.contract import (
+    DRAFTER_TRAINED_TOKENS_ENV,
     MODEL_DIR,
     MODEL_ENV,
     SPECULATIVE_CONFIG_ENV,
@@ -58,6 +59,8 @@ class RenderInput:
     inference_ami_version: str | None
     rollout: RolloutSpec
     scaling: ScalingSpec | None = None
+    drafter_trained_tokens: int | None = None
+    """Parallel tokens the drafter was trained for; the container's preflight warns above it."""
 
 
 def s3_data_source(uri: str, *, accept_eula: bool = False) -> dict[str, Any]:
@@ -108,6 +111,9 @@ def environment(ri: RenderInput) -> dict[str, str]:
         env.pop(SPECULATIVE_CONFIG_ENV, None)
     else:
         env[SPECULATIVE_CONFIG_ENV] = speculative_config_json(config)
+        if ri.mode == "p-eagle" and ri.drafter_trained_tokens is not None:
+            # read only by the peagle-serve image's preflight; AWS's images ignore it
+            env[DRAFTER_TRAINED_TOKENS_ENV] = str(ri.drafter_trained_tokens)
     env.update(ri.user_env)
     return env
 

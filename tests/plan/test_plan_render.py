@@ -225,3 +225,18 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
         "content_hash",
     }
     json.dumps(doc)
+
+
+def test_trained_token_count_reaches_the_container_for_p_eagle() -> None:
+    env = build_plan(load_spec(model="gpt-oss-20b")).create_model["PrimaryContainer"]["Environment"]
+    assert env["PEAGLE_DRAFTER_TRAINED_TOKENS"] == "10"
+    unknown = build_plan(load_spec(model="qwen3-coder-30b-a3b-instruct"))
+    assert (
+        "PEAGLE_DRAFTER_TRAINED_TOKENS"
+        not in unknown.create_model["PrimaryContainer"]["Environment"]
+    )
+    sequential = build_plan(load_spec(model="gpt-oss-20b", speculative={"mode": "eagle3"}))
+    assert (
+        "PEAGLE_DRAFTER_TRAINED_TOKENS"
+        not in sequential.create_model["PrimaryContainer"]["Environment"]
+    )
