@@ -20,7 +20,7 @@ from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
 from peagle_deploy.spec.models import DeploymentSpec
 
 # --- shapes (from botocore's sagemaker model; FACTS.md 4) ----------------------------
-REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
+REGION_RE = re.compile(r"^[a-z]{2,4}(-gov|-iso[a-z]?)?(-[a-z]+){1,2}-\d{1,2}$")
 NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 STAGE_RE = re.compile(r"^[a-z0-9](-?[a-z0-9]){0,19}$")
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
