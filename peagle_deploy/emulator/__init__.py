@@ -34,6 +34,7 @@ from peagle_deploy.emulator.moto_ext import (
     EndpointScript,
     MotoExtensions,
     SpecMetrics,
+    Transition,
     log_group_name,
     write_endpoint_logs,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "MotoExtensions",
     "SpecMetrics",
     "StreamSettings",
+    "Transition",
     "chat_completion",
     "encode_message",
     "generate",

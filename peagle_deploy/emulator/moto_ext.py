@@ -93,6 +93,15 @@ class SpecMetrics:
         return [max(0.0, min(1.0, self.acceptance_rate * (1.5 - i / (k - 1)))) for i in range(k)]
 
 
+@dataclass(frozen=True)
+class Transition:
+    """A scripted status change: which endpoint, to what, at which `clock()` time."""
+
+    endpoint_name: str
+    status: str
+    at: float
+
+
 @dataclass
 class _Phase:
     until: float
@@ -144,6 +153,8 @@ class MotoExtensions:
     _patches: list[_Patch] = field(default_factory=list, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
     invocations: int = field(default=0, init=False)
+    history: list[Transition] = field(default_factory=list, init=False)
+    """Every scripted transition, stamped with the time it was due (not when it was read)."""
 
     # --- control API ------------------------------------------------------------------
     def script_endpoint(
@@ -413,6 +424,11 @@ class MotoExtensions:
                 return
             tracked.phase = None
             phase.then()
+            self.history.append(
+                Transition(
+                    tracked.endpoint.endpoint_name, tracked.endpoint.endpoint_status, phase.until
+                )
+            )
 
     def _start_create(self, backend: Any, endpoint: Any) -> None:
         from moto.core.utils import utcnow

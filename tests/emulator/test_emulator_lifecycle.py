@@ -85,6 +85,10 @@ def test_creating_then_inservice(local_aws: LocalAWS, clock: Any) -> None:
     assert _status(sm, "ep") == "Creating"
     clock.advance(1.5)
     assert _status(sm, "ep") == "InService"
+    # The history stamps the transition with the time it was due, not when it was read.
+    assert [(t.endpoint_name, t.status, t.at) for t in local_aws.history] == [
+        ("ep", "InService", 1030.0)
+    ]
     listed = sm.list_endpoints()["Endpoints"]
     assert [(e["EndpointName"], e["EndpointStatus"]) for e in listed] == [("ep", "InService")]
 
