@@ -100,6 +100,44 @@ class PromotionResult(BaseModel):
 
 # --------------------------------------------------------------------------- helpers
 
+STAGE_OWNED_FIELDS: tuple[str, ...] = (
+    "initial_instance_count",
+    "scaling",
+    "rollout",
+    "execution_role_arn",
+    "vpc",
+    "kms_key_id",
+    "tags",
+)
+"""Spec fields that belong to a stage, not to the configuration being promoted.
+
+A promotion carries what was measured - model, image, drafter, speculative settings, K,
+instance type, tensor parallelism, limits, container env - and keeps the target's own
+capacity, rollout policy, identity, network and encryption: promoting dev's one-instance,
+all-at-once spec must not shrink prod to one instance or drop its canary and alarms.
+"""
+
+
+def _target_stage_settings(
+    target_manifest: Any, write_spec: Path | None
+) -> tuple[dict[str, Any], str | None]:
+    """The target stage's own settings and where they came from (None: nowhere yet).
+
+    From what the target serves now (its manifest), else - for CDK users - from the
+    stage file that `--write-spec` will overwrite.
+    """
+    if target_manifest is not None:
+        doc = target_manifest.spec.model_dump(mode="json")
+        origin = f"{target_manifest.stage}/{target_manifest.endpoint_name} (its manifest)"
+    elif write_spec is not None and Path(write_spec).is_file():
+        from peagle_deploy.spec import load_spec
+
+        doc = load_spec(Path(write_spec)).model_dump(mode="json")
+        origin = str(write_spec)
+    else:
+        return {}, None
+    return {k: doc[k] for k in STAGE_OWNED_FIELDS if k in doc}, origin
+
 
 def _check_stage(flag: str, stage: str) -> None:
     if not re.match(STAGE_NAME_PATTERN, stage):
@@ -214,21 +252,33 @@ def promote(
         content_hash=manifest.content_hash,
     )
 
-    # 3. The target plan: the same spec, another stage.
+    # 3. The target plan: the source's serving configuration with the target stage's own
+    #    settings (capacity, rollout, network, identity), when the target has any.
     target_spec_endpoint = options.target_endpoint or derive_target_endpoint_name(
         source_name, manifest.spec.endpoint_name, options.source_stage, options.target_stage
     )
-    update: dict[str, Any] = {"stage": options.target_stage, "endpoint_name": target_spec_endpoint}
-    if options.role_arn:
-        update["execution_role_arn"] = options.role_arn
-    target_spec = spec_from_dict({**manifest.spec.model_dump(mode="json"), **update})
-    target_plan = build_plan(target_spec)
-    if target_plan.endpoint_name == source_name:
+    source_doc = manifest.spec.model_dump(mode="json")
+    first_try = spec_from_dict(
+        {**source_doc, "stage": options.target_stage, "endpoint_name": target_spec_endpoint}
+    )
+    target_endpoint = build_plan(first_try).endpoint_name
+    if target_endpoint == source_name:
         raise SpecError(
             "--target-name",
             f"the target endpoint would be the source endpoint {source_name}",
             "a name for the target stage",
         )
+    target_manifest = store.read_optional_manifest(clients, options.target_stage, target_endpoint)
+    stage_doc, stage_origin = _target_stage_settings(target_manifest, options.write_spec)
+    update: dict[str, Any] = {
+        "stage": options.target_stage,
+        **stage_doc,
+        "endpoint_name": target_spec_endpoint,
+    }
+    if options.role_arn:
+        update["execution_role_arn"] = options.role_arn
+    target_spec = spec_from_dict({**source_doc, **update})
+    target_plan = build_plan(target_spec)
     target_described = _describe(clients.sagemaker, target_plan.endpoint_name)
     target_state = StageState(
         stage=options.target_stage,
@@ -238,12 +288,15 @@ def promote(
         if target_described is None
         else str(target_described.get("EndpointConfigName")),
     )
-    target_manifest = store.read_optional_manifest(
-        clients, options.target_stage, target_plan.endpoint_name
-    )
     if target_manifest is not None:
         target_state.content_hash = target_manifest.content_hash
     action, changes = _diff(target_state, target_plan)
+    changes.append(
+        f"stage settings ({', '.join(STAGE_OWNED_FIELDS)}) from {stage_origin}"
+        if stage_origin
+        else f"stage settings copied from {options.source_stage} (no {options.target_stage} "
+        "configuration recorded yet)"
+    )
     names = {
         "model": target_plan.model_name,
         "endpoint_config": target_plan.endpoint_config_name,
@@ -500,7 +553,8 @@ def write_stage_spec(path: Path, spec: Any, source: StageState, report: GateRepo
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = spec.model_dump(mode="json", exclude_none=True)
+    # Only what differs from the defaults: the file stays as short as a hand-written one.
+    body = spec.model_dump(mode="json", exclude_defaults=True)
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     header = (
         f"# Written by `peagle promote --from {source.stage} --to {report.target_stage}` "

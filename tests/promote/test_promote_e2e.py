@@ -229,6 +229,42 @@ def test_corrupted_manifest(env: Env, value: str, problem: str) -> None:
     assert env.state() == before
 
 
+def test_update_promotes_the_configuration_and_keeps_the_stage_settings(env: Env) -> None:
+    from peagle_deploy.sdk import read_manifest
+
+    env.deploy("dev")  # K=3 (catalog default), one instance, canary by default
+    env.deploy(
+        "staging",
+        num_speculative_tokens=2,
+        initial_instance_count=2,
+        rollout={"strategy": "linear", "linear_step_percent": 50},
+        tags={"team": "ml-platform"},
+    )
+    old_config = env.sm().describe_endpoint(EndpointName=STAGING)["EndpointConfigName"]
+
+    dry = env.promote(gates(), dry_run=True)
+    assert dry.action == "update"
+    assert dry.changes[-1].startswith("stage settings (initial_instance_count, scaling, rollout")
+    assert dry.changes[-1].endswith(f"from staging/{STAGING} (its manifest)")
+
+    result = env.promote(gates())
+    assert result.status == "promoted" and result.action == "update"
+    now = env.sm().describe_endpoint(EndpointName=STAGING)
+    assert now["EndpointConfigName"] == result.target_names["endpoint_config"] != old_config
+    dev = read_manifest("dev", DEV, ssm_client=env.ssm())
+    staging = read_manifest("staging", STAGING, ssm_client=env.ssm())
+    assert dev is not None and staging is not None
+    # The measured configuration moved ...
+    assert staging.spec.speculative == dev.spec.speculative
+    assert staging.spec.instance_type == dev.spec.instance_type
+    # ... the stage kept its capacity, rollout policy and tags.
+    assert staging.spec.initial_instance_count == 2
+    assert staging.spec.rollout.strategy == "linear"
+    assert staging.spec.tags == {"team": "ml-platform"}
+    variants = env.sm().describe_endpoint_config(EndpointConfigName=now["EndpointConfigName"])
+    assert variants["ProductionVariants"][0]["InitialInstanceCount"] == 2
+
+
 def test_target_update_rolls_back_and_old_config_keeps_serving(env: Env) -> None:
     from peagle_deploy.sdk import read_manifest
 
@@ -261,7 +297,10 @@ def test_dry_run_runs_no_gate_and_changes_nothing(env: Env) -> None:
     invocations = env.aws.invocations
     result = env.promote(gates(min_output_throughput=1), dry_run=True)
     assert result.status == "dry-run" and result.action == "create" and result.report is None
-    assert result.changes[-1] == f"create endpoint {STAGING}"
+    assert f"create endpoint {STAGING}" in result.changes
+    assert result.changes[-1] == (
+        "stage settings copied from dev (no staging configuration recorded yet)"
+    )
     assert result.gates_planned[:3] == ["smoke", "error_rate@c1", "output_throughput@c1"]
     assert env.aws.invocations == invocations  # no smoke chat, no benchmark
     assert env.state() == before
@@ -272,10 +311,19 @@ def test_write_spec_for_cdk_writes_the_file_and_deploys_nothing(env: Env, tmp_pa
 
     env.deploy("dev")
     target = tmp_path / "stages" / "staging.yaml"
+    target.parent.mkdir()
+    # The CDK stage file as the team keeps it: an older K, and staging's own capacity.
+    target.write_text(
+        f"model: {MODEL}\ninstance_type: ml.g7e.4xlarge\ninitial_instance_count: 2\n"
+        "speculative: {num_speculative_tokens: 2}\nrollout: {strategy: canary, "
+        "canary_percent: 50}\n"
+    )
     result = env.promote(gates(), write_spec=target)
     assert result.status == "spec-written"
     spec = load_spec(target)
     assert spec.stage == "staging" and spec.model == MODEL and spec.instance_type == INSTANCE
+    assert spec.speculative.num_speculative_tokens is None  # dev's: the catalog default
+    assert spec.initial_instance_count == 2 and spec.rollout.canary_percent == 50
     assert json.loads(target.with_name("staging.yaml.gates.json").read_text())["passed"]
     assert env.state()["endpoints"] == {}
 

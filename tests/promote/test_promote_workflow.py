@@ -81,3 +81,17 @@ def test_promote_steps_use_real_options() -> None:
         ctx = command.make_context("promote", argv[1:], resilient_parsing=False)
         assert ctx.params["source_stage"] in ("dev", "staging")
         assert ctx.params["gates"] == "$PEAGLE_GATES"
+
+
+def test_deploy_step_uses_real_options_and_an_existing_spec() -> None:
+    from typer.main import get_command
+
+    from peagle_deploy.cli.app import app
+
+    root: Any = get_command(app)
+    deploys = [c for c in _peagle_commands() if c[0] == "deploy"]
+    assert len(deploys) == 1
+    ctx = root.commands["deploy"].make_context("deploy", deploys[0][1:])
+    assert ctx.params["stage"] == "dev"
+    spec_file = _load()["env"]["PEAGLE_SPEC"]
+    assert (REPO / spec_file).is_file()
