@@ -330,3 +330,5 @@ def delete_command(
         output.console.print(f"deleted endpoint config {config}", highlight=False)
     for model in result.models:
         output.console.print(f"deleted model {model}", highlight=False)
+    for target in result.scalable_targets:
+        output.console.print(f"deregistered autoscaling target {target}", highlight=False)

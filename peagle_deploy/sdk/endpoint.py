@@ -88,6 +88,7 @@ class DeleteResult:
     endpoint_deleted: bool
     endpoint_configs: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    scalable_targets: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +96,7 @@ class DeleteResult:
             "endpoint_deleted": self.endpoint_deleted,
             "endpoint_configs_deleted": self.endpoint_configs,
             "models_deleted": self.models,
+            "scalable_targets_deregistered": self.scalable_targets,
         }
 
 
@@ -229,6 +231,8 @@ class PeagleEndpoint:
             pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
             if pending:
                 configs.append(pending)
+            variants = [v["VariantName"] for v in desc.get("ProductionVariants", [])]
+            result.scalable_targets = self._deregister_autoscaling(variants)
             try:
                 sm.delete_endpoint(EndpointName=self.endpoint_name)
                 result.endpoint_deleted = True
@@ -265,6 +269,31 @@ class PeagleEndpoint:
             if _delete_quietly(sm.delete_model, ModelName=model):
                 result.models.append(model)
         return result
+
+    def _deregister_autoscaling(self, variants: list[str]) -> list[str]:
+        """Deregister the variants' Application Auto Scaling targets (if any).
+
+        A target left behind after its endpoint is gone is an orphan that keeps its
+        scaling policy and alarms.
+        """
+        aas = self._client("application-autoscaling")
+        removed: list[str] = []
+        for variant in variants:
+            resource = f"endpoint/{self.endpoint_name}/variant/{variant}"
+            try:
+                aas.deregister_scalable_target(
+                    ServiceNamespace="sagemaker",
+                    ResourceId=resource,
+                    ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+                )
+            except Exception as exc:
+                from peagle_deploy.aws import error_code
+
+                if error_code(exc) in ("ObjectNotFoundException", "ValidationException"):
+                    continue
+                raise
+            removed.append(resource)
+        return removed
 
     # --- data plane -----------------------------------------------------------------
     def _body(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> bytes:

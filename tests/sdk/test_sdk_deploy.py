@@ -206,7 +206,21 @@ def test_delete_is_complete_and_tolerates_already_gone(aws: AwsEnv) -> None:
         "endpoint_deleted": False,
         "endpoint_configs_deleted": [],
         "models_deleted": [],
+        "scalable_targets_deregistered": [],
     }
+
+
+def test_autoscaling_applied_and_removed_with_the_endpoint(aws: AwsEnv) -> None:
+    endpoint = _deploy(aws, scaling={"min_instances": 1, "max_instances": 3})
+    aas = aws.client("application-autoscaling")
+    targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    resource = f"endpoint/{NAME}/variant/AllTraffic"
+    assert [(t["ResourceId"], t["MaxCapacity"]) for t in targets] == [(resource, 3)]
+    policies = aas.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    assert [p["PolicyType"] for p in policies] == ["TargetTrackingScaling"]
+    result = endpoint.delete()
+    assert result.scalable_targets == [resource]
+    assert aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"] == []
 
 
 def test_race_same_spec_joins_the_other_deploy(aws: AwsEnv) -> None:
