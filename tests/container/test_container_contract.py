@@ -24,10 +24,10 @@ import cost once. What is proven:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -180,12 +180,10 @@ def base_spec(drafter: Path) -> dict[str, Any]:
     }
 
 
-@cache
-def probe_run(tmp: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Build every case, run the probe once; (cases, results)."""
+def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Build every case in `root`, run the probe once; (cases, results)."""
     python = vllm_python()
     assert python is not None
-    root = Path(tmp)
     target = write_target(root / "target")
     drafter = write_drafter(
         root / "drafter",
@@ -232,7 +230,7 @@ def probe_run(tmp: str) -> tuple[dict[str, Any], dict[str, Any]]:
         spec_cases.append({"name": "bad:" + name, "config": {**base_spec(drafter), **change}})
 
     sharded = root / "sharded"
-    sharded.mkdir()
+    sharded.mkdir(exist_ok=True)
     shard_a, shard_b = sharded / "a.safetensors", sharded / "b.safetensors"
     from container_helpers import write_safetensors
 
@@ -286,7 +284,20 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dic
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("CI must run the vLLM contract tests: " + reason)
         pytest.skip(reason)
-    return probe_run(str(tmp_path_factory.mktemp("vllm-contract")))
+    # Under pytest-xdist every worker that gets one of these tests needs the results;
+    # the first builds them in the session's shared temp dir, the others wait and reuse.
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "vllm-contract"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / "done.json"
+        if done.exists():
+            cached_cases, cached_results = json.loads(done.read_text())
+            return cached_cases, cached_results
+        cases, results = probe_run(root)
+        done.write_text(json.dumps([cases, results]))
+        return cases, results
 
 
 def by_name(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
