@@ -68,7 +68,7 @@ class DeployOutcome:
     created: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     manifest_parameter: str | None = None
-    waited_s: float = 0.0
+    elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -86,7 +86,7 @@ class DeployOutcome:
             "created": self.created,
             "removed": self.removed,
             "manifest_parameter": self.manifest_parameter,
-            "waited_s": round(self.waited_s, 3),
+            "elapsed_s": round(self.elapsed_s, 3),
             "warnings": self.warnings,
         }
 
@@ -281,7 +281,7 @@ class _Deployer:
             status=status,
             created=list(self.created),
             removed=list(self.removed),
-            waited_s=time.monotonic() - self.started,
+            elapsed_s=time.monotonic() - self.started,
             warnings=list(self.warnings),
             **extra,
         )

@@ -361,3 +361,35 @@ def test_chat_and_stream_through_the_handle(aws: AwsEnv) -> None:
     assert "".join(deltas) == answer.text == stream.text
     assert stream.usage == answer.usage
     assert stream.finish_reason == "length"
+
+
+@pytest.mark.parametrize("aws", ["server"], indirect=True)
+def test_two_threads_deploying_the_same_spec_both_succeed(aws: AwsEnv) -> None:
+    """Real concurrency over loopback HTTP: one creates, the other joins; one of each."""
+    import threading
+
+    aws.ext.script_endpoint(NAME, creating_s=30.0)
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            out = _deploy(aws).deployment
+            assert out is not None
+            outcomes.append(f"{out.action}:{out.status}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert sorted(outcomes)[-1] in ("create:InService", "resume:InService")
+    assert all(o.endswith(":InService") for o in outcomes) and len(outcomes) == 2
+    names = aws.names()
+    assert names["endpoints"] == [NAME]
+    assert len(names["configs"]) == 1 and len(names["models"]) == 1
