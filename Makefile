@@ -32,7 +32,7 @@ vllm-env:
 	scripts/vllm-env.sh >/dev/null
 
 demo: $(VENV)/.stamp-local
-	$(BIN)/peagle plan qwen3-coder-30b-a3b-instruct
+	$(BIN)/peagle demo
 
 lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check .

@@ -219,8 +219,8 @@ def _rehearse(
 
     # 1. deploy dev
     with steps.step(
-        f"1. deploy {settings.model} (P-EAGLE, K={settings.num_speculative_tokens}) on "
-        f"{settings.instance_type} to dev"
+        f"1. deploy to dev: {settings.model}, P-EAGLE K={settings.num_speculative_tokens}, "
+        f"{settings.instance_type}"
     ) as step:
         from peagle_deploy.plan import build_plan
         from peagle_deploy.spec import load_spec
@@ -349,17 +349,9 @@ def _rehearse(
 
 def _bench_table(result: Any) -> Table:
     table = Table(title="benchmark (emulated endpoint; not GPU numbers)", title_justify="left")
-    for col in (
-        "conc",
-        "tok/s",
-        "TTFT p50 ms",
-        "TTFT p99 ms",
-        "TPOT p50 ms",
-        "accept len",
-        "ok",
-        "failed",
-    ):
+    for col in ("conc", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "accept", "ok", "failed"):
         table.add_column(col, justify="right", no_wrap=True)
+    table.caption = "times in ms; accept = mean acceptance length (emulated container's metric)"
     for lv in result.levels:
         acc = lv.get("spec_decode_acceptance_length")
         table.add_row(
