@@ -9,7 +9,9 @@ overrides), validated and rendered by peagle_deploy exactly as `peagle deploy` w
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 
@@ -18,9 +20,13 @@ from infra.stages import NAG_CONTEXT_KEY, STAGES_CONTEXT_KEY, stage_configs
 from peagle_deploy.errors import PeagleError
 
 
-def main() -> int:
-    """Synthesize every stage; a bad spec is one clear line and exit code 2."""
-    app = cdk.App()
+def main(context: Mapping[str, Any] | None = None) -> int:
+    """Synthesize every stage; a bad spec is one clear line and exit code 2.
+
+    The CDK CLI passes cdk.json's context in the environment; `context` adds to it
+    (for running the app in-process).
+    """
+    app = cdk.App(context=dict(context) if context is not None else None)
     try:
         stages = stage_configs(
             app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent

@@ -132,7 +132,7 @@ class PeagleModel(Construct):
         self.model_arn = self.resource.get_response_field("ModelArn")
 
         acknowledge(
-            self,
+            self.resource.node.find_child("CustomResourcePolicy"),
             "AwsSolutions-IAM5",
             "Model names are content-derived (a hash of the spec after a stable prefix); "
             "the provider must create the new model and delete the old one of a replaced "

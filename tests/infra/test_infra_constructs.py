@@ -1,0 +1,526 @@
+"""aws_cdk.assertions on every construct of the synthesized stacks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+from cdk_helpers import EDGE_ACCOUNT, Synthesized
+from peagle_serve.contract import (
+    METRIC_FIELDS,
+    METRIC_NAMESPACE,
+    metric_filter_pattern,
+    metric_value_selector,
+)
+
+from infra.model import MODEL_RESOURCE_TYPE
+
+pytestmark = pytest.mark.xdist_group(name="cdk")
+
+STAGES = ("PeagleEndpoint-dev", "PeagleEndpoint-staging", "PeagleEndpoint-prod")
+EDGE = "PeagleEndpoint-edge"
+
+
+@pytest.fixture(scope="module")
+def prod(stage_synth: Synthesized) -> Template:
+    return Template.from_json(stage_synth.templates["PeagleEndpoint-prod"])
+
+
+@pytest.fixture(scope="module")
+def edge(edge_synth: Synthesized) -> Template:
+    return Template.from_json(edge_synth.templates[EDGE])
+
+
+def _statements(synth: Synthesized, stack: str, path_part: str) -> list[dict[str, Any]]:
+    """Statements of the IAM policy whose logical id contains `path_part`."""
+    policies = synth.resources(stack, "AWS::IAM::Policy")
+    (policy,) = [p for lid, p in policies.items() if path_part in lid]
+    statements: list[dict[str, Any]] = policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def _by_sid(statements: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in statements if "Sid" in s}
+
+
+def _text(value: Any) -> str:
+    """A resource value with its intrinsic functions flattened to `<...>` markers."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ",".join(_text(v) for v in value)
+    if "Fn::Join" in value:
+        return "".join(_text(p) for p in value["Fn::Join"][1])
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    if "Fn::GetAtt" in value:
+        return f"<{value['Fn::GetAtt'][0]}.{value['Fn::GetAtt'][1]}>"
+    raise AssertionError(value)
+
+
+# --- stack composition ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STAGES)
+def test_each_stage_has_one_of_each_concern(stage_synth: Synthesized, stack: str) -> None:
+    template = Template.from_json(stage_synth.templates[stack])
+    template.resource_count_is("AWS::KMS::Key", 1)
+    template.resource_count_is(MODEL_RESOURCE_TYPE, 1)
+    template.resource_count_is("AWS::SageMaker::EndpointConfig", 1)
+    template.resource_count_is("AWS::SageMaker::Endpoint", 1)
+    template.resource_count_is("AWS::SageMaker::Model", 0)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    template.resource_count_is("AWS::Logs::MetricFilter", len(METRIC_FIELDS))
+    scales = stack != "PeagleEndpoint-dev"  # dev.yaml has no scaling section
+    template.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", int(scales))
+    template.resource_count_is("AWS::ApplicationAutoScaling::ScalingPolicy", int(scales))
+
+
+def test_stack_outputs_endpoint_name_and_role_arn(stage_synth: Synthesized) -> None:
+    for stack in STAGES:
+        outputs = stage_synth.templates[stack]["Outputs"]
+        plan = stage_synth.stacks[stack].plan
+        assert outputs["EndpointName"]["Value"] == plan.endpoint_name
+        role_ids = list(stage_synth.resources(stack, "AWS::IAM::Role"))
+        (exec_role,) = [r for r in role_ids if "ExecutionRole" in r]
+        assert outputs["ExecutionRoleArn"]["Value"] == {"Fn::GetAtt": [exec_role, "Arn"]}
+        assert outputs["ModelName"]["Value"] == plan.model_name
+        assert outputs["SpecHash"]["Value"] == plan.content_hash
+
+
+def test_stage_stacks_are_bound_to_the_plan_region(all_synths: list[Synthesized]) -> None:
+    for synth in all_synths:
+        for stack in synth.stacks.values():
+            assert stack.region == stack.plan.region
+    edge_stack = all_synths[1].stacks[EDGE]
+    assert edge_stack.region == "eu-west-1"
+    assert edge_stack.account == EDGE_ACCOUNT
+
+
+def test_prod_retains_data_and_is_termination_protected(stage_synth: Synthesized) -> None:
+    prod = stage_synth.stacks["PeagleEndpoint-prod"]
+    dev = stage_synth.stacks["PeagleEndpoint-dev"]
+    assert prod.termination_protection is True
+    assert dev.termination_protection is False
+    assert stage_synth.one("PeagleEndpoint-prod", "AWS::KMS::Key")["DeletionPolicy"] == "Retain"
+    assert stage_synth.one("PeagleEndpoint-dev", "AWS::KMS::Key")["DeletionPolicy"] == "Delete"
+
+
+# --- EndpointKey ----------------------------------------------------------------------
+
+
+def test_key_rotates_and_lets_logs_use_it_only_for_log_groups(prod: Template) -> None:
+    prod.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "EnableKeyRotation": True,
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Principal": {"Service": "logs.us-east-1.amazonaws.com"},
+                                "Condition": {
+                                    "ArnLike": {
+                                        "kms:EncryptionContext:aws:logs:arn": Match.any_value()
+                                    }
+                                },
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_log_groups_are_encrypted_with_the_stack_key(all_synths: list[Synthesized]) -> None:
+    for synth in all_synths:
+        for stack in synth.stacks:
+            (key_id,) = synth.resources(stack, "AWS::KMS::Key")
+            for lid, group in synth.resources(stack, "AWS::Logs::LogGroup").items():
+                assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}, lid
+
+
+# --- ExecutionRole --------------------------------------------------------------------
+
+
+def test_execution_role_trusts_sagemaker_and_has_no_managed_policies(
+    all_synths: list[Synthesized],
+) -> None:
+    for synth in all_synths:
+        for stack in synth.stacks:
+            for lid, role in synth.resources(stack, "AWS::IAM::Role").items():
+                assert "ManagedPolicyArns" not in role["Properties"], (stack, lid)
+            roles = synth.resources(stack, "AWS::IAM::Role")
+            (exec_role,) = [r for lid, r in roles.items() if "ExecutionRole" in lid]
+            (trust,) = exec_role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+            assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+
+
+def test_execution_role_reads_exactly_the_model_and_drafter_prefixes(
+    stage_synth: Synthesized,
+) -> None:
+    stack = "PeagleEndpoint-dev"
+    plan = stage_synth.stacks[stack].plan
+    sids = _by_sid(_statements(stage_synth, stack, "ExecutionRolePolicy"))
+    bucket = "jumpstart-cache-prod-us-east-1"
+    model_key = plan.model_data_uri.removeprefix(f"s3://{bucket}/")
+    assert plan.drafter_uri is not None
+    drafter_key = plan.drafter_uri.removeprefix(f"s3://{bucket}/")
+    get = sids["ReadModelAndDrafter"]
+    assert get["Action"] == "s3:GetObject"
+    assert sorted(_text(r) for r in get["Resource"]) == sorted(
+        f"arn:<AWS::Partition>:s3:::{bucket}/{k}*" for k in (model_key, drafter_key)
+    )
+    listing = sids["ListModelPrefixes0"]
+    assert listing["Action"] == "s3:ListBucket"
+    assert _text(listing["Resource"]) == f"arn:<AWS::Partition>:s3:::{bucket}"
+    assert sorted(listing["Condition"]["StringLike"]["s3:prefix"]) == sorted(
+        [f"{model_key}*", f"{drafter_key}*"]
+    )
+
+
+def test_execution_role_pulls_only_the_image_repository(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-staging"
+    sids = _by_sid(_statements(stage_synth, stack, "ExecutionRolePolicy"))
+    pull = sids["PullServingImage"]
+    assert _text(pull["Resource"]) == (
+        "arn:<AWS::Partition>:ecr:us-east-1:763104351884:repository/vllm"
+    )
+    assert "ecr:GetAuthorizationToken" not in pull["Action"]
+    assert sids["EcrAuthToken"] == {
+        "Sid": "EcrAuthToken",
+        "Action": "ecr:GetAuthorizationToken",
+        "Effect": "Allow",
+        "Resource": "*",
+    }
+
+
+def test_execution_role_writes_only_its_log_group_and_decrypts_only_its_key(
+    stage_synth: Synthesized,
+) -> None:
+    stack = "PeagleEndpoint-prod"
+    sids = _by_sid(_statements(stage_synth, stack, "ExecutionRolePolicy"))
+    logs = sids["WriteOwnLogGroup"]
+    assert _text(logs["Resource"]) == (
+        "arn:<AWS::Partition>:logs:us-east-1:<AWS::AccountId>:log-group:"
+        "/aws/sagemaker/Endpoints/peagle-gpt-oss-20b-prod:*"
+    )
+    assert "logs:CreateLogGroup" not in logs["Action"]
+    (key_id,) = stage_synth.resources(stack, "AWS::KMS::Key")
+    assert sids["DecryptOwnKey"]["Action"] == "kms:Decrypt"
+    assert sids["DecryptOwnKey"]["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    # Nothing else: S3, ECR, logs, KMS.
+    assert set(sids) == {
+        "ReadModelAndDrafter",
+        "ListModelPrefixes0",
+        "PullServingImage",
+        "EcrAuthToken",
+        "WriteOwnLogGroup",
+        "DecryptOwnKey",
+    }
+
+
+def test_execution_role_for_custom_model_object_and_vpc(edge_synth: Synthesized) -> None:
+    sids = _by_sid(_statements(edge_synth, EDGE, "ExecutionRolePolicy"))
+    assert sorted(_text(r) for r in sids["ReadModelAndDrafter"]["Resource"]) == [
+        "arn:<AWS::Partition>:s3:::acme-drafters/qwen3-p-eagle/*",
+        "arn:<AWS::Partition>:s3:::acme-models/qwen3/model.tar.gz",  # one object, no wildcard
+    ]
+    # Only the drafter prefix needs listing; the tarball is one object.
+    assert (
+        _text(sids["ListModelPrefixes0"]["Resource"]) == "arn:<AWS::Partition>:s3:::acme-drafters"
+    )
+    assert "ListModelPrefixes1" not in sids
+    assert _text(sids["PullServingImage"]["Resource"]) == (
+        f"arn:<AWS::Partition>:ecr:eu-west-1:{EDGE_ACCOUNT}:repository/team/peagle-vllm"
+    )
+    eni = sids["VpcNetworkInterfaces"]
+    assert "ec2:CreateNetworkInterface" in eni["Action"]
+    resources = sorted(_text(r) for r in eni["Resource"])
+    assert resources == [
+        f"arn:<AWS::Partition>:ec2:eu-west-1:{EDGE_ACCOUNT}:network-interface/*",
+        f"arn:<AWS::Partition>:ec2:eu-west-1:{EDGE_ACCOUNT}:security-group/sg-0123456789abcdef0",
+        f"arn:<AWS::Partition>:ec2:eu-west-1:{EDGE_ACCOUNT}:subnet/subnet-0123456789abcdef0",
+        f"arn:<AWS::Partition>:ec2:eu-west-1:{EDGE_ACCOUNT}:subnet/subnet-0fedcba9876543210",
+    ]
+    assert sids["VpcDescribe"]["Resource"] == "*"
+    assert all(a.startswith("ec2:Describe") for a in sids["VpcDescribe"]["Action"])
+
+
+def test_stage_roles_have_no_vpc_permissions(stage_synth: Synthesized) -> None:
+    for stack in STAGES:
+        sids = _by_sid(_statements(stage_synth, stack, "ExecutionRolePolicy"))
+        assert not {"VpcDescribe", "VpcNetworkInterfaces"} & set(sids)
+
+
+# --- PeagleModel ----------------------------------------------------------------------
+
+
+def test_model_provider_policy_is_scoped(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-staging"
+    sids = _by_sid(_statements(stage_synth, stack, "CustomResourcePolicy"))
+    manage = sids["ManagePeagleModels"]
+    assert sorted(manage["Action"]) == [
+        "sagemaker:AddTags",
+        "sagemaker:CreateModel",
+        "sagemaker:DeleteModel",
+    ]
+    assert _text(manage["Resource"]) == (
+        "arn:<AWS::Partition>:sagemaker:us-east-1:<AWS::AccountId>:model/"
+        "peagle-gpt-oss-20b-staging-m*"
+    )
+    model_name = stage_synth.stacks[stack].plan.model_name
+    assert model_name.startswith("peagle-gpt-oss-20b-staging-m")
+    pass_role = sids["PassExecutionRoleToSageMaker"]
+    roles = stage_synth.resources(stack, "AWS::IAM::Role")
+    (exec_role_id,) = [lid for lid in roles if "ExecutionRole" in lid]
+    assert pass_role["Action"] == "iam:PassRole"
+    assert pass_role["Resource"] == {"Fn::GetAtt": [exec_role_id, "Arn"]}
+    assert pass_role["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
+    }
+    assert set(sids) == {"ManagePeagleModels", "PassExecutionRoleToSageMaker"}
+
+
+def test_model_resource_deletes_by_physical_id(prod: Template, stage_synth: Synthesized) -> None:
+    model = stage_synth.one("PeagleEndpoint-prod", MODEL_RESOURCE_TYPE)["Properties"]
+    delete = json.loads(model["Delete"])
+    assert delete["service"] == "SageMaker"
+    assert delete["action"] == "deleteModel"
+    assert delete["parameters"] == {"ModelName": "PHYSICAL:RESOURCEID:"}
+    assert delete["ignoreErrorCodesMatching"] == "ValidationException"
+    assert model["InstallLatestAwsSdk"] is False
+
+
+def test_model_provider_function_logs_to_its_own_encrypted_group(
+    stage_synth: Synthesized,
+) -> None:
+    stack = "PeagleEndpoint-dev"
+    (function,) = stage_synth.resources(stack, "AWS::Lambda::Function").values()
+    log_ref = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    group = stage_synth.templates[stack]["Resources"][log_ref]
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert "KmsKeyId" in group["Properties"]
+    assert "RetentionInDays" in group["Properties"]
+
+
+# --- PeagleEndpoint -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STAGES)
+def test_endpoint_config_without_volume_key_on_nvme_instances(
+    stage_synth: Synthesized, stack: str
+) -> None:
+    props = stage_synth.one(stack, "AWS::SageMaker::EndpointConfig")["Properties"]
+    assert props["ProductionVariants"][0]["InstanceType"].startswith("ml.g7e.")
+    assert "KmsKeyId" not in props  # g7e has local NVMe only: KmsKeyId would be refused
+    assert "VolumeSizeInGB" not in props["ProductionVariants"][0]
+
+
+def test_endpoint_config_uses_stack_key_where_the_volume_is_ebs(edge_synth: Synthesized) -> None:
+    props = edge_synth.one(EDGE, "AWS::SageMaker::EndpointConfig")["Properties"]
+    (key_id,) = edge_synth.resources(EDGE, "AWS::KMS::Key")
+    assert props["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+
+
+def test_endpoint_config_carries_routing_and_ami(edge: Template) -> None:
+    edge.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "ProductionVariants": [
+                Match.object_like(
+                    {
+                        "RoutingConfig": {"RoutingStrategy": "PREFIX_AWARE"},
+                        "InferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
+                        "InstanceType": "ml.g7e.4xlarge",
+                    }
+                )
+            ]
+        },
+    )
+
+
+def test_endpoint_is_blue_green_and_rolls_back_on_own_alarms(
+    prod: Template, stage_synth: Synthesized
+) -> None:
+    stack = "PeagleEndpoint-prod"
+    alarm_ids = sorted(stage_synth.resources(stack, "AWS::CloudWatch::Alarm"))
+    prod.has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "EndpointName": "peagle-gpt-oss-20b-prod",
+            "DeploymentConfig": {
+                "BlueGreenUpdatePolicy": {
+                    "TrafficRoutingConfiguration": {
+                        "Type": "CANARY",
+                        "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 25},
+                        "WaitIntervalInSeconds": 600,
+                    },
+                    "TerminationWaitInSeconds": 600,
+                    "MaximumExecutionTimeoutInSeconds": 7200,
+                },
+                "AutoRollbackConfiguration": {
+                    "Alarms": Match.array_equals(
+                        [{"AlarmName": {"Ref": alarm_id}} for alarm_id in alarm_ids]
+                    )
+                },
+            },
+        },
+    )
+
+
+def test_edge_rollback_includes_the_specs_alarms(edge_synth: Synthesized) -> None:
+    props = edge_synth.one(EDGE, "AWS::SageMaker::Endpoint")["Properties"]
+    alarms = props["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
+    assert {"AlarmName": "ops-pager"} in alarms
+    assert len(alarms) == 3
+    routing = props["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
+    assert routing["Type"] == "LINEAR"
+    assert routing["LinearStepSize"] == {"Type": "CAPACITY_PERCENT", "Value": 25}
+
+
+@pytest.mark.parametrize("stack", STAGES)
+def test_endpoint_and_config_depend_on_the_model(stage_synth: Synthesized, stack: str) -> None:
+    (model_id,) = stage_synth.resources(stack, MODEL_RESOURCE_TYPE)
+    (log_id,) = [
+        lid
+        for lid in stage_synth.resources(stack, "AWS::Logs::LogGroup")
+        if lid.startswith("EndpointLogs")
+    ]
+    endpoint = stage_synth.one(stack, "AWS::SageMaker::Endpoint")
+    config = stage_synth.one(stack, "AWS::SageMaker::EndpointConfig")
+    assert model_id in endpoint["DependsOn"]
+    assert log_id in endpoint["DependsOn"]
+    assert model_id in config["DependsOn"]
+    (config_id,) = stage_synth.resources(stack, "AWS::SageMaker::EndpointConfig")
+    assert endpoint["Properties"]["EndpointConfigName"] == {
+        "Fn::GetAtt": [config_id, "EndpointConfigName"]
+    }
+
+
+def test_model_waits_for_the_execution_role_policy(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-dev"
+    model = stage_synth.one(stack, MODEL_RESOURCE_TYPE)
+    (policy_id,) = [
+        lid
+        for lid in stage_synth.resources(stack, "AWS::IAM::Policy")
+        if "ExecutionRolePolicy" in lid
+    ]
+    assert policy_id in model["DependsOn"]
+
+
+# --- EndpointAlarms -------------------------------------------------------------------
+
+
+def test_alarms_watch_5xx_and_model_latency_with_stage_thresholds(prod: Template) -> None:
+    dims = Match.array_with([{"Name": "EndpointName", "Value": "peagle-gpt-oss-20b-prod"}])
+    prod.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "Invocation5XXErrors",
+            "Statistic": "Sum",
+            "Threshold": 3,  # cdk.json prod: errors_5xx_per_minute
+            "EvaluationPeriods": 2,
+            "Dimensions": dims,
+            "TreatMissingData": "notBreaching",
+        },
+    )
+    prod.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "ModelLatency",
+            "ExtendedStatistic": "p90",
+            "Threshold": 45_000_000,  # 45000 ms in microseconds
+            "Dimensions": dims,
+        },
+    )
+
+
+def test_alarm_defaults_apply_where_the_stage_sets_none(stage_synth: Synthesized) -> None:
+    alarms = stage_synth.resources("PeagleEndpoint-dev", "AWS::CloudWatch::Alarm").values()
+    thresholds = {a["Properties"]["MetricName"]: a["Properties"]["Threshold"] for a in alarms}
+    assert thresholds == {"Invocation5XXErrors": 5, "ModelLatency": 60_000_000}
+
+
+# --- SpecDecodeMetrics ----------------------------------------------------------------
+
+
+def test_metric_filters_come_from_the_container_contract(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-staging"
+    (log_id,) = [
+        lid
+        for lid in stage_synth.resources(stack, "AWS::Logs::LogGroup")
+        if lid.startswith("EndpointLogs")
+    ]
+    filters = stage_synth.resources(stack, "AWS::Logs::MetricFilter").values()
+    seen = {}
+    for f in filters:
+        props = f["Properties"]
+        assert props["FilterPattern"] == metric_filter_pattern()
+        assert props["LogGroupName"] == {"Ref": log_id}
+        (transform,) = props["MetricTransformations"]
+        assert transform["MetricNamespace"] == METRIC_NAMESPACE
+        seen[transform["MetricName"]] = (transform["MetricValue"], transform["Unit"])
+    assert seen == {f.metric_name: (metric_value_selector(f), f.unit) for f in METRIC_FIELDS}
+
+
+def test_endpoint_log_group_has_the_sagemaker_name_and_stage_retention(
+    stage_synth: Synthesized,
+) -> None:
+    for stack, days in (("PeagleEndpoint-dev", 14), ("PeagleEndpoint-prod", 365)):
+        groups = stage_synth.resources(stack, "AWS::Logs::LogGroup")
+        (group,) = [g for lid, g in groups.items() if lid.startswith("EndpointLogs")]
+        plan = stage_synth.stacks[stack].plan
+        assert group["Properties"]["LogGroupName"] == (
+            f"/aws/sagemaker/Endpoints/{plan.endpoint_name}"
+        )
+        assert group["Properties"]["RetentionInDays"] == days
+
+
+# --- EndpointDashboard ----------------------------------------------------------------
+
+
+def test_dashboard_shows_traffic_alarms_and_acceptance(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-prod"
+    dashboard = stage_synth.one(stack, "AWS::CloudWatch::Dashboard")["Properties"]
+    assert dashboard["DashboardName"] == "peagle-gpt-oss-20b-prod"
+    body = _text(dashboard["DashboardBody"])
+    for name in ("InvocationsPerInstance", "AcceptanceRate", "MeanAcceptanceLength"):
+        assert name in body
+    assert METRIC_NAMESPACE in body
+    for alarm_id in stage_synth.resources(stack, "AWS::CloudWatch::Alarm"):
+        assert f"<{alarm_id}.Arn>" in body
+
+
+# --- EndpointAutoscaling --------------------------------------------------------------
+
+
+def test_autoscaling_uses_spec_bounds_and_invocations_per_instance(
+    stage_synth: Synthesized,
+) -> None:
+    stack = "PeagleEndpoint-prod"
+    target = stage_synth.one(stack, "AWS::ApplicationAutoScaling::ScalableTarget")
+    props = target["Properties"]
+    assert props == {
+        "MaxCapacity": 4,
+        "MinCapacity": 2,
+        "ResourceId": "endpoint/peagle-gpt-oss-20b-prod/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "ServiceNamespace": "sagemaker",
+    }  # no RoleARN: Application Auto Scaling's SageMaker service-linked role
+    (endpoint_id,) = stage_synth.resources(stack, "AWS::SageMaker::Endpoint")
+    assert endpoint_id in target["DependsOn"]
+    policy = stage_synth.one(stack, "AWS::ApplicationAutoScaling::ScalingPolicy")["Properties"]
+    tracking = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert policy["PolicyType"] == "TargetTrackingScaling"
+    assert tracking["TargetValue"] == 20
+    assert tracking["PredefinedMetricSpecification"] == {
+        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+    }
