@@ -223,6 +223,8 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             "model": env[contract.MODEL_ENV],
             "speculative_config": result.speculative,
             "env_updates": result.env_updates,
+            "warnings": result.warnings,
+            "trained_tokens": env.get(contract.DRAFTER_TRAINED_TOKENS_ENV),
         }
         if result.speculative is not None:
             spec_cases.append({"name": name, "config": result.speculative})
@@ -345,6 +347,22 @@ def test_parallel_drafting_cases_turn_the_v2_runner_off(
         if spec.get("parallel_drafting"):
             assert spec["method"] == "eagle3", name
             assert want["env_updates"] == {V2_RUNNER_ENV: "0"}, name
+
+
+def test_k_above_the_catalogs_trained_count_warns(
+    probe: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The plan passes the catalog's trained token count; the preflight compares K."""
+    cases, _ = probe
+    compared = 0
+    for name, want in cases["expected"].items():
+        spec = want["speculative_config"] or {}
+        if want["trained_tokens"] is None or not spec.get("parallel_drafting"):
+            continue
+        compared += 1
+        above = spec["num_speculative_tokens"] > int(want["trained_tokens"])
+        assert bool(want["warnings"]) == above, name
+    assert compared >= 3  # gpt-oss-20b and gpt-oss-120b publish their counts
 
 
 def test_sm_vllm_value_forms_mean_what_vllm_expects(
