@@ -60,6 +60,9 @@ MAX_TAGS = 50
 MAX_ALARMS = 10
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 
+V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+"""vLLM's switch to the V2 model runner, which has no parallel drafting (FACTS.md 2)."""
+
 GPU_MEMORY_UTILIZATION = 0.9
 """vLLM's default share of each GPU it may use."""
 OVERHEAD_GB_PER_GPU = 1.5
@@ -239,6 +242,14 @@ def check_speculative(
         warnings.append(
             "mode eagle3 with a P-EAGLE head drafts sequentially; "
             "use mode p-eagle or point speculative.drafter_uri at an EAGLE-3 head"
+        )
+    v2 = spec.env.get(V2_RUNNER_ENV, "").strip().lower()
+    if s.mode == "p-eagle" and v2 not in ("", "0", "false", "no", "off"):
+        raise SpecError(
+            f"env.{V2_RUNNER_ENV}",
+            f"is {spec.env[V2_RUNNER_ENV]!r}, but vLLM's V2 model runner does not do parallel "
+            "drafting (it fell back to sequential drafting, newer vLLM refuses)",
+            "0 or unset with mode p-eagle",
         )
     if s.mode == "p-eagle" and drafter_parallel_tokens is not None and k > drafter_parallel_tokens:
         warnings.append(

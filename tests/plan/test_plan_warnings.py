@@ -61,3 +61,9 @@ def test_canary_with_one_instance_warns() -> None:
     assert "rollout.strategy" not in _warnings(model="gpt-oss-20b", initial_instance_count=2)
     quiet = _warnings(model="gpt-oss-20b", rollout={"strategy": "all-at-once"})
     assert "rollout.strategy" not in quiet
+
+
+def test_v2_runner_switch_is_fine_without_parallel_drafting() -> None:
+    env = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    assert build_plan(load_spec(model="gpt-oss-20b", env=env, speculative={"mode": "eagle3"}))
+    assert build_plan(load_spec(model="gpt-oss-20b", env={"VLLM_USE_V2_MODEL_RUNNER": "0"}))

@@ -273,6 +273,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "rollout.linear_step_percent",
     ),
     (
+        "v2-runner-with-p-eagle",
+        {"model": "gpt-oss-20b", "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"}},
+        "env.VLLM_USE_V2_MODEL_RUNNER",
+    ),
+    (
         "too-many-alarms",
         {
             "model": "gpt-oss-20b",
