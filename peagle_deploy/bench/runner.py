@@ -10,9 +10,11 @@ N, repeat) it does not let the server idle while the slowest request of a wave e
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -240,6 +242,27 @@ async def run_level(
     return outputs, time.perf_counter() - start
 
 
+@contextmanager
+def _gc_tuned() -> Iterator[None]:
+    """Fewer, cheaper garbage collections while a level runs.
+
+    Every stream event allocates a few dicts, so the default gen-0 threshold (700)
+    triggers a collection every ~100 events, and full collections walk every object
+    the process has. Freezing what exists before the level and raising the gen-0
+    threshold keeps the collector off the hot path (about 6 % of client CPU at
+    concurrency 128); cycles are still collected, just less often.
+    """
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(max(old[0], 50_000), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 class _LevelProgress:
     """A rich progress bar per level; a no-op when disabled or not on a terminal."""
 
@@ -332,16 +355,17 @@ async def run_sweep_async(
             progress.begin(concurrency, total, config.duration_s)
             before = await target.spec_decode_mark()
             try:
-                outputs, duration = await run_level(
-                    target,
-                    data.sampler(config.seed),
-                    concurrency,
-                    max_tokens=config.max_tokens,
-                    temperature=config.temperature,
-                    num_requests=total,
-                    duration_s=config.duration_s,
-                    on_done=progress.done,
-                )
+                with _gc_tuned():
+                    outputs, duration = await run_level(
+                        target,
+                        data.sampler(config.seed),
+                        concurrency,
+                        max_tokens=config.max_tokens,
+                        temperature=config.temperature,
+                        num_requests=total,
+                        duration_s=config.duration_s,
+                        on_done=progress.done,
+                    )
             finally:
                 progress.end()
             after = await target.spec_decode_mark()

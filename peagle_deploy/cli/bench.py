@@ -151,6 +151,10 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
         concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset, seed,
         hourly_price, progress and json_path != "-",
     )  # fmt: skip
+    if url:
+        from peagle_deploy.bench.targets import split_base_url
+
+        split_base_url(url)  # refuses anything but http(s), naming --url
     spec = url if url else f"endpoint:{endpoint}"
     target = _target(
         spec, label=label, model=model, region=region, ignore_eos=ignore_eos,

@@ -151,3 +151,15 @@ def test_spec_decode_from_container_metric_lines() -> None:
     assert stats.acceptance_length == pytest.approx(1 + 500 / 400)
     assert stats.source == "cloudwatch-logs"
     assert spec_decode_from_metric_lines([line(0.5, 3.0, 0.0)]) is None
+
+
+def test_accumulator_raises_on_error_events() -> None:
+    from peagle_deploy.streaming import SSEDecodeError
+
+    acc = StreamAccumulator(0.0)
+    with pytest.raises(SSEDecodeError, match="server sent an error event"):
+        acc.event('{"error": {"message": "overloaded"}}', 0.1)
+    with pytest.raises(SSEDecodeError, match="not JSON"):
+        acc.event("{truncated", 0.1)
+    with pytest.raises(SSEDecodeError, match="not a JSON object"):
+        acc.event("[1, 2]", 0.1)

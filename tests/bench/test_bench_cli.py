@@ -1,0 +1,139 @@
+"""`peagle bench`, `bench compare`, `bench recommend-k` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from peagle_deploy.bench.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
+from peagle_deploy.cli.app import main
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LoopbackServer]:
+    with serve_in_thread(LoopbackConfig(spec_tokens=3, acceptance_rate=0.5)) as srv:
+        yield srv
+
+
+def _chats(tmp_path: Path) -> str:
+    path = tmp_path / "chats.jsonl"
+    path.write_text(
+        "".join(f'{{"messages": [{{"role": "user", "content": "q{i}"}}]}}\n' for i in range(3))
+    )
+    return str(path)
+
+
+def test_bench_run_writes_json(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.json"
+    code = main(
+        [
+            "bench", "--url", server.url, "--label", "peagle-k3", "-c", "1,2", "-n", "3",
+            "--max-tokens", "5", "--warmup", "0", "--dataset", _chats(tmp_path),
+            "--hourly-price", "10", "--json", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["label"] == "peagle-k3"
+    assert doc["kind"] == "p-eagle"
+    assert doc["k"] == 3
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]
+    level = doc["levels"][0]
+    assert level["completed"] == 3
+    assert level["failed"] == 0
+    assert level["total_output_tokens"] == 15
+    assert level["spec_decode_acceptance_length"] is not None
+    assert level["cost_per_million_output_tokens"] > 0
+    for key in ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms"):
+        assert key in level
+    assert "peagle-k3" in capsys.readouterr().out
+
+
+def test_bench_json_to_stdout(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["bench", "--url", server.url, "-c", "1", "-n", "2", "--max-tokens", "2",
+         "--warmup", "0", "--dataset", _chats(tmp_path), "--json", "-"]
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["levels"][0]["completed"] == 2
+
+
+def test_compare_and_recommend(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report"
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        f"targets:\n  - label: mine\n    url: {server.url}\n    kind: eagle3\n    k: 2\n"
+    )
+    code = main(
+        [
+            "bench", "compare", "-t", f"peagle-k3={server.url}", "-t", f"baseline={server.url}",
+            "-f", str(targets), "-c", "1", "-n", "2", "--max-tokens", "3", "--warmup", "0",
+            "--dataset", _chats(tmp_path), "--report", str(report),
+            "--json", str(tmp_path / "c.json"),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    assert {p.name for p in report.iterdir()} == {
+        "results.json", "results.csv", "report.md", "throughput.png",
+    }  # fmt: skip
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert [r["label"] for r in doc["runs"]] == ["peagle-k3", "mine", "baseline"]
+    assert doc["runs"][1]["kind"] == "eagle3"
+    row = doc["table"][0]
+    assert row["best_peagle"] == "peagle-k3"
+    assert row["peagle_over_baseline"] is not None
+    assert "P/E3" in capsys.readouterr().out
+
+    # recommend-k over that comparison: only one P-EAGLE K, so a single K.
+    code = main(["bench", "recommend-k", "--results", str(report / "results.json"), "--json", "-"])
+    assert code == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["speculative"] == {"num_speculative_tokens": 3}
+    assert rec["yaml"].startswith("speculative:")
+
+    # compare from saved results, reclassifying a label
+    code = main(["bench", "compare", "--results", str(report / "results.json"),
+                 "--kind", "mine=other", "--json", "-"])  # fmt: skip
+    assert code == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["table"][0]["best_eagle3"] is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["bench", "--concurrency", "1"], "--url/--endpoint"),
+        (["bench", "--url", "http://127.0.0.1:9/v1", "-c", "0"], "--concurrency"),
+        (["bench", "--url", "http://127.0.0.1:9/v1", "--max-tokens", "0"], "--max-tokens"),
+        (["bench", "--url", "http://127.0.0.1:9/v1", "--dataset", "/nope.jsonl"], "--dataset"),
+        (["bench", "--url", "ftp://x"], "--url"),
+        (["bench", "compare", "-t", "noequals"], "--target"),
+        (["bench", "compare"], "--target"),
+        (["bench", "recommend-k", "--results", "/nope.json"], "--results"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert flag in err
+    assert "Traceback" not in err
+
+
+def test_bad_targets_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("targets:\n  - label: a\n    url: http://x\n    endpoint: y\n")
+    assert main(["bench", "compare", "-f", str(path)]) == 2
+    assert "needs exactly one of url, endpoint" in capsys.readouterr().err
