@@ -100,6 +100,9 @@ class PromotionResult(BaseModel):
 
 # --------------------------------------------------------------------------- helpers
 
+_BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
+"""Target states in which a promotion must not start (SageMaker is mid-change)."""
+
 STAGE_OWNED_FIELDS: tuple[str, ...] = (
     "initial_instance_count",
     "scaling",
@@ -290,6 +293,13 @@ def promote(
     )
     if target_manifest is not None:
         target_state.content_hash = target_manifest.content_hash
+    if target_state.status in _BUSY:
+        # Checked before the gates: their measurements would be wasted, and the SDK
+        # refuses to interleave two deployments anyway.
+        raise PeagleError(
+            f"target endpoint {target_state.endpoint_name} ({options.target_stage}) is "
+            f"{target_state.status}; promote again once it has settled. Nothing was changed."
+        )
     action, changes = _diff(target_state, target_plan)
     changes.append(
         f"stage settings ({', '.join(STAGE_OWNED_FIELDS)}) from {stage_origin}"

@@ -132,6 +132,7 @@ def test_gates_pass_then_staging_runs_the_dev_spec_and_records_the_promotion(env
     from peagle_deploy.sdk import read_manifest
 
     dev = env.deploy("dev")
+    assert env.aws.invocations == 0
     result = env.promote(
         gates(min_output_throughput=1, max_p99_ttft_ms=60000, min_acceptance_length=1.5)
     )
@@ -139,6 +140,15 @@ def test_gates_pass_then_staging_runs_the_dev_spec_and_records_the_promotion(env
     assert result.action == "create"
     assert result.report is not None and result.report.passed
     assert {r.status for r in result.report.results} == {"pass"}
+    # smoke + 2 levels x 3 requests, all on the dev endpoint (the emulated container
+    # logs one metric line per invocation of the endpoint it serves)
+    assert env.aws.invocations == 1 + 2 * 3
+    from peagle_serve.contract import parse_metric_line
+
+    def metric_lines(name: str) -> int:
+        return sum(parse_metric_line(m) is not None for m in env.aws.log_lines(name))
+
+    assert metric_lines(DEV) == 7 and metric_lines(STAGING) == 0
 
     staging = env.sm().describe_endpoint(EndpointName=STAGING)
     assert staging["EndpointStatus"] == "InService"
@@ -289,6 +299,17 @@ def test_target_update_rolls_back_and_old_config_keeps_serving(env: Env) -> None
     assert state["configs"] == [old_config]
     assert len(state["models"]) == 1
     assert old.endpoint_name == STAGING
+
+
+def test_busy_target_is_refused_before_any_gate(env: Env) -> None:
+    env.deploy("dev")
+    env.deploy("staging", num_speculative_tokens=2)
+    env.aws.script_endpoint(STAGING, updating_s=60.0)
+    env.deploy("staging", num_speculative_tokens=1, wait=False)  # now Updating
+    invocations = env.aws.invocations
+    with pytest.raises(PeagleError, match=f"{STAGING} \\(staging\\) is Updating"):
+        env.promote(gates())
+    assert env.aws.invocations == invocations
 
 
 def test_dry_run_runs_no_gate_and_changes_nothing(env: Env) -> None:
