@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-
+from peagle_deploy.aws import make_session as aws_session
 from peagle_deploy.emulator import MotoExtensions
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-sdk-test"
@@ -58,4 +57,5 @@ class AwsEnv:
 
 
 def make_session() -> Any:
-    return boto3.Session(region_name=REGION)
+    """A fresh session per test (own credentials/events), sharing parsed service models."""
+    return aws_session(REGION)

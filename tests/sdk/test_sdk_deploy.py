@@ -82,7 +82,7 @@ def test_same_spec_again_makes_no_mutating_call(aws: AwsEnv) -> None:
 def test_changed_spec_updates_blue_green_and_removes_old_resources(aws: AwsEnv) -> None:
     first = _deploy(aws).deployment
     assert first is not None
-    aws.ext.script_endpoint(NAME, updating_s=120.0)
+    aws.ext.script_endpoint(NAME, updating_s=12.0)
     second = _deploy(aws, num_speculative_tokens=5, alarms=["peagle-p99-latency"]).deployment
     assert second is not None
     assert second.action == "update"
