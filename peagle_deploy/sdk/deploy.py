@@ -527,6 +527,7 @@ class _Deployer:
         if result.status == "Failed":
             raise self.failure(desc, None)
         if desc.get("EndpointConfigName") != p.endpoint_config_name:
+            self.remove_planned_if_unused()
             raise DeployError(
                 f"endpoint {p.endpoint_name} settled {result.status} on config "
                 f"{desc.get('EndpointConfigName')}, not {p.endpoint_config_name} "
@@ -534,6 +535,10 @@ class _Deployer:
             )
         if result.status != "InService":
             raise DeployError(f"endpoint {p.endpoint_name} settled {result.status}")
+        if previous and previous != p.endpoint_config_name:
+            # We joined an update to our config: finish it as `update` would.
+            self.sm.add_tags(ResourceArn=desc["EndpointArn"], Tags=p.tags)
+            self.remove_config_and_model(previous)
         return self.finish("resume", previous, waited=result)
 
     def update(self, previous: str | None) -> DeployOutcome:

@@ -393,3 +393,32 @@ def test_two_threads_deploying_the_same_spec_both_succeed(aws: AwsEnv) -> None:
     names = aws.names()
     assert names["endpoints"] == [NAME]
     assert len(names["configs"]) == 1 and len(names["models"]) == 1
+
+
+def test_interrupted_update_is_finished_by_the_next_deploy(
+    aws: AwsEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _deploy(aws).deployment
+    assert first is not None
+    aws.ext.script_endpoint(NAME, updating_s=50.0)
+
+    def interrupted_sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(waiter, "_sleep", interrupted_sleep)
+        with pytest.raises(WaitInterrupted):
+            _deploy(aws, num_speculative_tokens=5)
+    desc = aws.client("sagemaker").describe_endpoint(EndpointName=NAME)
+    assert desc["EndpointStatus"] == "Updating"
+    assert desc["EndpointConfigName"] == first.endpoint_config_name  # old still serves
+    out = _deploy(aws, num_speculative_tokens=5).deployment
+    assert out is not None and (out.action, out.status) == ("resume", "InService")
+    assert out.previous_config == first.endpoint_config_name
+    assert aws.names() == {
+        "endpoints": [NAME],
+        "configs": [out.endpoint_config_name],
+        "models": [out.model_name],
+    }
+    arn = aws.client("sagemaker").describe_endpoint(EndpointName=NAME)["EndpointArn"]
+    assert _tags(aws, arn)[SPEC_HASH_TAG] == out.content_hash
