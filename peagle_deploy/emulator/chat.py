@@ -165,6 +165,8 @@ class StreamSettings:
     that; `tokens_per_chunk`: tokens per SSE event (speculative decoding emits several
     accepted tokens at once); `split`: "awkward" cuts each SSE event into PayloadParts
     of cycling small sizes (mid-UTF-8, mid-"data:"), "event" sends one part per event.
+    `fail_after_tokens`: break the stream off after that many tokens with a
+    ModelStreamError event (what SageMaker sends when the container dies mid-answer).
     """
 
     ttft_s: float = 0.0
@@ -172,6 +174,7 @@ class StreamSettings:
     tokens_per_chunk: int = 1
     split: Literal["awkward", "event"] = "awkward"
     default_max_tokens: int = 64
+    fail_after_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.ttft_s < 0 or self.token_delay_s < 0:
@@ -220,6 +223,8 @@ def sse_events(
     step = settings.tokens_per_chunk
     for start in range(0, len(tokens), step):
         group = tokens[start : start + step]
+        if settings.fail_after_tokens is not None and start >= settings.fail_after_tokens:
+            return  # the emulated container dies: no finish chunk, no [DONE]
         if start and settings.token_delay_s:
             sleep(settings.token_delay_s * len(group))
         yield _sse(chunk({"content": "".join(group)}))

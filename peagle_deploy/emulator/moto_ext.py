@@ -37,9 +37,10 @@ from peagle_deploy.emulator.chat import (
     ChatRequestError,
     StreamSettings,
     chat_completion,
+    generate,
     sse_events,
 )
-from peagle_deploy.emulator.eventstream import payload_part, split_awkwardly
+from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
 
 DEFAULT_VARIANT = "AllTraffic"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -192,9 +193,13 @@ class MotoExtensions:
         tokens_per_chunk: int | None = None,
         split: Literal["awkward", "event"] | None = None,
         default_max_tokens: int | None = None,
+        fail_after_tokens: int | None = None,
         endpoint_name: str | None = None,
     ) -> StreamSettings:
-        """Change stream pacing for every endpoint, or only for `endpoint_name`."""
+        """Change stream pacing for every endpoint, or only for `endpoint_name`.
+
+        `fail_after_tokens` breaks streams off with a ModelStreamError (0 disables it).
+        """
         with self._lock:
             base = self._streams.get(endpoint_name, self.stream) if endpoint_name else self.stream
             changes: dict[str, Any] = {
@@ -205,9 +210,12 @@ class MotoExtensions:
                     "tokens_per_chunk": tokens_per_chunk,
                     "split": split,
                     "default_max_tokens": default_max_tokens,
+                    "fail_after_tokens": fail_after_tokens,
                 }.items()
                 if v is not None
             }
+            if changes.get("fail_after_tokens") == 0:
+                changes["fail_after_tokens"] = None
             new = replace(base, **changes)
             if endpoint_name:
                 self._streams[endpoint_name] = new
@@ -597,6 +605,13 @@ class MotoExtensions:
                     yield payload_part(event)
                 else:
                     yield b"".join(payload_part(piece) for piece in split_awkwardly(event))
+            limit = settings.fail_after_tokens
+            if limit is not None and len(generate(request, settings.default_max_tokens)[0]) > limit:
+                yield model_stream_error(
+                    "Model stream broke off: the container closed the connection "
+                    "(emulated failure).",
+                    "StreamBroken",
+                )
 
         headers = {
             "Content-Type": "application/vnd.amazon.eventstream",

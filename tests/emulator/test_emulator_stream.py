@@ -203,3 +203,23 @@ def test_invoke_refused_while_creating(local_aws: LocalAWS) -> None:
     rt = local_aws.client("sagemaker-runtime")
     with pytest.raises(ClientError, match="not in service"):
         rt.invoke_endpoint(EndpointName="ep", Body=json.dumps({"messages": MESSAGES}))
+
+
+def test_stream_breaks_off_with_model_stream_error(local_aws: LocalAWS) -> None:
+    from botocore.exceptions import EventStreamError
+
+    _endpoint(local_aws.client("sagemaker"))
+    local_aws.set_stream(fail_after_tokens=4, tokens_per_chunk=2, split="event")
+    rt = local_aws.client("sagemaker-runtime")
+    resp = rt.invoke_endpoint_with_response_stream(
+        EndpointName="ep", Body=json.dumps({"messages": MESSAGES, "max_tokens": 20})
+    )
+    parts: list[bytes] = []
+    with pytest.raises(EventStreamError) as caught:
+        for event in resp["Body"]:
+            parts.append(event["PayloadPart"]["Bytes"])
+    assert caught.value.response["Error"]["Code"] == "ModelStreamError"
+    assert "broke off" in str(caught.value)
+    assert sum(1 for c in iter_chat_chunks(parts) if c.text) == 2  # 4 tokens in 2 chunks
+    local_aws.set_stream(fail_after_tokens=0)
+    assert local_aws.stream.fail_after_tokens is None

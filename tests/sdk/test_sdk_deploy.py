@@ -422,3 +422,18 @@ def test_interrupted_update_is_finished_by_the_next_deploy(
     }
     arn = aws.client("sagemaker").describe_endpoint(EndpointName=NAME)["EndpointArn"]
     assert _tags(aws, arn)[SPEC_HASH_TAG] == out.content_hash
+
+
+def test_stream_broken_off_by_the_model_is_a_clear_error(aws: AwsEnv) -> None:
+    from peagle_deploy.sdk import InvokeError
+
+    endpoint = _deploy(aws)
+    aws.ext.set_stream(fail_after_tokens=3)
+    stream = endpoint.stream([{"role": "user", "content": "hi"}], max_tokens=20)
+    with pytest.raises(InvokeError, match=f"stream from endpoint {NAME} broke off"):
+        list(stream)
+    assert stream.text  # what arrived before the break is kept
+    with pytest.raises(InvokeError, match="not found"):
+        PeagleEndpoint.from_name("nope", boto_session=aws.session).chat(
+            [{"role": "user", "content": "hi"}]
+        )
