@@ -118,7 +118,7 @@ def wait_for_endpoint(
         from rich.console import Console
 
         console = Console(stderr=True)
-        status_cm = console.status(f"{endpoint_name}: checking...", spinner="dots")
+        status_cm = console.status(f"{label or endpoint_name}...", spinner="dots")
         status_cm.__enter__()
     try:
         while True:
@@ -148,8 +148,8 @@ def wait_for_endpoint(
                 raise WaitTimeoutError(endpoint_name, status, elapsed)
             if status_cm is not None:
                 status_cm.update(
-                    f"{label or endpoint_name}: [bold]{status}[/] - {_fmt_elapsed(elapsed)} "
-                    "elapsed (Ctrl-C stops watching, not the deployment)"
+                    f"{endpoint_name}: [bold]{status}[/] {_fmt_elapsed(elapsed)} "
+                    "[dim](Ctrl-C: stop watching)[/]"
                 )
             try:
                 _sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
