@@ -21,6 +21,7 @@ from typing import Any
 from peagle_deploy import __version__
 from peagle_deploy.errors import PeagleError
 
+DEFAULT_REGION = "us-east-1"
 DEFAULT_RETRY_MODE = "adaptive"
 DEFAULT_MAX_ATTEMPTS = 8  # total attempts (first try included)
 _RETRY_MODES = ("legacy", "standard", "adaptive")
@@ -88,8 +89,13 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
 def make_client(
     service: str, *, region: str | None = None, boto_session: Any = None, **config: Any
 ) -> Any:
-    """A client with peagle's retry policy; endpoint URLs come from the environment."""
+    """A client with peagle's retry policy; endpoint URLs come from the environment.
+
+    Region: `region`, else the session's (AWS_REGION / AWS_DEFAULT_REGION / profile),
+    else us-east-1 like the planner (`peagle_deploy.catalog.resolve.resolve_region`).
+    """
     session = make_session(region, boto_session)
+    region = region or session.region_name or DEFAULT_REGION
     return session.client(service, region_name=region, config=client_config(**config))
 
 
