@@ -126,17 +126,18 @@ def _target_stage_settings(
 ) -> tuple[dict[str, Any], str | None]:
     """The target stage's own settings and where they came from (None: nowhere yet).
 
-    From what the target serves now (its manifest), else - for CDK users - from the
-    stage file that `--write-spec` will overwrite.
+    For CDK users (`--write-spec`), from the stage file about to be overwritten: it is
+    what `cdk deploy` will apply. Otherwise from what the target serves now (its
+    manifest).
     """
-    if target_manifest is not None:
-        doc = target_manifest.spec.model_dump(mode="json")
-        origin = f"{target_manifest.stage}/{target_manifest.endpoint_name} (its manifest)"
-    elif write_spec is not None and Path(write_spec).is_file():
+    if write_spec is not None and Path(write_spec).is_file():
         from peagle_deploy.spec import load_spec
 
         doc = load_spec(Path(write_spec)).model_dump(mode="json")
         origin = str(write_spec)
+    elif target_manifest is not None:
+        doc = target_manifest.spec.model_dump(mode="json")
+        origin = f"{target_manifest.stage}/{target_manifest.endpoint_name} (its manifest)"
     else:
         return {}, None
     return {k: doc[k] for k in STAGE_OWNED_FIELDS if k in doc}, origin
@@ -171,14 +172,13 @@ def derive_target_endpoint_name(
 
 
 def _describe(sm: Any, endpoint_name: str) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
+    """DescribeEndpoint, or None when the endpoint does not exist."""
+    from peagle_deploy.aws import is_not_found
 
     try:
         return dict(sm.describe_endpoint(EndpointName=endpoint_name))
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        message = exc.response.get("Error", {}).get("Message", "")
-        if code == "ValidationException" and "not find" in message.lower():
+    except Exception as exc:
+        if is_not_found(exc):
             return None
         raise
 
