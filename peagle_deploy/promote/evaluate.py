@@ -63,8 +63,8 @@ class GateResult(BaseModel):
     name: str
     """Stable id, e.g. `output_throughput@c4`; used in reports and the manifest."""
     kind: str
-    """smoke | output_throughput | throughput_ratio | p99_ttft_ms | error_rate |
-    acceptance_length"""
+    """smoke | bench (skipped) | output_throughput | throughput_ratio | p99_ttft_ms |
+    error_rate | acceptance_length"""
     concurrency: int | None = None
     measured: float | str | None
     """The measured value (None when nothing could be measured)."""

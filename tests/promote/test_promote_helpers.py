@@ -150,3 +150,25 @@ def test_measurement_from_bench_level_dict() -> None:
         }
     )
     assert empty.p99_ttft_ms is None and empty.error_rate == 1.0
+
+
+def test_failed_smoke_skips_the_benchmark() -> None:
+    from peagle_deploy.promote.evaluate import SmokeOutcome
+    from peagle_deploy.promote.runner import PromoteOptions, run_gates
+
+    def no_bench(name: str, settings: object) -> list:
+        raise AssertionError("the benchmark must not run after a failed smoke test")
+
+    gates = StageGates.model_validate({"thresholds": {"min_output_throughput": 1}})
+    report = run_gates(
+        gates,
+        StageState(stage="dev", endpoint_name="ep-dev", status="InService"),
+        PromoteOptions(source_stage="dev", target_stage="staging"),
+        clients=None,
+        console=Console(quiet=True),
+        smoke_runner=lambda name, gate: SmokeOutcome(text="", error="InvokeError: 500"),
+        bench_runner=no_bench,
+    )
+    assert not report.passed
+    assert [(r.name, r.status) for r in report.results] == [("smoke", "fail"), ("bench", "skip")]
+    assert report.results[1].detail == "not run: the smoke gate failed"
