@@ -32,7 +32,8 @@ def _register() -> None:
     # One line per command module; each module adds its commands to `app`.
     import peagle_deploy.cli.bench  # noqa: F401
     from peagle_deploy.cli import deploy, plan  # noqa: F401
-    from peagle_deploy.cli import promote  # noqa: F401
+
+    __import__("peagle_deploy.cli.promote")  # promote, demo
 
 
 _register()
