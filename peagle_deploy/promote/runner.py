@@ -365,6 +365,8 @@ def promote(
         )
 
     # 5b. Deploy through the SDK (create, blue/green update, or no-op).
+    origin = f"{source_state.stage}/{source_state.endpoint_name}"
+    store.promotion_manifest(target_plan, report, origin)  # fits in SSM? (else stop here)
     out.print(
         f"[bold]deploy[/] {options.target_stage}/{target_plan.endpoint_name}: {action} "
         f"({target_plan.endpoint_config_name})",
@@ -383,14 +385,7 @@ def promote(
         raise DeployError(_failed_deploy_message(clients, target_plan, target_state, exc)) from exc
 
     # 6. Record.
-    store.record_promotion(
-        clients,
-        spec=target_spec,
-        plan=target_plan,
-        report=report,
-        source=source_state,
-        previous=target_manifest,
-    )
+    store.record_promotion(clients, target_plan, report, origin)
     return PromotionResult(
         status="unchanged" if action == "none" else "promoted",
         report=report,

@@ -145,33 +145,82 @@ def read_optional_manifest(
         return None
 
 
-def report_to_gate_results(report: GateReport, source: str) -> list[dict[str, Any]]:
-    """The report in the manifest's `gate_results` form."""
-    rows: list[dict[str, Any]] = [
-        {
-            "kind": META_KIND,
-            "name": "promotion",
-            "source_stage": report.source_stage,
-            "source_endpoint": report.source_endpoint,
-            "target_stage": report.target_stage,
-            "promoted_from": source,
-            "baseline_from": report.baseline_from,
-            "passed": report.passed,
-        }
-    ]
-    for result in report.results:
-        row = result.model_dump(mode="json")
-        row["passed"] = result.passed
-        rows.append(row)
+MAX_PARAMETER_BYTES = 8192
+"""SSM's limit for an Advanced-tier String parameter (Standard: 4096)."""
+
+
+def report_to_gate_results(
+    report: GateReport, source: str, *, compact: bool = False
+) -> list[dict[str, Any]]:
+    """The report in the manifest's `gate_results` form.
+
+    `compact` keeps only the promotion entry (with the gate count) and the per-level
+    measurements - what the next promotion's baseline needs - for reports too large for
+    one SSM parameter; the full report is in the command's output (`--json`).
+    """
+    meta: dict[str, Any] = {
+        "kind": META_KIND,
+        "name": "promotion",
+        "source_stage": report.source_stage,
+        "source_endpoint": report.source_endpoint,
+        "target_stage": report.target_stage,
+        "promoted_from": source,
+        "passed": report.passed,
+        "gates": len(report.results),
+    }
+    if report.baseline_from:
+        meta["baseline_from"] = report.baseline_from
+    rows: list[dict[str, Any]] = [meta]
+    if compact:
+        meta["gate_rows_omitted"] = "the full report did not fit in one SSM parameter"
+    else:
+        for result in report.results:
+            row = result.model_dump(mode="json", exclude_defaults=True)
+            row["status"] = result.status
+            row["passed"] = result.passed
+            rows.append(row)
     for level in report.measurements:
         rows.append(
             {
                 "kind": LEVEL_KIND,
                 "name": f"level@c{level.concurrency}",
-                **level.model_dump(mode="json"),
+                **level.model_dump(mode="json", exclude_none=True),
             }
         )
     return rows
+
+
+def promotion_manifest(
+    plan: Plan, report: GateReport, origin: str, git_commit: str | None = None
+) -> DeploymentManifest:
+    """The target's manifest after this promotion, as small as SSM requires.
+
+    Built (and size-checked) before the target is touched, so a report that cannot be
+    recorded stops the promotion instead of leaving an unrecorded deployment.
+    """
+    from peagle_deploy.sdk.manifest import DeploymentManifest
+
+    def build(compact: bool) -> DeploymentManifest:
+        return DeploymentManifest.from_plan(
+            plan,
+            deployed_by=f"peagle promote {report.source_stage}->{report.target_stage}",
+            promoted_from=origin,
+            gate_results=report_to_gate_results(report, origin, compact=compact),
+            git_commit=git_commit,
+        )
+
+    manifest = build(compact=False)
+    if len(manifest.model_dump_json().encode()) <= MAX_PARAMETER_BYTES:
+        return manifest
+    manifest = build(compact=True)
+    size = len(manifest.model_dump_json().encode())
+    if size > MAX_PARAMETER_BYTES:
+        raise PeagleError(
+            f"the {report.target_stage} manifest would be {size} bytes, over SSM's "
+            f"{MAX_PARAMETER_BYTES}-byte parameter limit (a very large spec env?); "
+            "nothing was deployed"
+        )
+    return manifest
 
 
 def recorded_report(manifest: DeploymentManifest | None) -> GateReport | None:
@@ -237,23 +286,9 @@ def deploy(
     )
 
 
-def record_promotion(
-    clients: Clients,
-    *,
-    spec: DeploymentSpec,
-    plan: Plan,
-    report: GateReport,
-    source: Any,
-    previous: DeploymentManifest | None,
-) -> str:
-    """Write the target's manifest with the promotion's gate report."""
-    from peagle_deploy.sdk.manifest import DeploymentManifest, write_manifest
+def record_promotion(clients: Clients, plan: Plan, report: GateReport, origin: str) -> str:
+    """Write the target's manifest once the target serves (timestamped now)."""
+    from peagle_deploy.sdk.manifest import write_manifest
 
-    origin = f"{source.stage}/{source.endpoint_name}"
-    manifest = DeploymentManifest.from_plan(
-        plan,
-        deployed_by=f"peagle promote {source.stage}->{report.target_stage}",
-        promoted_from=origin,
-        gate_results=report_to_gate_results(report, origin),
-    )
+    manifest = promotion_manifest(plan, report, origin)
     return write_manifest(manifest, ssm_client=clients.ssm, tags=plan.tags)
