@@ -40,6 +40,13 @@ def create_model_parameters(create_model: Mapping[str, Any], role_arn: str) -> d
 class PeagleModel(Construct):
     """CreateModel/DeleteModel through an AwsCustomResource with a scoped policy.
 
+    One custom resource per model: its construct id ends in the model name's content
+    digest, so a changed spec is a new resource (CreateModel with the new name) and
+    CloudFormation deletes the old one (DeleteModel with its physical id) once the
+    endpoint has moved on. An update of the same resource can only be a change of
+    tags (everything else is in the digest), which AddTags applies; CreateModel is
+    never called twice for one name.
+
     The provider function's role may only CreateModel/DeleteModel/AddTags on models
     whose name starts with `name_prefix` (the stable part of the content-derived
     name, so the old model of a replaced spec is still deletable), and pass only the
@@ -61,11 +68,15 @@ class PeagleModel(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.model_name: str = create_model["ModelName"]
-        if not self.model_name.startswith(name_prefix):
-            raise ValueError(f"model name {self.model_name!r} does not start with {name_prefix!r}")
+        if not self.model_name.startswith(name_prefix) or self.model_name == name_prefix:
+            raise ValueError(f"model name {self.model_name!r} does not extend {name_prefix!r}")
+        digest = self.model_name[len(name_prefix) :]
         self.parameters = create_model_parameters(create_model, execution_role.role_arn)
         model_arns = stack.format_arn(
             service="sagemaker", resource="model", resource_name=f"{name_prefix}*"
+        )
+        model_arn = stack.format_arn(
+            service="sagemaker", resource="model", resource_name=self.model_name
         )
 
         provider_role = iam.Role(
@@ -82,46 +93,53 @@ class PeagleModel(Construct):
             removal_policy=removal_policy,
         )
         provider_logs.grant_write(provider_role)
-
-        create_call = cr.AwsSdkCall(
-            service="SageMaker",
-            action="createModel",
-            parameters=self.parameters,
-            physical_resource_id=cr.PhysicalResourceId.of(self.model_name),
-            output_paths=["ModelArn"],
+        # A policy of its own (not the custom resource's), so that it outlives a
+        # replaced model resource: the old model's DeleteModel runs after the new one.
+        self.provider_policy = iam.Policy(
+            self,
+            "ProviderPolicy",
+            roles=[provider_role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="ManagePeagleModels",
+                    actions=[
+                        "sagemaker:AddTags",
+                        "sagemaker:CreateModel",
+                        "sagemaker:DeleteModel",
+                    ],
+                    resources=[model_arns],
+                ),
+                iam.PolicyStatement(
+                    sid="PassExecutionRoleToSageMaker",
+                    actions=["iam:PassRole"],
+                    resources=[execution_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+                ),
+            ],
         )
+
         self.resource = cr.AwsCustomResource(
             self,
-            "Resource",
+            f"Model{digest}",
             resource_type=MODEL_RESOURCE_TYPE,
-            on_create=create_call,
-            on_update=create_call,
+            on_create=cr.AwsSdkCall(
+                service="SageMaker",
+                action="createModel",
+                parameters=self.parameters,
+                physical_resource_id=cr.PhysicalResourceId.of(self.model_name),
+                output_paths=["ModelArn"],
+            ),
+            on_update=cr.AwsSdkCall(
+                service="SageMaker",
+                action="addTags",
+                parameters={"ResourceArn": model_arn, "Tags": self.parameters["Tags"]},
+                physical_resource_id=cr.PhysicalResourceId.of(self.model_name),
+            ),
             on_delete=cr.AwsSdkCall(
                 service="SageMaker",
                 action="deleteModel",
                 parameters={"ModelName": cr.PhysicalResourceIdReference()},
                 ignore_error_codes_matching=_MISSING_MODEL_ERRORS,
-            ),
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(
-                        sid="ManagePeagleModels",
-                        actions=[
-                            "sagemaker:AddTags",
-                            "sagemaker:CreateModel",
-                            "sagemaker:DeleteModel",
-                        ],
-                        resources=[model_arns],
-                    ),
-                    iam.PolicyStatement(
-                        sid="PassExecutionRoleToSageMaker",
-                        actions=["iam:PassRole"],
-                        resources=[execution_role.role_arn],
-                        conditions={
-                            "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
-                        },
-                    ),
-                ]
             ),
             role=provider_role,
             log_group=provider_logs,
@@ -129,10 +147,11 @@ class PeagleModel(Construct):
             install_latest_aws_sdk=False,
             timeout=Duration.minutes(2),
         )
-        self.model_arn = self.resource.get_response_field("ModelArn")
+        self.resource.node.add_dependency(self.provider_policy)
+        self.model_arn = model_arn
 
         acknowledge(
-            self.resource.node.find_child("CustomResourcePolicy"),
+            self.provider_policy,
             "AwsSolutions-IAM5",
             "Model names are content-derived (a hash of the spec after a stable prefix); "
             "the provider must create the new model and delete the old one of a replaced "

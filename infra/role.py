@@ -18,7 +18,15 @@ ECR_PULL_ACTIONS = (
     "ecr:BatchGetImage",
     "ecr:GetDownloadUrlForLayer",
 )
-LOG_ACTIONS = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
+LOG_ACTIONS = (
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:DescribeLogStreams",
+    "logs:PutLogEvents",
+)
+# SageMaker publishes the instance metrics (CPU, memory, disk, GPU) of an endpoint with
+# the execution role into this namespace.
+INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
 # What SageMaker does with the role to attach containers to a VPC (ENIs in its subnets).
 VPC_DESCRIBE_ACTIONS = (
     "ec2:DescribeDhcpOptions",
@@ -153,6 +161,23 @@ class ExecutionRole(Construct):
                 log_group_arn,
                 "Log streams are created by SageMaker per instance with generated names; "
                 "the grant is limited to streams of the endpoint's own log group.",
+            )
+        )
+
+        # --- CloudWatch: the endpoint's instance metrics -----------------------------
+        policy.add_statements(
+            iam.PolicyStatement(
+                sid="PutInstanceMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": INSTANCE_METRICS_NAMESPACE}},
+            )
+        )
+        wildcard_reasons.append(
+            (
+                "*",
+                "cloudwatch:PutMetricData does not support resource-level permissions; it is "
+                f"limited to the {INSTANCE_METRICS_NAMESPACE} namespace by condition.",
             )
         )
 

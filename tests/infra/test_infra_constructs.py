@@ -210,17 +210,28 @@ def test_execution_role_writes_only_its_log_group_and_decrypts_only_its_key(
         "arn:<AWS::Partition>:logs:us-east-1:<AWS::AccountId>:log-group:"
         "/aws/sagemaker/Endpoints/peagle-gpt-oss-20b-prod:*"
     )
-    assert "logs:CreateLogGroup" not in logs["Action"]
+    assert sorted(logs["Action"]) == [
+        "logs:CreateLogGroup",
+        "logs:CreateLogStream",
+        "logs:DescribeLogStreams",
+        "logs:PutLogEvents",
+    ]
+    metrics = sids["PutInstanceMetrics"]
+    assert metrics["Action"] == "cloudwatch:PutMetricData"
+    assert metrics["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
+    }
     (key_id,) = stage_synth.resources(stack, "AWS::KMS::Key")
     assert sids["DecryptOwnKey"]["Action"] == "kms:Decrypt"
     assert sids["DecryptOwnKey"]["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    # Nothing else: S3, ECR, logs, KMS.
+    # Nothing else: S3, ECR, logs, instance metrics, KMS.
     assert set(sids) == {
         "ReadModelAndDrafter",
         "ListModelPrefixes0",
         "PullServingImage",
         "EcrAuthToken",
         "WriteOwnLogGroup",
+        "PutInstanceMetrics",
         "DecryptOwnKey",
     }
 
@@ -263,7 +274,7 @@ def test_stage_roles_have_no_vpc_permissions(stage_synth: Synthesized) -> None:
 
 def test_model_provider_policy_is_scoped(stage_synth: Synthesized) -> None:
     stack = "PeagleEndpoint-staging"
-    sids = _by_sid(_statements(stage_synth, stack, "CustomResourcePolicy"))
+    sids = _by_sid(_statements(stage_synth, stack, "ModelProviderPolicy"))
     manage = sids["ManagePeagleModels"]
     assert sorted(manage["Action"]) == [
         "sagemaker:AddTags",
@@ -285,6 +296,28 @@ def test_model_provider_policy_is_scoped(stage_synth: Synthesized) -> None:
         "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
     }
     assert set(sids) == {"ManagePeagleModels", "PassExecutionRoleToSageMaker"}
+
+
+def test_model_resource_is_one_per_model_name(stage_synth: Synthesized) -> None:
+    """The logical id carries the name's digest: a changed spec is a new resource
+    (CreateModel), never an in-place CreateModel of an existing name."""
+    for stack in STAGES:
+        plan = stage_synth.stacks[stack].plan
+        (logical_id,) = stage_synth.resources(stack, MODEL_RESOURCE_TYPE)
+        assert logical_id.startswith(f"EndpointModelModel{plan.model_name[-8:]}")
+
+
+def test_model_update_only_retags(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-prod"
+    plan = stage_synth.stacks[stack].plan
+    model = stage_synth.one(stack, MODEL_RESOURCE_TYPE)["Properties"]
+    update = json.loads(_text(model["Update"]).replace("<AWS::Partition>", "aws"))
+    assert update["action"] == "addTags"
+    assert update["parameters"]["Tags"] == plan.create_model["Tags"]
+    assert update["parameters"]["ResourceArn"] == (
+        f"arn:aws:sagemaker:us-east-1:<AWS::AccountId>:model/{plan.model_name}"
+    )
+    assert update["physicalResourceId"] == {"id": plan.model_name}
 
 
 def test_model_resource_deletes_by_physical_id(prod: Template, stage_synth: Synthesized) -> None:

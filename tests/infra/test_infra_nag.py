@@ -25,7 +25,7 @@ ALLOWED_FINDINGS = (
     ),
     (
         "AwsSolutions-IAM5",
-        "/Endpoint/Model/Resource/CustomResourcePolicy",
+        "/Endpoint/Model/ProviderPolicy",
         "Resource::arn:<AWS::Partition>:sagemaker:",
     ),
 )
