@@ -68,21 +68,21 @@ class DemoSettings(BaseModel):
 
     model: str = DEMO_MODEL
     instance_type: str = DEMO_INSTANCE
-    num_speculative_tokens: int = 3
+    num_speculative_tokens: int = Field(default=3, ge=1, le=16)
     region: str = "us-east-1"
     role_arn: str = DEMO_ROLE_ARN
-    levels: list[int] = Field(default_factory=lambda: [1, 4])
-    num_prompts: int = 8
-    max_tokens: int = 64
-    ttft_s: float = 0.05
-    """Emulated time to first token."""
-    token_delay_s: float = 0.004
+    levels: list[int] = Field(default_factory=lambda: [1, 4], min_length=1)
+    num_prompts: int = Field(default=8, ge=1)
+    max_tokens: int = Field(default=64, ge=1)
+    ttft_s: float = Field(default=0.05, gt=0.0)
+    """Emulated time to first token (> 0: the prod gate is set below it)."""
+    token_delay_s: float = Field(default=0.004, ge=0.0)
     """Emulated time per output token after the first."""
-    acceptance_rate: float = 0.6
+    acceptance_rate: float = Field(default=0.6, ge=0.0, le=1.0)
     """Emulated per-token draft acceptance (the container's metric lines report it)."""
-    creating_s: float = 0.5
+    creating_s: float = Field(default=0.5, ge=0.0)
     """Emulated time an endpoint spends in Creating."""
-    poll_interval_s: float = 0.25
+    poll_interval_s: float = Field(default=0.25, gt=0.0)
     """How often the SDK polls DescribeEndpoint while waiting (2 s against AWS)."""
     prompt: str = "Write a Python function that checks whether a number is prime."
 

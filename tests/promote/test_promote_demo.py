@@ -3,6 +3,7 @@ its numbers come from an emulator, refuse the prod promotion, and leave nothing 
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from peagle_deploy.demo import DemoSettings, run_demo
@@ -46,3 +47,18 @@ def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
     assert summary.promotions and summary.promotions[0]["status"] == "refused"
     assert summary.steps[-1].name == "6. clean up" and summary.steps[-1].ok
     assert "rehearsal FAILED" in console.export_text()
+
+
+def test_cli_demo_json_summary_and_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`peagle demo` (what `make demo` runs): exit 0 and a JSON summary on stdout."""
+    import json
+
+    from peagle_deploy.cli.app import main
+
+    monkeypatch.setattr(DemoSettings, "quick", classmethod(lambda cls: _fast()))
+    assert main(["demo", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["ok"] is True and summary["emulated"] is True
+    assert [p["status"] for p in summary["promotions"]] == ["promoted", "refused"]
