@@ -557,3 +557,72 @@ def test_autoscaling_uses_spec_bounds_and_invocations_per_instance(
     assert tracking["PredefinedMetricSpecification"] == {
         "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
     }
+
+
+# --- Template assertions, one per construct (aws_cdk.assertions) ----------------------
+
+
+def test_template_assertions_per_construct(prod: Template) -> None:
+    # ExecutionRole
+    prod.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})
+                ]
+            },
+            "ManagedPolicyArns": Match.absent(),
+        },
+    )
+    # PeagleModel
+    prod.has_resource(
+        MODEL_RESOURCE_TYPE,
+        {
+            "Properties": Match.object_like(
+                {"InstallLatestAwsSdk": False, "Create": Match.any_value()}
+            ),
+            "DeletionPolicy": "Delete",
+        },
+    )
+    # SpecDecodeMetrics
+    for field in METRIC_FIELDS:
+        prod.has_resource_properties(
+            "AWS::Logs::MetricFilter",
+            {
+                "FilterPattern": metric_filter_pattern(),
+                "MetricTransformations": [
+                    Match.object_like(
+                        {
+                            "MetricNamespace": METRIC_NAMESPACE,
+                            "MetricName": field.metric_name,
+                            "MetricValue": metric_value_selector(field),
+                        }
+                    )
+                ],
+            },
+        )
+    # EndpointDashboard
+    prod.resource_properties_count_is(
+        "AWS::CloudWatch::Dashboard", {"DashboardName": "peagle-gpt-oss-20b-prod"}, 1
+    )
+    # EndpointAutoscaling
+    prod.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"MinCapacity": 2, "MaxCapacity": 4, "RoleARN": Match.absent()},
+    )
+    prod.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"PolicyName": "peagle-gpt-oss-20b-prod-invocations"},
+    )
+    # Outputs
+    prod.has_output("EndpointName", {"Value": "peagle-gpt-oss-20b-prod"})
+    prod.has_output("ExecutionRoleArn", {"Value": {"Fn::GetAtt": Match.any_value()}})
+
+
+def test_template_assertions_fail_on_a_wrong_expectation(prod: Template) -> None:
+    """The assertions above can fail: a wrong bound is reported."""
+    with pytest.raises(Exception, match="ScalableTarget"):
+        prod.has_resource_properties(
+            "AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 3}
+        )
