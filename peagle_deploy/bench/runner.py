@@ -337,8 +337,8 @@ async def run_sweep_async(
     started = _now()
     levels: list[LevelResult] = []
     marks: list[tuple[Any, Any]] = []
-    await target.start(max(config.concurrency))
     try:
+        await target.start(max(config.concurrency))
         for concurrency in config.concurrency:
             if config.warmup:
                 await run_level(

@@ -343,12 +343,22 @@ class SageMakerTarget:
                 read_timeout=self.request_timeout_s,
                 retries={"max_attempts": 1, "mode": "standard"},
             )
-            self._runtime = boto3.client(
-                "sagemaker-runtime",
-                region_name=self.region,
-                config=config,
-                endpoint_url=self.endpoint_url,
-            )
+            from botocore.exceptions import NoRegionError
+
+            session = boto3.Session(region_name=self.region)
+            if session.get_credentials() is None:
+                raise PeagleError(
+                    "no AWS credentials found for the SageMaker target "
+                    "(set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+                )
+            try:
+                self._runtime = session.client(
+                    "sagemaker-runtime", config=config, endpoint_url=self.endpoint_url
+                )
+            except NoRegionError:
+                raise SpecError(
+                    "--region", "no AWS region configured", "an AWS region, e.g. us-west-2"
+                ) from None
 
     async def request(
         self, messages: list[dict[str, Any]], max_tokens: int, temperature: float

@@ -89,3 +89,28 @@ def test_missing_endpoint_is_a_failed_request_with_the_reason(aws: LocalAWS) -> 
     (reason,) = d["errors"]
     assert "ValidationError" in reason
     assert "nope" in reason
+
+
+def test_missing_region_or_credentials_fail_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from peagle_deploy.errors import PeagleError, SpecError
+
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with pytest.raises(SpecError) as err:
+        run_sweep(SageMakerTarget("ep"), _config(concurrency=[1], num_prompts=1), dataset=TINY)
+    assert err.value.field == "--region"
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(PeagleError, match="no AWS credentials"):
+        run_sweep(
+            SageMakerTarget("ep", region="us-east-1"),
+            _config(concurrency=[1], num_prompts=1),
+            dataset=TINY,
+        )
