@@ -191,6 +191,22 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     status = str(desc["EndpointStatus"])
     log_lines = endpoint.logs(limit=20) if status == "Failed" else []
     pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    manifest: dict[str, Any] | None = None
+    try:
+        found = endpoint.manifest()
+    except Exception as exc:  # missing permission, unreadable manifest: show, don't fail
+        manifest = {"error": str(exc)}
+    else:
+        if found is not None:
+            manifest = {
+                "parameter": found.parameter_name,
+                "content_hash": found.content_hash,
+                "endpoint_config_name": found.endpoint_config_name,
+                "deployed_at": found.deployed_at.isoformat(),
+                "deployed_by": found.deployed_by,
+                "git_commit": found.git_commit,
+                "promoted_from": found.promoted_from,
+            }
     data = {
         "endpoint_name": name,
         "status": status,
@@ -208,6 +224,7 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
             for v in desc.get("ProductionVariants", [])
         ],
         "log_tail": log_lines,
+        "manifest": manifest,
         "region": endpoint.region,
     }
     if as_json:
@@ -222,6 +239,22 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
             output.console.print(f"reason: {data['failure_reason']}", highlight=False)
         for line in log_lines:
             output.console.print(f"  {line}", highlight=False, markup=False)
+        if manifest and "error" in manifest:
+            output.warn(f"manifest not readable: {manifest['error']}")
+        elif manifest:
+            stale = manifest["endpoint_config_name"] != data["endpoint_config_name"]
+            line = (
+                f"manifest: spec {manifest['content_hash']} deployed "
+                f"{manifest['deployed_at']} by {manifest['deployed_by'] or '-'}"
+            )
+            if manifest["promoted_from"]:
+                line += f" (promoted from {manifest['promoted_from']})"
+            if stale:
+                line += " [yellow](describes another config: stale)[/]"
+            output.console.print(
+                line,
+                highlight=False,
+            )
     if wait and status in ("Failed", "OutOfService"):
         raise typer.Exit(1)
 

@@ -14,6 +14,7 @@ from peagle_deploy.streaming import ChatChunk, iter_chat_chunks
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
     from peagle_deploy.sdk.deploy import DeployOutcome
+    from peagle_deploy.sdk.manifest import DeploymentManifest
     from peagle_deploy.sdk.waiter import WaitResult
 
 
@@ -200,6 +201,22 @@ class PeagleEndpoint:
             poll_interval_s=poll_interval_s,
             progress=progress,
         )
+
+    def tags(self) -> dict[str, str]:
+        """The endpoint's tags (peagle:managed, peagle:stage, peagle:spec-hash, ...)."""
+        arn = self.describe()["EndpointArn"]
+        tags = self.sagemaker.list_tags(ResourceArn=arn).get("Tags", [])
+        return {t["Key"]: t["Value"] for t in tags}
+
+    def manifest(self) -> DeploymentManifest | None:
+        """The deployment manifest recorded for this endpoint (None if none or untagged)."""
+        from peagle_deploy.plan import STAGE_TAG
+        from peagle_deploy.sdk.manifest import read_manifest
+
+        stage = self.tags().get(STAGE_TAG)
+        if stage is None:
+            return None
+        return read_manifest(stage, self.endpoint_name, ssm_client=self._client("ssm"))
 
     def logs(self, limit: int = 20) -> list[str]:
         """Last lines of the endpoint's newest CloudWatch log stream ([] if none)."""

@@ -55,6 +55,10 @@ def test_cli_lifecycle(aws: AwsEnv, capsys: pytest.CaptureFixture[str]) -> None:
     status = _json(capsys, "status", NAME, "--wait")
     assert status["status"] == "InService"
     assert status["endpoint_config_name"] == updated["endpoint_config_name"]
+    assert status["manifest"]["content_hash"] == updated["content_hash"]
+    assert status["manifest"]["deployed_by"] == "peagle deploy"
+    code, out, _ = _run(capsys, "status", NAME)
+    assert code == 0 and f"manifest: spec {updated['content_hash']}" in out
 
     code, out, _ = _run(capsys, "invoke", NAME, "Say hi", "--stream", "--max-tokens", "6")
     assert code == 0 and out.strip()
