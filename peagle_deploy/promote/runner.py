@@ -328,7 +328,7 @@ def promote(
             changes.append(f"write {options.write_spec} (instead of deploying)")
         return PromotionResult(
             status="dry-run",
-            message="dry run: no gate was run and nothing was changed",
+            message="no gate was run and nothing was changed",
             **base,
         )
 
