@@ -27,7 +27,12 @@ from typing import Any, Literal
 
 from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
-from peagle_deploy.sdk.endpoint import PeagleEndpoint, _delete_quietly, derived_name_pattern
+from peagle_deploy.sdk.endpoint import (
+    PeagleEndpoint,
+    _delete_quietly,
+    derived_name_pattern,
+    sweepable,
+)
 from peagle_deploy.sdk.manifest import (
     DeploymentManifest,
     ManifestError,
@@ -377,6 +382,33 @@ class _Deployer:
             if _delete_quietly(self.sm.delete_model, ModelName=model):
                 self.removed.append(f"model:{model}")
 
+    def remove_stale(self, previous: str | None) -> None:
+        """After a successful update: remove the replaced config and model, and any other
+        config/model the planner derived for this endpoint that nothing uses any more
+        (left behind by `wait=False` updates or interrupted runs)."""
+        p = self.plan
+        if previous and previous != p.endpoint_config_name:
+            self.remove_config_and_model(previous)
+        if not sweepable(p.endpoint_name):
+            return
+        prefix = p.endpoint_name[:40]
+        config_pattern = derived_name_pattern(p.endpoint_name, "c")
+        for page in self.sm.get_paginator("list_endpoint_configs").paginate(NameContains=prefix):
+            for item in page.get("EndpointConfigs", []):
+                name = item["EndpointConfigName"]
+                if config_pattern.match(name) and name != p.endpoint_config_name:
+                    self.remove_config_and_model(name)
+        model_pattern = derived_name_pattern(p.endpoint_name, "m")
+        for page in self.sm.get_paginator("list_models").paginate(NameContains=prefix):
+            for item in page.get("Models", []):
+                name = item["ModelName"]
+                if (
+                    model_pattern.match(name)
+                    and name != p.model_name
+                    and _delete_quietly(self.sm.delete_model, ModelName=name)
+                ):
+                    self.removed.append(f"model:{name}")
+
     def remove_planned_if_unused(self) -> None:
         """Remove this plan's config and model unless the endpoint serves or targets them."""
         desc = self.describe()
@@ -538,7 +570,7 @@ class _Deployer:
         if previous and previous != p.endpoint_config_name:
             # We joined an update to our config: finish it as `update` would.
             self.sm.add_tags(ResourceArn=desc["EndpointArn"], Tags=p.tags)
-            self.remove_config_and_model(previous)
+            self.remove_stale(previous)
         return self.finish("resume", previous, waited=result)
 
     def update(self, previous: str | None) -> DeployOutcome:
@@ -571,8 +603,7 @@ class _Deployer:
         serving = desc.get("EndpointConfigName")
         if result.status == "InService" and serving == p.endpoint_config_name:
             self.sm.add_tags(ResourceArn=desc["EndpointArn"], Tags=p.tags)
-            if previous and previous != p.endpoint_config_name:
-                self.remove_config_and_model(previous)
+            self.remove_stale(previous)
             return self.finish("update", previous, waited=result)
         # Rolled back (or failed): the endpoint keeps serving what it served before.
         tail_error = self.failure(desc, since_ms)

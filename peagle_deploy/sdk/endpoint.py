@@ -101,10 +101,23 @@ class DeleteResult:
         }
 
 
+_DERIVED_HEAD = 63 - 2 - 8
+
+
 def derived_name_pattern(endpoint_name: str, kind: str) -> re.Pattern[str]:
     """Names the planner derives for `endpoint_name` (kind "m" model, "c" config)."""
-    head = endpoint_name[: 63 - 2 - 8].rstrip("-")
+    head = endpoint_name[:_DERIVED_HEAD].rstrip("-")
     return re.compile(rf"^{re.escape(head)}-{kind}[0-9a-f]{{8}}$")
+
+
+def sweepable(endpoint_name: str) -> bool:
+    """Whether derived names identify this endpoint alone.
+
+    Longer names are cut before the hash suffix, so two long endpoint names with the same
+    first 53 characters share a prefix: then only resources the endpoint references are
+    removed, never found by name.
+    """
+    return len(endpoint_name) <= _DERIVED_HEAD
 
 
 class PeagleEndpoint:
@@ -256,10 +269,14 @@ class PeagleEndpoint:
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
+        sweep = sweepable(self.endpoint_name)
         pattern = derived_name_pattern(self.endpoint_name, "c")
-        for page in sm.get_paginator("list_endpoint_configs").paginate(
-            NameContains=self.endpoint_name[:40]
-        ):
+        config_pages = (
+            sm.get_paginator("list_endpoint_configs").paginate(NameContains=self.endpoint_name[:40])
+            if sweep
+            else []
+        )
+        for page in config_pages:
             for item in page.get("EndpointConfigs", []):
                 name = item["EndpointConfigName"]
                 if pattern.match(name) and name not in configs:
@@ -278,7 +295,12 @@ class PeagleEndpoint:
             if _delete_quietly(sm.delete_endpoint_config, EndpointConfigName=config):
                 result.endpoint_configs.append(config)
         model_pattern = derived_name_pattern(self.endpoint_name, "m")
-        for page in sm.get_paginator("list_models").paginate(NameContains=self.endpoint_name[:40]):
+        model_pages = (
+            sm.get_paginator("list_models").paginate(NameContains=self.endpoint_name[:40])
+            if sweep
+            else []
+        )
+        for page in model_pages:
             for item in page.get("Models", []):
                 if model_pattern.match(item["ModelName"]) and item["ModelName"] not in models:
                     models.append(item["ModelName"])

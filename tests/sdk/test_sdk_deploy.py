@@ -437,3 +437,20 @@ def test_stream_broken_off_by_the_model_is_a_clear_error(aws: AwsEnv) -> None:
         PeagleEndpoint.from_name("nope", boto_session=aws.session).chat(
             [{"role": "user", "content": "hi"}]
         )
+
+
+def test_update_sweeps_leftovers_of_no_wait_updates(aws: AwsEnv) -> None:
+    first = _deploy(aws).deployment
+    aws.ext.script_endpoint(NAME, updating_s=10.0)
+    second = _deploy(aws, num_speculative_tokens=4, wait=False).deployment
+    assert first is not None and second is not None and second.status == "Updating"
+    aws.clock.advance(20.0)  # the no-wait update finished; nobody removed the old config
+    assert len(aws.names()["configs"]) == 2
+    third = _deploy(aws, num_speculative_tokens=5).deployment
+    assert third is not None and third.action == "update"
+    assert aws.names() == {
+        "endpoints": [NAME],
+        "configs": [third.endpoint_config_name],
+        "models": [third.model_name],
+    }
+    assert f"endpoint-config:{first.endpoint_config_name}" in third.removed
