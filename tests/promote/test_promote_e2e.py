@@ -349,6 +349,32 @@ def test_write_spec_for_cdk_writes_the_file_and_deploys_nothing(env: Env, tmp_pa
     assert env.state()["endpoints"] == {}
 
 
+def test_write_spec_output_is_a_stage_file_the_cdk_app_synthesizes(
+    env: Env, tmp_path: Path
+) -> None:
+    """Promote into a copy of the repository's own stages/staging.yaml and plan it the
+    way the CDK app does (infra.stages.StageConfig): the file must stay usable."""
+    import shutil
+
+    from infra.stages import StageConfig
+
+    repo = Path(__file__).resolve().parents[2]
+    target = tmp_path / "staging.yaml"
+    shutil.copy(repo / "stages" / "staging.yaml", target)
+    before = StageConfig(name="staging", spec_file=target).load_spec()
+
+    env.deploy("dev")
+    assert env.promote(gates(), write_spec=target).status == "spec-written"
+    stage = StageConfig(name="staging", spec_file=target)
+    after = stage.load_spec()
+    assert after.model == MODEL  # dev's configuration ...
+    assert after.initial_instance_count == before.initial_instance_count  # ... staging's
+    assert after.scaling == before.scaling and after.rollout == before.rollout
+    assert after.tags == before.tags
+    plan = stage.plan()
+    assert plan.endpoint_name.endswith("-staging")
+
+
 def test_cli_promote_json_and_refusal_exit_code(
     env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
