@@ -150,6 +150,13 @@ class _Steps:
 
 def run_demo(settings: DemoSettings | None = None, console: Console | None = None) -> DemoSummary:
     """Run the rehearsal end to end; never touches AWS, always cleans up."""
+    try:
+        import moto  # noqa: F401
+    except ImportError:
+        raise PeagleError(
+            "peagle demo needs the embedded local AWS: pip install 'peagle-deploy[local]' "
+            "(`make demo` installs it)"
+        ) from None
     from peagle_deploy.emulator import LocalAWS
 
     settings = settings or DemoSettings()
