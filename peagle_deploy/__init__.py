@@ -22,7 +22,7 @@ _LAZY = {
     "SpecError": "peagle_deploy.errors",
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [*_LAZY, "__version__"]  # noqa: PLE0604 (the _LAZY keys are strings)
 
 
 def __getattr__(name: str) -> Any:
