@@ -203,21 +203,30 @@ def main(argv: list[str] | None = None) -> int:
         "vllm_bench_client_cpu_us_per_token": vllm_us,
     }
 
-    # 2. TTFT fidelity at concurrency 8.
+    # 2. TTFT fidelity at concurrency 8 (same rounds; medians of the per-run medians).
     ttft_cfg = args.ttft_ms
+    a_ttft: list[float] = []
+    b_ttft: list[float] = []
+    a_tp: list[float] = []
+    b_tp: list[float] = []
     with LoopbackProcess("--ttft-ms", str(ttft_cfg), "--token-delay-ms", "1") as server:
-        a = ours(server.url, 8, 64, 64)
-        b8: dict[str, Any] | None = (
-            vllm(venv, tokdir, server.root, concurrency=8, num_prompts=64, max_tokens=64)
-            if have_vllm
-            else None
-        )
+        for i in range(args.repeats):
+            a = ours(server.url, 8, 64, 64)
+            a_ttft.append(a["median_ttft_ms"])
+            a_tp.append(a["output_throughput"])
+            line = f"c=8 round {i + 1}: peagle bench median TTFT {a['median_ttft_ms']:.2f} ms"
+            if have_vllm:
+                b = vllm(venv, tokdir, server.root, concurrency=8, num_prompts=64, max_tokens=64)
+                b_ttft.append(b["median_ttft_ms"])
+                b_tp.append(b["output_throughput"])
+                line += f" | vllm bench serve {b['median_ttft_ms']:.2f} ms"
+            print(line, flush=True)
     report["ttft_c8"] = {
         "configured_ttft_ms": ttft_cfg,
-        "peagle_bench_median_ttft_ms": a["median_ttft_ms"],
-        "vllm_bench_median_ttft_ms": b8["median_ttft_ms"] if b8 else None,
-        "peagle_bench_output_throughput": a["output_throughput"],
-        "vllm_bench_output_throughput": b8["output_throughput"] if b8 else None,
+        "peagle_bench_median_ttft_ms": a_ttft,
+        "vllm_bench_median_ttft_ms": b_ttft,
+        "peagle_bench_output_throughput": a_tp,
+        "vllm_bench_output_throughput": b_tp,
     }
 
     med = statistics.median
@@ -237,15 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         + (f"{vllm_us:.2f} |" if vllm_us is not None else "n/a |")
     )
     print(
-        f"| c=8 median TTFT, configured {ttft_cfg:g} ms (ms) | {a['median_ttft_ms']:.2f} | "
-        + (f"{b8['median_ttft_ms']:.2f} |" if b8 else "n/a |")
+        f"| c=8 median TTFT, configured {ttft_cfg:g} ms, median of runs (ms) | "
+        f"{med(a_ttft):.2f} | " + (f"{med(b_ttft):.2f} |" if b_ttft else "n/a |")
     )
     print(
-        f"| c=8 output_throughput (tok/s) | {a['output_throughput']:,.0f} | "
-        + (f"{b8['output_throughput']:,.0f} |" if b8 else "n/a |")
+        f"| c=8 output_throughput, median of runs (tok/s) | {med(a_tp):,.0f} | "
+        + (f"{med(b_tp):,.0f} |" if b_tp else "n/a |")
     )
     ok_tp = not vllm_tp or med(ours_tp) >= med(vllm_tp)
-    ok_ttft = abs(a["median_ttft_ms"] - ttft_cfg) <= 2.0
+    ok_ttft = abs(med(a_ttft) - ttft_cfg) <= 2.0
     report["checks"] = {"throughput_ge_vllm": ok_tp, "ttft_within_2ms": ok_ttft}
     print()
     print(f"throughput >= vLLM's: {'PASS' if ok_tp else 'FAIL'}")
