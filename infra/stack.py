@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -67,6 +67,10 @@ class PeagleStack(Stack):
             termination_protection=stage.termination_protection,
         )
         self.plan = plan
+        # The plan's tags (peagle:managed, peagle:stage, peagle:spec-hash, the spec's own)
+        # on every taggable resource of the stack, as the SDK tags what it creates.
+        for tag in plan.tags:
+            Tags.of(self).add(tag["Key"], tag["Value"])
         removal = RemovalPolicy.RETAIN if stage.retain else RemovalPolicy.DESTROY
         for warning in plan.warnings:
             if "execution_role_arn" in warning:

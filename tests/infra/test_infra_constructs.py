@@ -100,6 +100,20 @@ def test_stage_stacks_are_bound_to_the_plan_region(all_synths: list[Synthesized]
     assert edge_stack.account == EDGE_ACCOUNT
 
 
+def test_plan_tags_on_every_taggable_resource(stage_synth: Synthesized) -> None:
+    stack = "PeagleEndpoint-staging"
+    expected = sorted(stage_synth.stacks[stack].plan.tags, key=lambda t: t["Key"])
+    for rtype in (
+        "AWS::KMS::Key",
+        "AWS::IAM::Role",
+        "AWS::Logs::LogGroup",
+        "AWS::Lambda::Function",
+    ):
+        for lid, res in stage_synth.resources(stack, rtype).items():
+            tags = sorted(res["Properties"]["Tags"], key=lambda t: t["Key"])
+            assert tags == expected, (rtype, lid)
+
+
 def test_prod_retains_data_and_is_termination_protected(stage_synth: Synthesized) -> None:
     prod = stage_synth.stacks["PeagleEndpoint-prod"]
     dev = stage_synth.stacks["PeagleEndpoint-dev"]
@@ -540,7 +554,10 @@ def test_autoscaling_uses_spec_bounds_and_invocations_per_instance(
 ) -> None:
     stack = "PeagleEndpoint-prod"
     target = stage_synth.one(stack, "AWS::ApplicationAutoScaling::ScalableTarget")
-    props = target["Properties"]
+    props = dict(target["Properties"])
+    assert sorted(props.pop("Tags"), key=lambda t: t["Key"]) == sorted(
+        stage_synth.stacks[stack].plan.tags, key=lambda t: t["Key"]
+    )
     assert props == {
         "MaxCapacity": 4,
         "MinCapacity": 2,
