@@ -40,6 +40,9 @@ class SSEParser:
     done: bool = False
 
     def feed(self, chunk: bytes) -> list[str]:
+        if not self._buffer and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+            # Whole events and nothing buffered (the usual case): no buffer copies.
+            return self._events(chunk[:-2].split(b"\n\n"))
         self._buffer.extend(chunk)
         # Normalise CRLF so the event separator is always a blank line of "\n\n".
         if b"\r" in self._buffer:
@@ -51,6 +54,18 @@ class SSEParser:
                 break
             raw = bytes(self._buffer[:end])
             del self._buffer[: end + 2]
+            data = _event_data(raw.decode("utf-8"))
+            if data is None:
+                continue
+            if data == DONE:
+                self.done = True
+                continue
+            events.append(data)
+        return events
+
+    def _events(self, raws: list[bytes]) -> list[str]:
+        events: list[str] = []
+        for raw in raws:
             data = _event_data(raw.decode("utf-8"))
             if data is None:
                 continue
