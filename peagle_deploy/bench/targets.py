@@ -244,7 +244,8 @@ class OpenAITarget:
                 parser = SSEParser()
                 feed = parser.feed
                 on_event = acc.event
-                async for data in resp.content.iter_any():
+                readany = resp.content.readany
+                while data := await readany():
                     now = perf()
                     for event in feed(data):
                         on_event(event, now)

@@ -102,7 +102,11 @@ ReportOpt = Annotated[
     typer.Option("--report", help="Directory for results.json/.csv, report.md, throughput.png."),
 ]
 ProgressOpt = Annotated[
-    bool, typer.Option("--progress/--no-progress", help="Progress bar per level (on a TTY).")
+    bool,
+    typer.Option(
+        "--progress/--no-progress",
+        help="Progress bar per level (only on a TTY, never with --json).",
+    ),
 ]
 
 
@@ -149,7 +153,7 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
     config = _config(
         concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset, seed,
-        hourly_price, progress and json_path != "-",
+        hourly_price, progress and json_path is None,
     )  # fmt: skip
     if url:
         from peagle_deploy.bench.targets import split_base_url
@@ -224,7 +228,7 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
         entries = _target_entries(targets or [], file)
         config = _config(
             concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset,
-            seed, hourly_price, progress and json_path != "-",
+            seed, hourly_price, progress and json_path is None,
         )  # fmt: skip
         runs: list[SweepResult] = []
         for entry in entries:
