@@ -15,7 +15,7 @@ its random dataset needs a tokenizer, so the script writes a tiny word-level one
 that environment's `tokenizers` package (offline). Without that environment the vLLM
 columns are skipped and say so.
 
-    .venv/bin/python benchmarks/bench_harness.py [--repeats 3] [--num-prompts 2048] [--json F]
+    .venv/bin/python benchmarks/bench_harness.py [--repeats 5] [--num-prompts 1536] [--json F]
 """
 
 from __future__ import annotations
@@ -142,8 +142,8 @@ def vllm(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--num-prompts", type=int, default=2048, help="requests per run at c=128")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--num-prompts", type=int, default=1536, help="requests per run at c=128")
     p.add_argument("--ttft-ms", type=float, default=50.0, help="configured TTFT for check 2")
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = p.parse_args(argv)
