@@ -423,11 +423,13 @@ class LoopbackServer:
                 f"{name}_total{{{labels}}} {float(value)}",
                 f"{name}_created{{{labels}}} {float(self._created)}",
             ]
-        if self.config.spec_tokens > 0:
+        k = self.config.spec_tokens
+        if k > 0:
+            # Accepted tokens spread evenly over the K positions (rate = acceptance_rate).
             per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos"
+            lines.append(f"# TYPE {per_pos} counter")
             lines += [
-                f"# TYPE {per_pos} counter",
-                f'{per_pos}_total{{{labels},position="0"}} {float(c.accepted)}',
+                f'{per_pos}_total{{{labels},position="{i}"}} {c.accepted / k}' for i in range(k)
             ]
         lines += [
             "# TYPE vllm:num_requests_running gauge",

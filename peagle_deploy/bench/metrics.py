@@ -67,6 +67,8 @@ class SpecDecodeStats:
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
     source: str = "prometheus"
+    per_position: tuple[float, ...] = ()
+    """Acceptance rate (0-1) at draft position 1, 2, ... (vLLM's per-position rates)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,6 +82,10 @@ class SpecDecodeStats:
             out["spec_decode_draft_tokens"] = self.draft_tokens
         if self.accepted_tokens is not None:
             out["spec_decode_accepted_tokens"] = self.accepted_tokens
+        if self.per_position:
+            out["spec_decode_per_position_acceptance_rates"] = [
+                round(r, 4) for r in self.per_position
+            ]
         return out
 
 
@@ -191,6 +197,13 @@ def spec_decode_delta(
     accepted = after.accepted_tokens - before.accepted_tokens
     if draft_tokens <= 0:
         return None
+    per_position: tuple[float, ...] = ()
+    if drafts > 0:
+        width = max(len(before.accepted_per_position), len(after.accepted_per_position))
+        per_position = tuple(
+            (_at(after.accepted_per_position, i) - _at(before.accepted_per_position, i)) / drafts
+            for i in range(width)
+        )
     return SpecDecodeStats(
         acceptance_rate=accepted / draft_tokens * 100.0,
         acceptance_length=1.0 + accepted / drafts if drafts > 0 else 0.0,
@@ -198,7 +211,12 @@ def spec_decode_delta(
         draft_tokens=draft_tokens,
         accepted_tokens=accepted,
         source="prometheus",
+        per_position=per_position,
     )
+
+
+def _at(values: Sequence[float], i: int) -> float:
+    return values[i] if i < len(values) else 0.0
 
 
 def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeStats | None:
@@ -214,6 +232,7 @@ def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeS
     draft = accepted = drafts = 0.0
     drafts_known = True
     weighted_len = 0.0
+    positions: list[tuple[float, list[float]]] = []  # (weight, rates) per interval
     for doc in docs:
         try:
             d = float(doc["draft_tokens_per_s"])
@@ -226,10 +245,15 @@ def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeS
         draft += d
         accepted += a
         weighted_len += length * d
+        weight = d
         if length > 1.0 and a > 0:
-            drafts += a / (length - 1.0)
+            weight = a / (length - 1.0)  # the interval's drafts
+            drafts += weight
         else:
             drafts_known = False
+        rates = doc.get("acceptance_rate_per_position")
+        if isinstance(rates, list) and rates:
+            positions.append((weight, [float(r) for r in rates]))
     if draft <= 0:
         return None
     length_all = 1.0 + accepted / drafts if drafts_known and drafts > 0 else weighted_len / draft
@@ -237,4 +261,16 @@ def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeS
         acceptance_rate=accepted / draft * 100.0,
         acceptance_length=length_all,
         source="cloudwatch-logs",
+        per_position=_weighted_positions(positions),
     )
+
+
+def _weighted_positions(items: Sequence[tuple[float, list[float]]]) -> tuple[float, ...]:
+    """Per-position rates averaged over intervals, weighted by each interval's drafts."""
+    width = max((len(rates) for _, rates in items), default=0)
+    out: list[float] = []
+    for i in range(width):
+        pairs = [(w, rates[i]) for w, rates in items if i < len(rates)]
+        total = sum(w for w, _ in pairs)
+        out.append(sum(w * r for w, r in pairs) / total if total > 0 else 0.0)
+    return tuple(out)

@@ -124,6 +124,7 @@ class LevelResult:
                 draft_tokens=doc.get("spec_decode_draft_tokens"),
                 accepted_tokens=doc.get("spec_decode_accepted_tokens"),
                 source=str(doc.get("spec_decode_source", "prometheus")),
+                per_position=tuple(doc.get("spec_decode_per_position_acceptance_rates") or ()),
             )
         for key in list(metrics):
             if key.startswith("spec_decode_") or key == "cost_per_million_output_tokens":

@@ -120,12 +120,14 @@ def test_accumulator_without_choices_fails() -> None:
 
 
 def test_spec_decode_delta_uses_vllm_formulas() -> None:
-    before = SpecDecodeCounters(10.0, 30.0, 12.0, ())
-    after = SpecDecodeCounters(110.0, 330.0, 192.0, ())
+    before = SpecDecodeCounters(10.0, 30.0, 12.0, (8.0, 4.0))
+    after = SpecDecodeCounters(110.0, 330.0, 192.0, (88.0, 64.0, 40.0))
     stats = spec_decode_delta(before, after)
     assert stats is not None
     assert stats.acceptance_rate == pytest.approx(180 / 300 * 100)
     assert stats.acceptance_length == pytest.approx(1 + 180 / 100)
+    assert stats.per_position == pytest.approx((0.8, 0.6, 0.4))
+    assert stats.to_dict()["spec_decode_per_position_acceptance_rates"] == [0.8, 0.6, 0.4]
     assert spec_decode_delta(before, before) is None
     assert spec_decode_delta(None, after) is None
 
@@ -139,6 +141,7 @@ def test_spec_decode_from_container_metric_lines() -> None:
                 "draft_tokens_per_s": draft_s,
                 "accepted_tokens_per_s": draft_s * rate,
             },
+            per_position_acceptance=[rate * 1.5, rate * 0.5],
             timestamp_ms=0,
         )
         return json.loads(text)
@@ -150,6 +153,10 @@ def test_spec_decode_from_container_metric_lines() -> None:
     # drafts: 200/2 = 100 and 300/1 = 300 -> length 1 + 500/400
     assert stats.acceptance_length == pytest.approx(1 + 500 / 400)
     assert stats.source == "cloudwatch-logs"
+    # weighted by each interval's drafts (100 and 300)
+    assert stats.per_position == pytest.approx(
+        ((100 * 0.75 + 300 * 0.375) / 400, (100 * 0.25 + 300 * 0.125) / 400)
+    )
     assert spec_decode_from_metric_lines([line(0.5, 3.0, 0.0)]) is None
 
 

@@ -68,6 +68,7 @@ def test_acceptance_from_metrics_page_per_level() -> None:
     assert spec.accepted_tokens == 60
     assert spec.acceptance_rate == pytest.approx(50.0)
     assert spec.acceptance_length == pytest.approx(2.5)
+    assert spec.per_position == pytest.approx((0.5, 0.5, 0.5))
 
 
 def test_failures_are_counted_with_reasons() -> None:

@@ -71,6 +71,9 @@ def test_stream_metrics_and_acceptance_from_logs(aws: LocalAWS) -> None:
         assert d["spec_decode_acceptance_rate"] == pytest.approx(50.0)
         assert d["spec_decode_acceptance_length"] == pytest.approx(3.0)
         assert d["spec_decode_source"] == "cloudwatch-logs"
+        rates = d["spec_decode_per_position_acceptance_rates"]
+        assert len(rates) == 4
+        assert sum(rates) / 4 == pytest.approx(0.5)
 
 
 def test_no_metric_lines_means_no_acceptance(aws: LocalAWS) -> None:
