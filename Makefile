@@ -47,7 +47,7 @@ unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
 test: lint typecheck unit
 
 synth: $(VENV)/.stamp-dev node_modules/.stamp
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --all --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache
