@@ -42,7 +42,7 @@ typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy
 
 unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2 --dist loadgroup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2
 
 test: lint typecheck unit
 
