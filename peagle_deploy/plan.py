@@ -18,7 +18,7 @@ from peagle_deploy import render, validation
 from peagle_deploy.catalog.instances import INSTANCE_TYPES
 from peagle_deploy.catalog.resolve import ResolvedModel, resolve_model, resolve_region
 from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.models import DeploymentSpec
+from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
 
 PLACEHOLDER_ROLE_ARN = "arn:aws:iam::000000000000:role/peagle-placeholder-set-execution-role-arn"
 """Shown by `peagle plan` when no role is given; deploy refuses it (`has_placeholder_role`)."""
@@ -48,6 +48,8 @@ class Plan:
     create_endpoint: dict[str, Any]
     update_endpoint: dict[str, Any]
     tags: list[dict[str, str]]
+    rollout: RolloutSpec
+    """The spec's rollout with its default strategy resolved for the instance count."""
     warnings: list[str]
     image_uri: str
     model_data_uri: str
@@ -176,6 +178,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         )
     validation.check_tags(spec.tags, MANAGED_TAG_COUNT)
 
+    rollout = spec.rollout.resolved(spec.initial_instance_count)
     vpc = spec.vpc
     ri = render.RenderInput(
         image_uri=resolved.image_uri,
@@ -201,7 +204,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         kms_key_id=spec.kms_key_id,
         routing_strategy=spec.routing_strategy,
         inference_ami_version=spec.inference_ami_version,
-        rollout=spec.rollout,
+        rollout=rollout,
         scaling=spec.scaling,
         drafter_trained_tokens=resolved.drafter_parallel_tokens,
     )
@@ -220,7 +223,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
             endpoint_name,
             model_body,
             config_body,
-            render.deployment_config(spec.rollout),
+            render.deployment_config(rollout),
         ],
         12,
     )
@@ -242,8 +245,9 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         create_model=render.create_model(ri, model_name, tags),
         create_endpoint_config=render.create_endpoint_config(ri, config_name, model_name, tags),
         create_endpoint=render.create_endpoint(endpoint_name, config_name, tags),
-        update_endpoint=render.update_endpoint(endpoint_name, config_name, spec.rollout),
+        update_endpoint=render.update_endpoint(endpoint_name, config_name, rollout),
         tags=tags,
+        rollout=rollout,
         warnings=warnings,
         image_uri=resolved.image_uri,
         model_data_uri=str(model_data_source["S3Uri"]),

@@ -434,7 +434,7 @@ def check_rollout(spec: DeploymentSpec) -> list[str]:
     instances; with one instance that cannot hold, so the update may be refused.
     """
     check_alarms(spec)
-    strategy = spec.rollout.strategy
+    strategy = spec.rollout.resolved(spec.initial_instance_count).strategy
     if strategy in ("canary", "linear") and spec.initial_instance_count < 2:
         return [
             f"rollout.strategy={strategy} with initial_instance_count=1: SageMaker caps the "

@@ -590,7 +590,7 @@ class _Deployer:
             ) from exc
         self.say(
             f"updating {p.endpoint_name}: {previous} -> {p.endpoint_config_name} "
-            f"({p.spec.rollout.strategy} blue/green)"
+            f"({p.rollout.strategy} blue/green)"
         )
         if not self.wait:
             return self.outcome("update", "Updating", previous_config=previous)

@@ -78,9 +78,9 @@ class VpcSpec(_Strict):
 class RolloutSpec(_Strict):
     """How UpdateEndpoint shifts traffic to a new config (blue/green)."""
 
-    strategy: RolloutStrategy = "canary"
-    """`canary`, `linear` or `all-at-once` (SageMaker caps a canary at 50% and a linear
-    step at 10-50% of the instances: with one instance, prefer all-at-once)."""
+    strategy: RolloutStrategy | None = None
+    """`canary`, `linear` or `all-at-once`. Default: canary with 2+ instances, all-at-once
+    with one (SageMaker caps a canary at 50% and a linear step at 10-50% of the instances)."""
     canary_percent: int = Field(default=10, ge=1, le=50)
     """Share of capacity that gets the new config first (canary)."""
     linear_step_percent: int = Field(default=25, ge=10, le=50)
@@ -93,6 +93,13 @@ class RolloutSpec(_Strict):
     """Upper bound for the whole rollout."""
     alarms: list[str] = Field(default_factory=list)
     """CloudWatch alarm names that roll the update back (0-10)."""
+
+    def resolved(self, instance_count: int) -> RolloutSpec:
+        """This rollout with the default strategy filled in for `instance_count` instances."""
+        if self.strategy is not None:
+            return self
+        strategy: RolloutStrategy = "canary" if instance_count >= 2 else "all-at-once"
+        return self.model_copy(update={"strategy": strategy})
 
 
 class ScalingSpec(_Strict):

@@ -57,7 +57,10 @@ def test_catalog_unverified_sources_warn_and_custom_override_silences() -> None:
 
 
 def test_canary_with_one_instance_warns() -> None:
-    assert "rollout.strategy=canary" in _warnings(model="gpt-oss-20b")
+    assert "rollout.strategy=canary" in _warnings(
+        model="gpt-oss-20b", rollout={"strategy": "canary"}
+    )
+    assert "rollout.strategy" not in _warnings(model="gpt-oss-20b")
     assert "rollout.strategy" not in _warnings(model="gpt-oss-20b", initial_instance_count=2)
     quiet = _warnings(model="gpt-oss-20b", rollout={"strategy": "all-at-once"})
     assert "rollout.strategy" not in quiet
@@ -67,3 +70,14 @@ def test_v2_runner_switch_is_fine_without_parallel_drafting() -> None:
     env = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     assert build_plan(load_spec(model="gpt-oss-20b", env=env, speculative={"mode": "eagle3"}))
     assert build_plan(load_spec(model="gpt-oss-20b", env={"VLLM_USE_V2_MODEL_RUNNER": "0"}))
+
+
+def test_default_rollout_follows_instance_count() -> None:
+    one = build_plan(load_spec(model="gpt-oss-20b"))
+    two = build_plan(load_spec(model="gpt-oss-20b", initial_instance_count=2))
+    routing = "BlueGreenUpdatePolicy", "TrafficRoutingConfiguration"
+    assert one.rollout.strategy == "all-at-once"
+    assert one.update_endpoint["DeploymentConfig"][routing[0]][routing[1]]["Type"] == "ALL_AT_ONCE"
+    assert two.rollout.strategy == "canary"
+    assert two.update_endpoint["DeploymentConfig"][routing[0]][routing[1]]["Type"] == "CANARY"
+    assert one.spec.rollout.strategy is None  # the user's spec keeps what was written

@@ -83,7 +83,12 @@ def test_changed_spec_updates_blue_green_and_removes_old_resources(aws: AwsEnv) 
     first = _deploy(aws).deployment
     assert first is not None
     aws.ext.script_endpoint(NAME, updating_s=12.0)
-    second = _deploy(aws, num_speculative_tokens=5, alarms=["peagle-p99-latency"]).deployment
+    second = _deploy(
+        aws,
+        num_speculative_tokens=5,
+        alarms=["peagle-p99-latency"],
+        rollout={"strategy": "canary"},
+    ).deployment
     assert second is not None
     assert second.action == "update"
     assert second.previous_config == first.endpoint_config_name
