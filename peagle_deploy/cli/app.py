@@ -39,6 +39,27 @@ def _register() -> None:
 _register()
 
 
+def aws_error_message(exc: BaseException) -> str | None:
+    """One line for an AWS/botocore failure that reached the CLI, None for anything else.
+
+    Checked by module name so that botocore is never imported on the start-up path.
+    """
+    if not type(exc).__module__.startswith("botocore"):
+        return None
+    name = type(exc).__name__
+    if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
+        return (
+            f"{exc}: configure AWS credentials and a region (aws configure, AWS_PROFILE, "
+            "AWS_REGION), or run `peagle demo` for the local rehearsal without an account"
+        )
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        operation = getattr(exc, "operation_name", "an AWS call")
+        return f"{operation} failed: {error.get('Code', name)}: {error.get('Message', '')}"
+    return f"AWS call failed: {name}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: PeagleError becomes one line on stderr, no traceback.
 
@@ -65,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             output.error(exc.format_message())
         return int(exc.exit_code)
+    except Exception as exc:
+        message = aws_error_message(exc)
+        if message is None:
+            raise
+        output.error(message)
+        return 1
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 

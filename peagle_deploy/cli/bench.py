@@ -10,6 +10,7 @@ matplotlib) is imported inside the commands so `peagle --help` stays fast.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,7 +18,7 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli.app import app
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import PeagleError, SpecError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.compare import Comparison
@@ -169,6 +170,7 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
     _write_outputs(result.to_dict(), comparison, json_path, report)
     if json_path != "-":
         _print_levels(result)
+    _require_completions(comparison.runs)
 
 
 @bench_app.command("compare")
@@ -244,6 +246,7 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
     _write_outputs(comparison.to_dict(), comparison, json_path, report)
     if json_path != "-":
         _print_comparison(comparison)
+    _require_completions(comparison.runs)
 
 
 @bench_app.command("recommend-k")
@@ -528,6 +531,20 @@ def _print_levels(result: SweepResult) -> None:
     for lv in result.levels:
         for reason, count in (lv.metrics.get("errors") or {}).items():
             output.warn(f"c={lv.concurrency}: {count} failed: {reason}")
+
+
+def _require_completions(runs: Sequence[SweepResult]) -> None:
+    """A target that answered no request at all measured nothing: exit non-zero.
+
+    The results (with the error reasons) are written and printed first.
+    """
+    dead = [
+        run.label or run.target
+        for run in runs
+        if not any(lv.metrics.get("completed") for lv in run.levels)
+    ]
+    if dead:
+        raise PeagleError(f"no request completed on {', '.join(dead)}: nothing was measured")
 
 
 def _print_comparison(comparison: Comparison) -> None:

@@ -137,3 +137,25 @@ def test_bad_targets_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     path.write_text("targets:\n  - label: a\n    url: http://x\n    endpoint: y\n")
     assert main(["bench", "compare", "-f", str(path)]) == 2
     assert "needs exactly one of url, endpoint" in capsys.readouterr().err
+
+
+def test_a_target_that_answers_nothing_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    out = tmp_path / "dead.json"
+    code = main(
+        ["bench", "--url", dead_url, "--model", "m", "-c", "1", "-n", "2", "--max-tokens", "2",
+         "--warmup", "0", "--dataset", _chats(tmp_path), "--json", str(out)]
+    )  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "no request completed" in err
+    assert "Traceback" not in err
+    doc = json.loads(out.read_text())  # the failure reasons are still written
+    assert doc["levels"][0]["failed"] == 2
+    assert doc["levels"][0]["completed"] == 0
