@@ -13,9 +13,11 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 from peagle_serve.contract import (
+    METRIC_DIMENSION,
     METRIC_FIELDS,
     METRIC_NAMESPACE,
     MetricField,
+    metric_dimension_selector,
     metric_filter_pattern,
     metric_value_selector,
 )
@@ -116,10 +118,22 @@ class EndpointAlarms(Construct):
 
 
 class SpecDecodeMetrics(Construct):
-    """Metric filters turning the container's metric lines into CloudWatch metrics."""
+    """Metric filters turning the container's metric lines into CloudWatch metrics.
 
-    def __init__(self, scope: Construct, construct_id: str, *, log_group: logs.ILogGroup) -> None:
+    Each metric carries the `EndpointName` dimension from the line itself, so several
+    endpoints (stages) in one account and region keep separate metrics.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        log_group: logs.ILogGroup,
+        endpoint_name: str,
+    ) -> None:
         super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
         self.filters: dict[str, logs.MetricFilter] = {}
         self.metrics: dict[str, cw.Metric] = {}
         pattern = logs.FilterPattern.literal(metric_filter_pattern())
@@ -132,15 +146,16 @@ class SpecDecodeMetrics(Construct):
                 metric_namespace=METRIC_NAMESPACE,
                 metric_name=field.metric_name,
                 metric_value=metric_value_selector(field),
+                dimensions={METRIC_DIMENSION: metric_dimension_selector()},
                 unit=cloudwatch_unit(field.unit),
             )
             self.metrics[field.metric_name] = self._metric(field)
 
-    @staticmethod
-    def _metric(field: MetricField) -> cw.Metric:
+    def _metric(self, field: MetricField) -> cw.Metric:
         return cw.Metric(
             namespace=METRIC_NAMESPACE,
             metric_name=field.metric_name,
+            dimensions_map={METRIC_DIMENSION: self.endpoint_name},
             statistic="Average",
             period=Duration.minutes(1),
         )

@@ -124,7 +124,9 @@ class PeagleStack(Stack):
                 self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
             )
 
-        self.spec_decode = SpecDecodeMetrics(self, "SpecDecodeMetrics", log_group=self.log_group)
+        self.spec_decode = SpecDecodeMetrics(
+            self, "SpecDecodeMetrics", log_group=self.log_group, endpoint_name=plan.endpoint_name
+        )
         self.dashboard = EndpointDashboard(
             self,
             "Dashboard",

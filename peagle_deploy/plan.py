@@ -206,6 +206,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         inference_ami_version=spec.inference_ami_version,
         rollout=rollout,
         scaling=spec.scaling,
+        endpoint_name=endpoint_name,
         drafter_trained_tokens=resolved.drafter_parallel_tokens,
     )
     validation.check_env(spec.env, render.environment(ri))

@@ -13,6 +13,7 @@ from typing import Any
 
 from peagle_serve.contract import (
     DRAFTER_TRAINED_TOKENS_ENV,
+    ENDPOINT_NAME_ENV,
     MODEL_DIR,
     MODEL_ENV,
     SPECULATIVE_CONFIG_ENV,
@@ -61,6 +62,8 @@ class RenderInput:
     scaling: ScalingSpec | None = None
     drafter_trained_tokens: int | None = None
     """Parallel tokens the drafter was trained for; the container's preflight warns above it."""
+    endpoint_name: str | None = None
+    """Dimension of the container's acceptance metric lines (peagle-serve image)."""
 
 
 def s3_data_source(uri: str, *, accept_eula: bool = False) -> dict[str, Any]:
@@ -114,6 +117,9 @@ def environment(ri: RenderInput) -> dict[str, str]:
         if ri.mode == "p-eagle" and ri.drafter_trained_tokens is not None:
             # read only by the peagle-serve image's preflight; AWS's images ignore it
             env[DRAFTER_TRAINED_TOKENS_ENV] = str(ri.drafter_trained_tokens)
+        if ri.endpoint_name:
+            # read only by peagle-serve's metric lines; AWS's images ignore it
+            env[ENDPOINT_NAME_ENV] = ri.endpoint_name
     env.update(ri.user_env)
     return env
 

@@ -41,6 +41,22 @@ def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:
 # fields are what the CDK stack's metric filters select with `{ $.event = ... }`.
 METRIC_EVENT: Final = "peagle.spec_decode"
 METRIC_NAMESPACE: Final = "PEagle/SpecDecode"
+# The endpoint the line belongs to, so that several endpoints in one account and region
+# keep separate metrics. The plan sets ENDPOINT_NAME_ENV in the model's environment; the
+# dimension has the same name as in AWS/SageMaker metrics.
+ENDPOINT_NAME_ENV: Final = "PEAGLE_ENDPOINT_NAME"
+METRIC_DIMENSION: Final = "EndpointName"
+
+
+def metric_dimensions(environ: Mapping[str, str]) -> dict[str, str]:
+    """The metric line's dimensions for a container environment (none when unnamed)."""
+    name = environ.get(ENDPOINT_NAME_ENV, "").strip()
+    return {METRIC_DIMENSION: name} if name else {}
+
+
+def metric_dimension_selector() -> str:
+    """CloudWatch Logs metric-filter dimension expression for the endpoint name."""
+    return f"$.{METRIC_DIMENSION}"
 
 
 class MetricField:

@@ -203,7 +203,11 @@ def main(args: Sequence[str] | None = None) -> int:
     child_env = {**env, **result.env_updates}
     reporter = None
     if result.speculative is not None and interval > 0:
-        reporter = MetricsReporter(env.get(METRICS_URL_ENV) or DEFAULT_METRICS_URL, interval)
+        reporter = MetricsReporter(
+            env.get(METRICS_URL_ENV) or DEFAULT_METRICS_URL,
+            interval,
+            dimensions=contract.metric_dimensions(env),
+        )
     _log("note", "starting " + " ".join(redact(argv)))
     try:
         return supervise(argv, child_env, reporter=reporter, stop_grace_s=grace)

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TextIO
 
@@ -188,9 +188,14 @@ def compute_window(
     return AcceptanceWindow(values, per_position, d_drafts)
 
 
-def render_line(window: AcceptanceWindow, timestamp_ms: int) -> str:
+def render_line(
+    window: AcceptanceWindow, timestamp_ms: int, dimensions: Mapping[str, str] | None = None
+) -> str:
     return contract.format_metric_line(
-        window.values, per_position_acceptance=window.per_position, timestamp_ms=timestamp_ms
+        window.values,
+        per_position_acceptance=window.per_position,
+        timestamp_ms=timestamp_ms,
+        dimensions=dimensions,
     )
 
 
@@ -215,8 +220,10 @@ class MetricsReporter:
         fetch: Callable[[str], str] = fetch_metrics,
         monotonic: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        dimensions: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url
+        self.dimensions = dict(dimensions or {})
         self.interval_s = interval_s
         self.out = out
         self._fetch = fetch
@@ -244,7 +251,7 @@ class MetricsReporter:
         window = compute_window(previous, current, now - previous_at)
         if window is None:
             return None
-        line = render_line(window, self._wall_ms())
+        line = render_line(window, self._wall_ms(), self.dimensions)
         out = self.out or sys.stdout
         out.write(line + "\n")
         out.flush()

@@ -632,7 +632,7 @@ class MotoExtensions:
             metrics = self._metrics.get(endpoint_name) or self._metrics.get("")
         if metrics is None or completion_tokens <= 0:
             return
-        from peagle_serve.contract import format_metric_line
+        from peagle_serve.contract import METRIC_DIMENSION, format_metric_line
 
         k = metrics.num_speculative_tokens
         mean_len = 1.0 + metrics.acceptance_rate * k
@@ -648,6 +648,7 @@ class MotoExtensions:
             values,
             per_position_acceptance=metrics.per_position_rates(),
             timestamp_ms=int(time.time() * 1000),
+            dimensions={METRIC_DIMENSION: endpoint_name},  # as peagle-serve writes it
         )
         write_endpoint_logs(account_id, region, endpoint_name, [line])
 

@@ -250,7 +250,7 @@ def test_metric_lines_are_printed_while_vllm_runs(
         "term:0",
         SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter()),
         PEAGLE_METRICS_URL=url,
-        **{contract.METRICS_INTERVAL_ENV: "0.05"},
+        **{contract.METRICS_INTERVAL_ENV: "0.05", contract.ENDPOINT_NAME_ENV: "peagle-x-dev"},
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "peagle_serve.entrypoint"],
@@ -270,6 +270,7 @@ def test_metric_lines_are_printed_while_vllm_runs(
     lines = [line for line in stdout.splitlines() if contract.parse_metric_line(line)]
     assert len(lines) == 1  # one change (page 1 -> page 2), then nothing
     assert json.loads(lines[0])["mean_acceptance_length"] == 4.0
+    assert json.loads(lines[0])[contract.METRIC_DIMENSION] == "peagle-x-dev"
 
 
 def test_main_in_process_print_args(

@@ -160,6 +160,30 @@ def test_reporter_prints_one_line_per_change_and_nothing_otherwise() -> None:
     assert doc["draft_tokens_per_s"] == 0.6  # 6 draft tokens since the read at t=10
 
 
+def test_reporter_lines_carry_the_endpoint_dimension() -> None:
+    out = io.StringIO()
+    clock = iter([0.0, 10.0])
+    env = {contract.ENDPOINT_NAME_ENV: "peagle-gpt-oss-20b-prod"}
+    reporter = MetricsReporter(
+        "http://x/metrics",
+        10,
+        out=out,
+        fetch=Pages([TEXT_1, TEXT_2]),
+        monotonic=lambda: next(clock),
+        wall_ms=lambda: 1,
+        dimensions=contract.metric_dimensions(env),
+    )
+    reporter.poll_once()
+    line = reporter.poll_once()
+    assert line is not None
+    doc = contract.parse_metric_line(line)
+    assert doc is not None
+    assert doc[contract.METRIC_DIMENSION] == "peagle-gpt-oss-20b-prod"
+    (directive,) = doc["_aws"]["CloudWatchMetrics"]
+    assert directive["Dimensions"] == [[contract.METRIC_DIMENSION]]
+    assert contract.metric_dimensions({}) == {}  # unnamed container: no dimension
+
+
 @pytest.fixture
 def metrics_server() -> Iterator[tuple[str, list[str]]]:
     pages = [TEXT_1]

@@ -9,8 +9,10 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_helpers import EDGE_ACCOUNT, Synthesized
 from peagle_serve.contract import (
+    METRIC_DIMENSION,
     METRIC_FIELDS,
     METRIC_NAMESPACE,
+    metric_dimension_selector,
     metric_filter_pattern,
     metric_value_selector,
 )
@@ -514,6 +516,10 @@ def test_metric_filters_come_from_the_container_contract(stage_synth: Synthesize
         assert props["LogGroupName"] == {"Ref": log_id}
         (transform,) = props["MetricTransformations"]
         assert transform["MetricNamespace"] == METRIC_NAMESPACE
+        # one metric per endpoint: the dimension comes from the line's EndpointName field
+        assert transform["Dimensions"] == [
+            {"Key": METRIC_DIMENSION, "Value": metric_dimension_selector()}
+        ]
         seen[transform["MetricName"]] = (transform["MetricValue"], transform["Unit"])
     assert seen == {f.metric_name: (metric_value_selector(f), f.unit) for f in METRIC_FIELDS}
 

@@ -240,3 +240,13 @@ def test_trained_token_count_reaches_the_container_for_p_eagle() -> None:
         "PEAGLE_DRAFTER_TRAINED_TOKENS"
         not in sequential.create_model["PrimaryContainer"]["Environment"]
     )
+
+
+def test_speculative_plans_name_the_endpoint_for_the_metric_lines() -> None:
+    from peagle_serve.contract import ENDPOINT_NAME_ENV
+
+    spec_plan = build_plan(load_spec(model="gpt-oss-20b", stage="prod"))
+    env = spec_plan.create_model["PrimaryContainer"]["Environment"]
+    assert env[ENDPOINT_NAME_ENV] == spec_plan.endpoint_name == "peagle-gpt-oss-20b-prod"
+    plain = build_plan(load_spec(model="gpt-oss-20b", speculative={"mode": "none"}))
+    assert ENDPOINT_NAME_ENV not in plain.create_model["PrimaryContainer"]["Environment"]
