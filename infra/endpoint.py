@@ -194,6 +194,7 @@ class PeagleEndpoint(Construct):
             create_model=plan.create_model,
             endpoint_name=plan.endpoint_name,
             key=key,
+            model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
         )
         self.model = PeagleModel(
             self,

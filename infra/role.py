@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import ArnFormat, Stack
@@ -54,7 +54,8 @@ class ExecutionRole(Construct):
     Grants exactly what the CreateModel request needs: GetObject/ListBucket on the
     model and drafter locations (JumpStart buckets included: they are whatever the
     request names), image pulls from the image's repository only, writes to the
-    endpoint's own log group, Decrypt with the stack's key, and the ENI actions
+    endpoint's own log group, Decrypt with the stack's key (and, through S3 only, with
+    the spec's `model_data_kms_key_arns` of SSE-KMS weights), and the ENI actions
     SageMaker needs when the model runs in a VPC. No managed policies.
     """
 
@@ -66,6 +67,7 @@ class ExecutionRole(Construct):
         create_model: Mapping[str, Any],
         endpoint_name: str,
         key: kms.IKey,
+        model_data_kms_key_arns: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -187,6 +189,17 @@ class ExecutionRole(Construct):
                 sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
             )
         )
+        # SSE-KMS encrypted weights: Decrypt on exactly the spec's keys, and only when
+        # S3 asks on the role's behalf (GetObject of an SSE-KMS object), not directly.
+        if model_data_kms_key_arns:
+            policy.add_statements(
+                iam.PolicyStatement(
+                    sid="DecryptModelDataViaS3",
+                    actions=["kms:Decrypt"],
+                    resources=sorted(set(model_data_kms_key_arns)),
+                    conditions={"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
+                )
+            )
 
         # --- VPC: ENIs in the spec's subnets ------------------------------------------
         vpc = create_model.get("VpcConfig")

@@ -64,6 +64,8 @@ class Plan:
     model_source: str
     autoscaling: dict[str, Any] | None = None
     cdk_incompatibilities: list[str] = field(default_factory=list)
+    secret_env_keys: list[str] = field(default_factory=list)
+    """Environment keys whose values look like credentials (shown redacted by `to_json`)."""
 
     @property
     def names(self) -> dict[str, str]:
@@ -74,10 +76,20 @@ class Plan:
             "endpoint": self.endpoint_name,
         }
 
-    def to_json(self) -> dict[str, Any]:
-        """The machine-readable plan (`peagle plan --json` prints exactly this)."""
+    def to_json(self, *, redact_secrets: bool = True) -> dict[str, Any]:
+        """The machine-readable plan (`peagle plan --json` prints exactly this).
+
+        Environment values that look like credentials are replaced by `<redacted>` unless
+        `redact_secrets=False`: a plan is for showing and logging; the SDK sends
+        `create_model` itself, which is never redacted.
+        """
+        create_model = (
+            validation.redact_environment(self.create_model)
+            if redact_secrets
+            else self.create_model
+        )
         return {
-            "create_model": self.create_model,
+            "create_model": create_model,
             "create_endpoint_config": self.create_endpoint_config,
             "create_endpoint": self.create_endpoint,
             "update_endpoint": self.update_endpoint,
@@ -177,6 +189,8 @@ def build_plan(spec: DeploymentSpec) -> Plan:
             "deploy needs --role-arn (or execution_role_arn in the spec)"
         )
     validation.check_tags(spec.tags, MANAGED_TAG_COUNT)
+    validation.check_model_data_kms_keys(spec.model_data_kms_key_arns)
+    warnings += validation.check_secrets(spec)
 
     rollout = spec.rollout.resolved(spec.initial_instance_count)
     vpc = spec.vpc
@@ -263,6 +277,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         model_source=resolved.source,
         autoscaling=render.autoscaling(endpoint_name, spec.scaling),
         cdk_incompatibilities=cdk_problems,
+        secret_env_keys=validation.secret_env_keys(spec.env),
     )
 
 

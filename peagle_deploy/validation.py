@@ -8,7 +8,10 @@ raises SpecError naming the field and what is allowed, or returns warnings.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +20,7 @@ from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, get_instance, is_gpu_less
 from peagle_deploy.errors import SpecError
 from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
-from peagle_deploy.spec.models import DeploymentSpec
+from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
 
 # --- shapes (from botocore's sagemaker model; FACTS.md 4) ----------------------------
 REGION_RE = re.compile(r"^[a-z]{2,4}(-gov|-iso[a-z]?)?(-[a-z]+){1,2}-\d{1,2}$")
@@ -39,8 +42,12 @@ KMS_RE = re.compile(
 )
 SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 SG_RE = re.compile(r"^sg-[0-9a-f]{8,17}$")
+KMS_KEY_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:kms:[a-z0-9\-]+:\d{12}:key/[a-zA-Z0-9\-]+$")
 ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-TAG_RE = re.compile(r"^[\w\s.:/=+\-@]*$")
+TAG_EXTRA_CHARS = frozenset("_.:/=+-@")
+"""Tag keys/values are `[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*` (botocore TagKey/TagValue): letters,
+separators (space, not tab or newline) and numbers of any script, plus these."""
+MAX_MODEL_DATA_KMS_KEYS = 5
 
 INFERENCE_AMI_VERSIONS = (
     "al2-ami-sagemaker-inference-gpu-2",
@@ -58,6 +65,7 @@ MAX_ENV_BYTES = 1024
 MAX_ENV_TOTAL_BYTES = 32 * 1024
 MAX_TAGS = 50
 MAX_ALARMS = 10
+MAX_ALARM_NAME = 255
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 
 V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
@@ -413,18 +421,23 @@ def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
             raise SpecError(
                 f"tags.{key}", "uses a reserved prefix", "keys not starting with aws: or peagle:"
             )
-        if not 1 <= len(key) <= 128 or not TAG_RE.match(key):
+        if not 1 <= len(key) <= 128 or not _tag_text_ok(key):
             raise SpecError(
                 f"tags.{key}",
                 "is not a valid tag key",
                 "1-128 of letters, digits, spaces, _.:/=+-@",
             )
-        if len(value) > 256 or not TAG_RE.match(value):
+        if len(value) > 256 or not _tag_text_ok(value):
             raise SpecError(
                 f"tags.{key}",
                 f"value {value!r} is not valid",
                 "0-256 of letters, digits, spaces, _.:/=+-@",
             )
+
+
+def _tag_text_ok(text: str) -> bool:
+    """Whether every character is a letter, separator or number (any script) or _.:/=+-@."""
+    return all(c in TAG_EXTRA_CHARS or unicodedata.category(c)[0] in ("L", "Z", "N") for c in text)
 
 
 def check_rollout(spec: DeploymentSpec) -> list[str]:
@@ -434,12 +447,47 @@ def check_rollout(spec: DeploymentSpec) -> list[str]:
     instances; with one instance that cannot hold, so the update may be refused.
     """
     check_alarms(spec)
-    strategy = spec.rollout.resolved(spec.initial_instance_count).strategy
+    rollout = spec.rollout.resolved(spec.initial_instance_count)
+    warnings = check_rollout_timeout(rollout)
+    strategy = rollout.strategy
     if strategy in ("canary", "linear") and spec.initial_instance_count < 2:
-        return [
+        warnings.append(
             f"rollout.strategy={strategy} with initial_instance_count=1: SageMaker caps the "
             "first step at 50% of the instances; use all-at-once or 2+ instances"
-        ]
+        )
+    return warnings
+
+
+def check_rollout_timeout(rollout: RolloutSpec) -> list[str]:
+    """MaximumExecutionTimeoutInSeconds must exceed the rollout's waits.
+
+    botocore's BlueGreenUpdatePolicy documentation: the timeout "should be larger than the
+    total waiting time specified in TerminationWaitInSeconds and WaitIntervalInSeconds";
+    SageMaker refuses the UpdateEndpoint otherwise (only at update time, i.e. on the
+    first changed spec, long after the endpoint was created). A linear rollout waits once
+    per step; a timeout below that total is only warned about (the per-step accounting
+    is not documented).
+    """
+    wait, term, limit = (
+        rollout.wait_interval_s,
+        rollout.termination_wait_s,
+        rollout.max_execution_timeout_s,
+    )
+    if limit <= wait + term:
+        raise SpecError(
+            "rollout.max_execution_timeout_s",
+            f"{limit} s is not larger than wait_interval_s + termination_wait_s "
+            f"({wait} + {term} s)",
+            f"{wait + term + 1}-28800",
+        )
+    if rollout.strategy == "linear":
+        steps = math.ceil(100 / rollout.linear_step_percent)
+        total = wait * steps + term
+        if limit <= total:
+            return [
+                f"rollout.max_execution_timeout_s={limit} s may end a linear rollout of {steps} "
+                f"steps early: {steps} x wait_interval_s + termination_wait_s = {total} s"
+            ]
     return []
 
 
@@ -449,9 +497,12 @@ def check_alarms(spec: DeploymentSpec) -> None:
     if len(alarms) > MAX_ALARMS:
         raise SpecError("rollout.alarms", f"{len(alarms)} alarms given", f"<= {MAX_ALARMS}")
     for i, name in enumerate(alarms):
-        if not name.strip() or len(name) > 255:
+        # AlarmName pattern `(?!\s*$).+`: not blank, and `.` matches no line break
+        if not name.strip() or len(name) > MAX_ALARM_NAME or "\n" in name or "\r" in name:
             raise SpecError(
-                f"rollout.alarms[{i}]", f"{name!r} is not an alarm name", "1-255 characters"
+                f"rollout.alarms[{i}]",
+                f"{name!r} is not an alarm name",
+                f"1-{MAX_ALARM_NAME} characters, not blank, on one line",
             )
 
 
@@ -469,3 +520,95 @@ def cdk_incompatibilities(spec_or_plan: DeploymentSpec | Any) -> list[str]:
             f"AWS::SageMaker::EndpointConfig (allowed: {', '.join(CFN_ROUTING_STRATEGIES)})"
         )
     return problems
+
+
+# --- secrets in the container environment ---------------------------------------------
+_SECRET_KEY_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL"})
+_SECRET_KEY_WORDS |= {"CREDENTIALS", "PASSPHRASE"}
+_SECRET_KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
+_SECRET_VALUE_RE = re.compile(
+    r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face access token
+    r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bsk-[A-Za-z0-9_\-]{20,}"  # OpenAI-style API key
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
+
+
+def looks_like_secret(key: str, value: str) -> bool:
+    """Whether an environment entry looks like a credential (by its name or its value).
+
+    Names are split on `_` so that `SM_VLLM_API_KEY`, `HF_TOKEN` or
+    `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER` or `..._BATCHED_TOKENS` do not.
+    """
+    words = key.upper().split("_")
+    if _SECRET_KEY_WORDS.intersection(words):
+        return True
+    if any(pair in _SECRET_KEY_PAIRS for pair in itertools.pairwise(words)):
+        return True
+    return bool(_SECRET_VALUE_RE.search(value))
+
+
+def secret_env_keys(env: Mapping[str, str]) -> list[str]:
+    """The keys of `env` whose entries look like secrets, sorted."""
+    return sorted(k for k, v in env.items() if looks_like_secret(k, str(v)))
+
+
+def check_secrets(spec: DeploymentSpec) -> list[str]:
+    """Warn, naming the key (never the value), about secrets in the model environment.
+
+    CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
+    and the CDK path puts it in the CloudFormation template and in the log of the
+    custom-resource Lambda (AwsCustomResource logs every request event). With network isolation (the
+    default) the container cannot reach the Hugging Face Hub or any API anyway.
+    """
+    warnings = []
+    for key in secret_env_keys(spec.env):
+        hint = (
+            "; with network_isolation the container has no network, so a hub token is useless"
+            if spec.network_isolation
+            else ""
+        )
+        warnings.append(
+            f"env.{key} looks like a secret: SageMaker model environments are readable with "
+            "sagemaker:DescribeModel and the CDK path writes them in clear into the "
+            "CloudFormation template and the model provider's log; keep credentials out "
+            f"of env (stage the weights in S3 instead){hint}"
+        )
+    return warnings
+
+
+REDACTED = "<redacted>"
+
+
+def redact_environment(request: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a CreateModel request with secret-looking environment values replaced.
+
+    For showing a plan (`peagle plan`, logs); the request sent to SageMaker is unchanged.
+    """
+    redacted = dict(request)
+    for field in ("PrimaryContainer",):
+        container = redacted.get(field)
+        if isinstance(container, Mapping) and isinstance(container.get("Environment"), Mapping):
+            env = dict(container["Environment"])
+            for key in secret_env_keys(env):
+                env[key] = REDACTED
+            redacted[field] = {**container, "Environment": env}
+    return redacted
+
+
+def check_model_data_kms_keys(arns: list[str]) -> None:
+    """SSE-KMS keys of the model data: key ARNs (IAM grants Decrypt by key ARN, not alias)."""
+    if len(arns) > MAX_MODEL_DATA_KMS_KEYS:
+        raise SpecError(
+            "model_data_kms_key_arns",
+            f"{len(arns)} keys given",
+            f"<= {MAX_MODEL_DATA_KMS_KEYS} key ARNs",
+        )
+    for i, arn in enumerate(arns):
+        if not KMS_KEY_ARN_RE.match(arn):
+            raise SpecError(
+                f"model_data_kms_key_arns[{i}]",
+                f"{arn!r} is not a KMS key ARN (aliases and key ids cannot be granted in IAM)",
+                "arn:aws:kms:<region>:<account>:key/<key id>",
+            )

@@ -157,6 +157,11 @@ class DeploymentSpec(_Strict):
     """Run the containers in these subnets and security groups."""
     kms_key_id: str | None = None
     """KMS key for the ML storage volume (endpoint config KmsKeyId)."""
+    model_data_kms_key_arns: list[str] = Field(default_factory=list)
+    """KMS key ARNs the model and drafter S3 objects are encrypted with (SSE-KMS, 0-5).
+    Not part of any SageMaker request: the CDK stack grants its execution role
+    `kms:Decrypt` on exactly these keys (through S3 only); with the SDK, your
+    execution_role_arn needs that grant."""
     routing_strategy: RoutingStrategy | None = None
     """Request routing across instances; KV_AWARE cannot be expressed by CloudFormation."""
     inference_ami_version: str | None = None

@@ -46,6 +46,9 @@ EDGE_OVERRIDES: dict[str, Any] = {
     "routing_strategy": "PREFIX_AWARE",
     "inference_ami_version": "al2023-ami-sagemaker-inference-gpu-4-1",
     "rollout": {"strategy": "linear", "alarms": ["ops-pager"]},
+    "model_data_kms_key_arns": [
+        f"arn:aws:kms:eu-west-1:{EDGE_ACCOUNT}:key/0b1c2d3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"
+    ],
     "scaling": {"min_instances": 2, "max_instances": 3, "target_invocations_per_instance": 8},
 }
 

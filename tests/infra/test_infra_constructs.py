@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
-from cdk_helpers import EDGE_ACCOUNT, Synthesized
+from cdk_helpers import EDGE_ACCOUNT, EDGE_OVERRIDES, Synthesized
 from peagle_serve.contract import (
     METRIC_DIMENSION,
     METRIC_FIELDS,
@@ -277,6 +277,15 @@ def test_execution_role_for_custom_model_object_and_vpc(edge_synth: Synthesized)
     ]
     assert sids["VpcDescribe"]["Resource"] == "*"
     assert all(a.startswith("ec2:Describe") for a in sids["VpcDescribe"]["Action"])
+
+
+def test_execution_role_decrypts_sse_kms_weights_only_through_s3(edge_synth: Synthesized) -> None:
+    """The spec's model-data keys: Decrypt on exactly those ARNs, only via S3."""
+    sids = _by_sid(_statements(edge_synth, EDGE, "ExecutionRolePolicy"))
+    decrypt = sids["DecryptModelDataViaS3"]
+    assert decrypt["Action"] == "kms:Decrypt"
+    assert decrypt["Resource"] == EDGE_OVERRIDES["model_data_kms_key_arns"][0]
+    assert decrypt["Condition"] == {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
 
 
 def test_stage_roles_have_no_vpc_permissions(stage_synth: Synthesized) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from peagle_deploy.plan import build_plan
@@ -81,3 +82,56 @@ def test_default_rollout_follows_instance_count() -> None:
     assert two.rollout.strategy == "canary"
     assert two.update_endpoint["DeploymentConfig"][routing[0]][routing[1]]["Type"] == "CANARY"
     assert one.spec.rollout.strategy is None  # the user's spec keeps what was written
+
+
+def test_secret_looking_env_warns_naming_the_key_never_the_value() -> None:
+    token = "hf_" + "a1B2c3D4e5" * 4
+    plan = build_plan(
+        load_spec(
+            model="gpt-oss-20b",
+            env={
+                "HF_TOKEN": token,
+                "SM_VLLM_API_KEY": "s3cr3t-value",
+                "MY_SETTING": "sk-" + "x" * 24,
+                "SM_VLLM_TOKENIZER": "/opt/ml/model",
+                "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "8192",
+            },
+        )
+    )
+    text = "\n".join(plan.warnings)
+    for key in ("env.HF_TOKEN", "env.SM_VLLM_API_KEY", "env.MY_SETTING"):
+        assert f"{key} looks like a secret" in text
+    assert "TOKENIZER" not in text and "BATCHED_TOKENS" not in text
+    assert token not in text and "s3cr3t-value" not in text
+    assert plan.secret_env_keys == ["HF_TOKEN", "MY_SETTING", "SM_VLLM_API_KEY"]
+    # The request SageMaker gets is exact; the printable plan is redacted.
+    assert plan.create_model["PrimaryContainer"]["Environment"]["HF_TOKEN"] == token
+    shown = plan.to_json()
+    env = shown["create_model"]["PrimaryContainer"]["Environment"]
+    assert env["HF_TOKEN"] == env["SM_VLLM_API_KEY"] == env["MY_SETTING"] == "<redacted>"
+    assert env["SM_VLLM_TOKENIZER"] == "/opt/ml/model"
+    assert token not in json.dumps(shown)
+    exact = plan.to_json(redact_secrets=False)
+    assert exact["create_model"] == plan.create_model
+
+
+def test_plain_env_gives_no_secret_warning() -> None:
+    plan = build_plan(load_spec(model="gpt-oss-20b", env={"SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9"}))
+    assert plan.secret_env_keys == []
+    assert not any("secret" in w for w in plan.warnings)
+    assert plan.to_json()["create_model"] == plan.create_model
+
+
+def test_linear_rollout_timeout_below_its_steps_warns() -> None:
+    text = _warnings(
+        model="gpt-oss-20b",
+        initial_instance_count=4,
+        rollout={
+            "strategy": "linear",
+            "linear_step_percent": 10,
+            "wait_interval_s": 600,
+            "termination_wait_s": 0,
+            "max_execution_timeout_s": 3600,
+        },
+    )
+    assert "rollout.max_execution_timeout_s=3600" in text and "10 steps" in text

@@ -306,6 +306,43 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         {"model": "gpt-oss-20b", "initial_instance_count": 5, "scaling": {"max_instances": 2}},
         "initial_instance_count",
     ),
+    # TagValue is [\p{L}\p{Z}\p{N}_.:/=+\-@]*: a newline or tab is not a separator (\p{Z})
+    ("tag-value-newline", {"model": "gpt-oss-20b", "tags": {"team": "ml\nops"}}, "tags.team"),
+    ("tag-key-tab", {"model": "gpt-oss-20b", "tags": {"cost\tcenter": "1"}}, "tags.cost\tcenter"),
+    # AlarmName is (?!\s*$).+ : one line
+    (
+        "alarm-name-two-lines",
+        {"model": "gpt-oss-20b", "rollout": {"alarms": ["p99\nlatency"]}},
+        "rollout.alarms[0]",
+    ),
+    # MaximumExecutionTimeoutInSeconds must exceed TerminationWait + WaitInterval
+    (
+        "rollout-timeout-below-waits",
+        {
+            "model": "gpt-oss-20b",
+            "rollout": {
+                "wait_interval_s": 3600,
+                "termination_wait_s": 600,
+                "max_execution_timeout_s": 3600,
+            },
+        },
+        "rollout.max_execution_timeout_s",
+    ),
+    (
+        "model-data-kms-alias",
+        {"model": "gpt-oss-20b", "model_data_kms_key_arns": ["alias/weights"]},
+        "model_data_kms_key_arns[0]",
+    ),
+    (
+        "model-data-kms-too-many",
+        {
+            "model": "gpt-oss-20b",
+            "model_data_kms_key_arns": [
+                f"arn:aws:kms:us-east-1:123456789012:key/k{i}" for i in range(6)
+            ],
+        },
+        "model_data_kms_key_arns",
+    ),
 ]
 
 
@@ -314,6 +351,19 @@ def test_bad_spec_is_refused_naming_the_field(overrides: dict[str, Any], field: 
     error = _refuse(**overrides)
     assert error.field == field
     assert str(error).startswith(f"{field}: ")
+
+
+def test_unicode_tags_and_limits_that_sagemaker_accepts_pass() -> None:
+    """The tag check follows botocore's pattern (any script, spaces), not ASCII only."""
+    plan = build_plan(
+        load_spec(
+            model="gpt-oss-20b",
+            tags={"équipe": "ml plateforme", "チーム": "推論", "cost:center": "a/b=c+d@e_1.2"},
+            rollout={"wait_interval_s": 600, "termination_wait_s": 600},
+            model_data_kms_key_arns=["arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e"],
+        )
+    )
+    assert {"Key": "チーム", "Value": "推論"} in plan.tags
 
 
 def test_case_ids_are_distinct_and_many() -> None:
