@@ -180,6 +180,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     )
     warnings += validation.check_variant(spec, instance)
     validation.check_vpc(spec)
+    warnings += validation.check_network(spec)
     warnings += validation.check_rollout(spec)
     validation.check_role(spec.execution_role_arn)
     role = spec.execution_role_arn or PLACEHOLDER_ROLE_ARN

@@ -408,6 +408,26 @@ def check_vpc(spec: DeploymentSpec) -> None:
             )
 
 
+def check_network(spec: DeploymentSpec) -> list[str]:
+    """Warn when a spec gives up network isolation (the secure default).
+
+    Without EnableNetworkIsolation and without a VPC the container reaches the internet
+    through SageMaker's own network; in a VPC, egress is whatever its routes allow.
+    """
+    if spec.network_isolation:
+        return []
+    in_vpc = spec.vpc is not None and bool(spec.vpc.subnet_ids)
+    where = (
+        "the VPC's routes decide its egress"
+        if in_vpc
+        else "with no vpc it has outbound internet access through SageMaker's network"
+    )
+    return [
+        f"network_isolation is false: the model container can make network calls; {where}. "
+        "P-EAGLE serving needs no network (weights and drafter come from S3)"
+    ]
+
+
 def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
     """User tags: SageMaker's shape and limits; `aws:` and `peagle:` keys are reserved."""
     if len(tags) + managed_count > MAX_TAGS:

@@ -135,3 +135,15 @@ def test_linear_rollout_timeout_below_its_steps_warns() -> None:
         },
     )
     assert "rollout.max_execution_timeout_s=3600" in text and "10 steps" in text
+
+
+def test_giving_up_network_isolation_warns() -> None:
+    assert "network_isolation" not in _warnings(model="gpt-oss-20b")
+    text = _warnings(model="gpt-oss-20b", network_isolation=False)
+    assert "network_isolation is false" in text and "outbound internet" in text
+    in_vpc = _warnings(
+        model="gpt-oss-20b",
+        network_isolation=False,
+        vpc={"subnet_ids": ["subnet-0123abcd"], "security_group_ids": ["sg-0123abcd"]},
+    )
+    assert "network_isolation is false" in in_vpc and "VPC's routes" in in_vpc
