@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -11,11 +14,12 @@ from constructs import Construct
 class EndpointKey(Construct):
     """A rotating KMS key the endpoint's log group and (where allowed) volume use.
 
-    The key policy lets CloudWatch Logs use the key only for log groups of this
-    account and region (the `aws:logs:arn` encryption context), as AWS documents for
-    encrypted log groups; everything else goes through IAM (the account root
-    statement CDK adds), so the execution role's own `kms:Decrypt` grant is what
-    lets SageMaker use it.
+    The key policy lets CloudWatch Logs use the key only for the named log groups
+    (`log_group_names`: the stack's own, matched exactly on the `aws:logs:arn`
+    encryption context as AWS documents for encrypted log groups), or, without names,
+    for log groups of this account and region; everything else goes through IAM (the
+    account root statement CDK adds), so the execution role's own `kms:Decrypt` grant
+    is what lets SageMaker use it.
     """
 
     def __init__(
@@ -25,6 +29,7 @@ class EndpointKey(Construct):
         *,
         description: str,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        log_group_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -36,9 +41,31 @@ class EndpointKey(Construct):
             removal_policy=removal_policy,
         )
         logs_principal = iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")
+
+        def log_group_arn(name: str) -> str:
+            return stack.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
+        condition: dict[str, dict[str, Any]]
+        if log_group_names:
+            condition = {
+                "ArnEquals": {
+                    "kms:EncryptionContext:aws:logs:arn": [
+                        log_group_arn(n) for n in sorted(set(log_group_names))
+                    ]
+                }
+            }
+        else:
+            condition = {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_group_arn("*")}}
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="CloudWatchLogsUseForThisAccountsLogGroups",
+                sid="CloudWatchLogsUseForTheStacksLogGroups"
+                if log_group_names
+                else "CloudWatchLogsUseForThisAccountsLogGroups",
                 principals=[logs_principal],
                 actions=[
                     "kms:Encrypt*",
@@ -48,16 +75,7 @@ class EndpointKey(Construct):
                     "kms:Describe*",
                 ],
                 resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
-                            service="logs",
-                            resource="log-group",
-                            resource_name="*",
-                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                        )
-                    }
-                },
+                conditions=condition,
             )
         )
 

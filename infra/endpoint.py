@@ -17,7 +17,7 @@ from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
 from infra.access import model_name_prefix
-from infra.model import PeagleModel
+from infra.model import PeagleModel, provider_log_group_name
 from infra.role import ExecutionRole
 from peagle_deploy.catalog import get_instance
 from peagle_deploy.errors import PeagleError, SpecError
@@ -203,6 +203,7 @@ class PeagleEndpoint(Construct):
             execution_role=self.execution_role.role,
             name_prefix=model_name_prefix(plan.model_name),
             key=key,
+            log_group_name=provider_log_group_name(plan.endpoint_name),
             removal_policy=removal_policy,
         )
         # The role's policy must exist before CreateModel: SageMaker checks that the

@@ -30,6 +30,11 @@ MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
 _MISSING_MODEL_ERRORS = "ValidationException"
 
 
+def provider_log_group_name(endpoint_name: str) -> str:
+    """The model provider's log group: a fixed name, so the stack key's policy can name it."""
+    return f"/peagle-deploy/{endpoint_name}/model-provider"
+
+
 def create_model_parameters(create_model: Mapping[str, Any], role_arn: str) -> dict[str, Any]:
     """The renderer's CreateModel request with the stack's execution role in it."""
     params = copy.deepcopy(dict(create_model))
@@ -62,6 +67,7 @@ class PeagleModel(Construct):
         execution_role: iam.IRole,
         name_prefix: str,
         key: kms.IKey,
+        log_group_name: str | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
@@ -88,6 +94,7 @@ class PeagleModel(Construct):
         provider_logs = logs.LogGroup(
             self,
             "ProviderLogs",
+            log_group_name=log_group_name,
             encryption_key=key,
             retention=log_retention,
             removal_policy=removal_policy,

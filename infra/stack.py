@@ -10,6 +10,7 @@ from constructs import Construct
 
 from infra.encryption import EndpointKey
 from infra.endpoint import PeagleEndpoint
+from infra.model import provider_log_group_name
 from infra.monitoring import AlarmThresholds, EndpointAlarms, EndpointDashboard, SpecDecodeMetrics
 from infra.role import endpoint_log_group_name
 from infra.scaling import EndpointAutoscaling
@@ -88,6 +89,11 @@ class PeagleStack(Stack):
             "Key",
             description=f"Storage volume and logs of SageMaker endpoint {plan.endpoint_name}",
             removal_policy=removal,
+            # CloudWatch Logs may use the key for this stack's two log groups only.
+            log_group_names=[
+                endpoint_log_group_name(plan.endpoint_name),
+                provider_log_group_name(plan.endpoint_name),
+            ],
         )
         self.log_group = logs.LogGroup(
             self,

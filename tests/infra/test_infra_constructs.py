@@ -128,29 +128,26 @@ def test_prod_retains_data_and_is_termination_protected(stage_synth: Synthesized
 # --- EndpointKey ----------------------------------------------------------------------
 
 
-def test_key_rotates_and_lets_logs_use_it_only_for_log_groups(prod: Template) -> None:
-    prod.has_resource_properties(
-        "AWS::KMS::Key",
-        {
-            "EnableKeyRotation": True,
-            "KeyPolicy": {
-                "Statement": Match.array_with(
-                    [
-                        Match.object_like(
-                            {
-                                "Principal": {"Service": "logs.us-east-1.amazonaws.com"},
-                                "Condition": {
-                                    "ArnLike": {
-                                        "kms:EncryptionContext:aws:logs:arn": Match.any_value()
-                                    }
-                                },
-                            }
-                        )
-                    ]
-                )
-            },
-        },
+def test_key_rotates_and_lets_logs_use_it_only_for_the_stacks_log_groups(
+    prod: Template, stage_synth: Synthesized
+) -> None:
+    prod.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    key = stage_synth.one("PeagleEndpoint-prod", "AWS::KMS::Key")
+    sids = _by_sid(key["Properties"]["KeyPolicy"]["Statement"])
+    logs_use = sids["CloudWatchLogsUseForTheStacksLogGroups"]
+    assert logs_use["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
+    (arns,) = logs_use["Condition"]["ArnEquals"].values()
+    prefix = "arn:<AWS::Partition>:logs:us-east-1:<AWS::AccountId>:log-group:"
+    assert sorted(_text(a) for a in arns) == [
+        prefix + "/aws/sagemaker/Endpoints/peagle-gpt-oss-20b-prod",
+        prefix + "/peagle-deploy/peagle-gpt-oss-20b-prod/model-provider",
+    ]
+    # ...and those are exactly the stack's log groups, all encrypted with this key.
+    names = sorted(
+        g["Properties"]["LogGroupName"]
+        for g in stage_synth.resources("PeagleEndpoint-prod", "AWS::Logs::LogGroup").values()
     )
+    assert [prefix + n for n in names] == sorted(_text(a) for a in arns)
 
 
 def test_log_groups_are_encrypted_with_the_stack_key(all_synths: list[Synthesized]) -> None:
