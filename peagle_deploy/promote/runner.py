@@ -171,6 +171,25 @@ def derive_target_endpoint_name(
     )
 
 
+def check_bench_dataset(gates: StageGates, target_stage: str) -> None:
+    """Load the gates' benchmark prompts now, before any AWS call.
+
+    A missing or malformed JSONL file would otherwise surface only after the smoke chat,
+    halfway through a promotion (and never in a dry run), named after `peagle bench`'s
+    `--dataset` flag instead of the gates file's field.
+    """
+    if gates.bench is None:
+        return
+    from peagle_deploy.bench.datasets import load_dataset
+
+    try:
+        load_dataset(gates.bench.dataset)
+    except SpecError as exc:
+        raise SpecError(
+            f"gates.stages.{target_stage}.bench.dataset", exc.problem, exc.allowed
+        ) from None
+
+
 def _describe(sm: Any, endpoint_name: str) -> dict[str, Any] | None:
     """DescribeEndpoint, or None when the endpoint does not exist."""
     from peagle_deploy.aws import is_not_found
@@ -210,6 +229,7 @@ def promote(
     _check_stage("--to", options.target_stage)
     if options.source_stage == options.target_stage:
         raise SpecError("--to", "is the same stage as --from", "a different stage")
+    check_bench_dataset(gates, options.target_stage)
 
     clients = store.Clients.create(options.region)
 

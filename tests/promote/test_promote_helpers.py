@@ -172,3 +172,35 @@ def test_failed_smoke_skips_the_benchmark() -> None:
     assert not report.passed
     assert [(r.name, r.status) for r in report.results] == [("smoke", "fail"), ("bench", "skip")]
     assert report.results[1].detail == "not run: the smoke gate failed"
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "neither 'humaneval' nor an existing file"),
+        ('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n', ":2 is not valid JSON"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_bad_bench_dataset_is_refused_before_any_aws_call(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: str | None,
+    problem: str,
+    dry_run: bool,
+) -> None:
+    from peagle_deploy.promote import runner, store
+
+    def no_aws(region: str | None) -> None:
+        raise AssertionError("the dataset must be checked before any AWS client is made")
+
+    monkeypatch.setattr(store.Clients, "create", staticmethod(no_aws))
+    dataset = tmp_path / "prompts.jsonl"
+    if content is not None:
+        dataset.write_text(content, encoding="utf-8")
+    gates = StageGates.model_validate({"bench": {"concurrency": [1], "dataset": str(dataset)}})
+    options = runner.PromoteOptions(source_stage="dev", target_stage="staging", dry_run=dry_run)
+    with pytest.raises(SpecError) as info:
+        runner.promote(options, gates, console=Console(quiet=True))
+    assert info.value.field == "gates.stages.staging.bench.dataset"
+    assert problem in str(info.value)
