@@ -80,15 +80,43 @@ def endpoints_in_stage(clients: Clients, stage: str) -> list[str]:
         kwargs["NextToken"] = token
 
 
+def _existing(clients: Clients, names: list[str]) -> list[str]:
+    """The names whose endpoint exists (in any state).
+
+    `peagle delete` (or a console delete) leaves the manifest behind; a stage that had
+    two endpoints and deleted one still has only one candidate.
+    """
+    from peagle_deploy.aws import is_not_found
+
+    found: list[str] = []
+    for name in names:
+        try:
+            clients.sagemaker.describe_endpoint(EndpointName=name)
+        except Exception as exc:
+            if is_not_found(exc):
+                continue
+            raise
+        found.append(name)
+    return found
+
+
+def _candidates(clients: Clients, stage: str) -> list[str]:
+    """Endpoints with a manifest in `stage`; with several, only those that still exist."""
+    names = endpoints_in_stage(clients, stage)
+    if len(names) > 1:
+        return _existing(clients, names) or names
+    return names
+
+
 def find_endpoint_in_stage(clients: Clients, stage: str) -> str | None:
     """The stage's one endpoint, or None when it has none or several."""
-    names = endpoints_in_stage(clients, stage)
+    names = _candidates(clients, stage)
     return names[0] if len(names) == 1 else None
 
 
 def only_endpoint_in_stage(clients: Clients, stage: str) -> str:
     """The stage's endpoint when `--name` was not given; errors say what to pass."""
-    names = endpoints_in_stage(clients, stage)
+    names = _candidates(clients, stage)
     if not names:
         raise PeagleError(
             f"no deployment manifest in stage {stage!r} (nothing under "

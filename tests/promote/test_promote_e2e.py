@@ -421,3 +421,19 @@ def test_cli_promote_json_and_refusal_exit_code(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "gates.stages.staging.thresholds.max_eror_rate" in err and "Traceback" not in err
+
+
+def test_deleted_endpoint_with_a_leftover_manifest_is_not_a_candidate(env: Env) -> None:
+    """Two dev endpoints, one deleted with `peagle delete`: promote picks the other."""
+    from peagle_deploy.sdk import PeagleEndpoint
+
+    env.deploy("dev")
+    env.deploy("dev", endpoint_name="coder-b-dev")
+    PeagleEndpoint.from_name("coder-b-dev", region=REGION, boto_session=env.session).delete()
+    # The manifest of the deleted endpoint stays in SSM ...
+    assert len(env.state("dev")["ssm"]) == 2
+    # ... but the source is the endpoint that still exists.
+    result = env.promote(gates(), dry_run=True)
+    assert result.status == "dry-run"
+    assert result.source.endpoint_name == DEV
+    assert result.target.endpoint_name == STAGING
