@@ -83,8 +83,22 @@ def check_region(region: str) -> None:
         raise SpecError("region", f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
 
 
+CUSTOM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,62}$")
+
+
 def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
-    """Stage and endpoint name must fit SageMaker resource names."""
+    """Stage, endpoint and custom model names must fit SageMaker names and tag values.
+
+    `custom.name` becomes the `peagle:model` tag value on every resource (TagValue
+    pattern, 256 characters) and part of the default endpoint name.
+    """
+    custom_name = spec.custom.name if spec.custom is not None else None
+    if custom_name is not None and not CUSTOM_NAME_RE.match(custom_name):
+        raise SpecError(
+            "custom.name",
+            f"{custom_name!r} is not a short model name",
+            "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
+        )
     if not STAGE_RE.match(spec.stage):
         raise SpecError(
             "stage", f"{spec.stage!r} is not a valid stage", "lowercase letters, digits, '-'; 1-20"

@@ -328,6 +328,17 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         },
         "rollout.max_execution_timeout_s",
     ),
+    # custom.name is the peagle:model tag value on every resource
+    (
+        "custom-name-not-a-tag-value",
+        {"model": "gpt-oss-20b", "custom": {"name": "my model! (v2)"}},
+        "custom.name",
+    ),
+    (
+        "custom-name-too-long",
+        {"model": "gpt-oss-20b", "custom": {"name": "m" * 64}},
+        "custom.name",
+    ),
     (
         "model-data-kms-alias",
         {"model": "gpt-oss-20b", "model_data_kms_key_arns": ["alias/weights"]},
