@@ -156,6 +156,7 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
         concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset, seed,
         hourly_price, progress and json_path is None,
     )  # fmt: skip
+    _prepare_outputs(json_path, report)
     if url:
         from peagle_deploy.bench.targets import split_base_url
 
@@ -232,6 +233,7 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
             concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset,
             seed, hourly_price, progress and json_path is None,
         )  # fmt: skip
+        _prepare_outputs(json_path, report)
         runs: list[SweepResult] = []
         for entry in entries:
             target = _target(
@@ -476,13 +478,36 @@ def _file_entries(file: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def _prepare_outputs(json_path: str | None, report: Path | None) -> None:
+    """Make the output locations before measuring: a bad path fails in a second with one
+    line naming the flag, instead of with a traceback after the whole sweep."""
+    if json_path and json_path != "-":
+        path = Path(json_path)
+        if path.is_dir():
+            raise SpecError("--json", f"{path} is a directory", "a file path, or - for stdout")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot create {path.parent}: {exc.strerror or exc}"
+            raise SpecError("--json", problem) from None
+    if report is not None:
+        try:
+            report.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot create directory {report}: {exc.strerror or exc}"
+            raise SpecError("--report", problem) from None
+
+
 def _emit(doc: dict[str, Any], json_path: str) -> None:
     if json_path == "-":
         output.emit_json(doc)
         return
     path = Path(json_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise PeagleError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _write_outputs(
@@ -491,7 +516,12 @@ def _write_outputs(
     if json_path:
         _emit(doc, json_path)
     if report is not None:
-        files = comparison.write_report(report)
+        try:
+            files = comparison.write_report(report)
+        except OSError as exc:
+            raise PeagleError(
+                f"--report: cannot write the report in {report}: {exc.strerror or exc}"
+            ) from None
         if json_path != "-":
             where = ", ".join(str(p) for p in files.values())
             output.err_console.print(f"report written: {where}", highlight=False)

@@ -159,3 +159,28 @@ def test_a_target_that_answers_nothing_exits_non_zero(
     doc = json.loads(out.read_text())  # the failure reasons are still written
     assert doc["levels"][0]["failed"] == 2
     assert doc["levels"][0]["completed"] == 0
+
+
+@pytest.mark.parametrize("flag", ["--report", "--json"])
+@pytest.mark.parametrize("command", [["bench"], ["bench", "compare"]])
+def test_unwritable_output_fails_before_measuring(
+    tmp_path: Path,
+    server: LoopbackServer,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    command: list[str],
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    where = str(blocker / "out" / ("results.json" if flag == "--json" else ""))
+    url = ["--url", server.url] if command == ["bench"] else ["-t", f"peagle-k3={server.url}"]
+    before = server.counters.requests
+    code = main(
+        [*command, *url, "-c", "1", "-n", "2", "--max-tokens", "2", "--warmup", "0",
+         "--dataset", _chats(tmp_path), flag, where]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{flag}: cannot create" in err
+    assert "Traceback" not in err
+    assert server.counters.requests == before  # nothing was measured (and lost)
