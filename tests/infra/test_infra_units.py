@@ -100,3 +100,28 @@ def test_nag_text_renders_tokens_like_cdk_nag_and_reasons_are_required() -> None
     )
     with pytest.raises(ValueError, match="reason"):
         acknowledge(stack, "AwsSolutions-IAM5", "  ", "Resource::*")
+
+
+def _cfn_schema(type_name: str) -> dict[str, object]:
+    """cfn-lint's copy of CloudFormation's resource schema (us-east-1)."""
+    import json
+    from pathlib import Path
+
+    import cfnlint
+
+    schemas = Path(cfnlint.__file__).parent / "data" / "schemas"
+    digest = json.loads((schemas / "providers" / "us-east-1.json").read_text())[type_name]
+    schema: dict[str, object] = json.loads((schemas / "resources" / f"{digest}.json").read_text())
+    return schema
+
+
+def test_cfn_routing_strategies_follow_the_cloudformation_schema() -> None:
+    """Both lists of what AWS::SageMaker::EndpointConfig accepts match its schema."""
+    from infra.endpoint import CFN_ROUTING_STRATEGIES as INFRA_LIST
+    from peagle_deploy.validation import CFN_ROUTING_STRATEGIES as PLAN_LIST
+
+    schema = _cfn_schema("AWS::SageMaker::EndpointConfig")
+    definitions = schema["definitions"]
+    assert isinstance(definitions, dict)
+    enum = definitions["RoutingConfig"]["properties"]["RoutingStrategy"]["enum"]
+    assert set(INFRA_LIST) == set(PLAN_LIST) == set(enum)
