@@ -325,6 +325,16 @@ def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
             raise SpecError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
         if len(key.encode()) > MAX_ENV_BYTES or len(str(value).encode()) > MAX_ENV_BYTES:
             raise SpecError(f"env.{key}", "key or value is longer than 1024 bytes", "<= 1024 bytes")
+    for key, value in rendered.items():
+        # the renderer's own values (e.g. a long K schedule in the speculative config)
+        # must fit too; name the spec field that produced them
+        if key not in user_env and len(value.encode()) > MAX_ENV_BYTES:
+            field = {SPECULATIVE_CONFIG_ENV: "speculative.num_speculative_tokens_per_batch_size"}
+            raise SpecError(
+                field.get(key, f"env.{key}"),
+                f"renders {key} as {len(value.encode())} bytes; SageMaker allows 1024 per value",
+                "fewer batch-size ranges" if key == SPECULATIVE_CONFIG_ENV else "<= 1024 bytes",
+            )
     if len(rendered) > MAX_ENV_ENTRIES:
         raise SpecError(
             "env",

@@ -328,6 +328,19 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         },
         "rollout.max_execution_timeout_s",
     ),
+    # the rendered SM_VLLM_SPECULATIVE_CONFIG must fit SageMaker's 1024-byte env values
+    (
+        "k-schedule-too-long-for-env",
+        {
+            "model": "gpt-oss-20b",
+            "speculative": {
+                "num_speculative_tokens_per_batch_size": [
+                    [i * 10 + 1, i * 10 + 10, 3] for i in range(100)
+                ]
+            },
+        },
+        "speculative.num_speculative_tokens_per_batch_size",
+    ),
     # custom.name is the peagle:model tag value on every resource
     (
         "custom-name-not-a-tag-value",
