@@ -179,6 +179,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         instance=instance,
     )
     warnings += validation.check_variant(spec, instance)
+    validation.check_kms_region(spec.kms_key_id, region)
     validation.check_vpc(spec)
     warnings += validation.check_network(spec)
     warnings += validation.check_rollout(spec)

@@ -397,6 +397,19 @@ def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[str]:
     return warnings
 
 
+def check_kms_region(kms_key_id: str | None, region: str) -> None:
+    """A KMS key (or alias) ARN must be in the endpoint's region: keys are regional."""
+    if kms_key_id is None or not kms_key_id.startswith("arn:"):
+        return
+    key_region = kms_key_id.split(":")[3]
+    if key_region != region:
+        raise SpecError(
+            "kms_key_id",
+            f"the key is in {key_region} but the endpoint is in {region}; KMS keys are regional",
+            f"a key or alias in {region}",
+        )
+
+
 def check_role(role: str | None) -> None:
     """Execution role ARN shape (IAM role ARNs only)."""
     if role is not None and not ROLE_ARN_RE.match(role):

@@ -341,6 +341,15 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         },
         "speculative.num_speculative_tokens_per_batch_size",
     ),
+    (
+        "kms-key-in-another-region",
+        {
+            "model": "gpt-oss-20b",
+            "region": "us-east-1",
+            "kms_key_id": "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd",
+        },
+        "kms_key_id",
+    ),
     # custom.name is the peagle:model tag value on every resource
     (
         "custom-name-not-a-tag-value",
