@@ -29,6 +29,7 @@ STAGES_CONTEXT_KEY = "peagle:stages"
 NAG_CONTEXT_KEY = "peagle:nag"
 CUSTOM_MODEL = "custom"
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_ACCOUNT = re.compile(r"^\d{12}$")
 _STAGE_KEYS = {
     "spec",
     "overrides",
@@ -123,6 +124,13 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
         retention = raw.get("log_retention_days", 30)
         if not isinstance(retention, int) or retention < 1:
             raise SpecError(f"{where}.log_retention_days", f"{retention!r}", "an integer >= 1")
+        for flag in ("retain", "termination_protection"):
+            if not isinstance(raw.get(flag, False), bool):
+                # bool("false") is True: a quoted flag must not turn retention on or off
+                raise SpecError(f"{where}.{flag}", f"{raw[flag]!r}", "true or false (JSON)")
+        account = raw.get("account")
+        if account is not None and not _ACCOUNT.match(str(account)):
+            raise SpecError(f"{where}.account", f"{account!r}", "a 12-digit AWS account id")
         spec_file = raw.get("spec")
         overrides = raw.get("overrides") or {}
         if not isinstance(overrides, Mapping):
@@ -134,9 +142,9 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
                 name=str(name),
                 spec_file=(base_dir / spec_file) if spec_file else None,
                 overrides=dict(overrides),
-                account=raw.get("account"),
-                retain=bool(raw.get("retain", False)),
-                termination_protection=bool(raw.get("termination_protection", False)),
+                account=str(account) if account is not None else None,
+                retain=raw.get("retain", False),
+                termination_protection=raw.get("termination_protection", False),
                 log_retention_days=retention,
                 alarms=alarms,
             )

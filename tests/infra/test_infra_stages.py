@@ -67,6 +67,18 @@ def test_context_given_as_json_text_on_the_command_line() -> None:
             {"dev": {"spec": "stages/dev.yaml", "log_retention_days": "long"}},
             f"{STAGES_CONTEXT_KEY}.dev.log_retention_days",
         ),
+        (
+            {"prod": {"spec": "stages/prod.yaml", "retain": "false"}},
+            f"{STAGES_CONTEXT_KEY}.prod.retain",
+        ),
+        (
+            {"prod": {"spec": "stages/prod.yaml", "termination_protection": 1}},
+            f"{STAGES_CONTEXT_KEY}.prod.termination_protection",
+        ),
+        (
+            {"prod": {"spec": "stages/prod.yaml", "account": "12345"}},
+            f"{STAGES_CONTEXT_KEY}.prod.account",
+        ),
     ],
 )
 def test_bad_stage_context_names_the_key(context: Any, field: str) -> None:
