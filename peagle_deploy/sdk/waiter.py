@@ -126,8 +126,12 @@ def wait_for_endpoint(
                 description = sagemaker.describe_endpoint(EndpointName=endpoint_name)
             except Exception as exc:
                 if is_not_found(exc):
+                    # Only "deleted" if it was seen: a mistyped name never existed.
                     raise EndpointGoneError(
-                        f"endpoint {endpoint_name} does not exist (deleted while waiting?)"
+                        f"endpoint {endpoint_name} does not exist (deleted while waiting, "
+                        f"after {_fmt_elapsed(_clock() - start)} as {status})"
+                        if polls
+                        else f"endpoint {endpoint_name} does not exist"
                     ) from None
                 raise
             polls += 1

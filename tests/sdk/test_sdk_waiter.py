@@ -79,8 +79,14 @@ def test_timeout_and_gone_and_interrupt(
     with pytest.raises(WaitTimeoutError, match="still Creating"):
         wait_for_endpoint(sm, "ep", timeout_s=30, progress=False)
     gone = FakeSageMaker(clock, [(clock.now, "Deleting"), (clock.now + 5.0, None)])
-    with pytest.raises(EndpointGoneError, match="does not exist"):
+    with pytest.raises(EndpointGoneError, match="does not exist") as info:
         wait_for_endpoint(gone, "ep", timeout_s=30, progress=False)
+    assert "deleted while waiting" in str(info.value) and "as Deleting" in str(info.value)
+    # A name that never existed (a typo) is not reported as deleted.
+    never = FakeSageMaker(clock, [])
+    with pytest.raises(EndpointGoneError) as info:
+        wait_for_endpoint(never, "typo", timeout_s=30, progress=False)
+    assert str(info.value) == "endpoint typo does not exist"
 
     def ctrl_c(seconds: float) -> None:
         raise KeyboardInterrupt
