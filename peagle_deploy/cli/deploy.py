@@ -20,7 +20,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Seconds to wait before giving up watching (not deploying)."),
+    typer.Option(
+        "--timeout",
+        min=1.0,
+        help="Seconds to wait before giving up watching (not deploying).",
+    ),
 ]
 ProgressOpt = Annotated[
     bool, typer.Option("--no-progress", help="No progress display, even on a terminal.")

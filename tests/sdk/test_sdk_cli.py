@@ -108,3 +108,17 @@ def test_cli_status_wait_reports_failed(aws: AwsEnv, capsys: pytest.CaptureFixtu
         "capacity",
         ["oom"],
     )
+
+
+@pytest.mark.parametrize("aws", ["server"], indirect=True)
+@pytest.mark.parametrize("timeout", ["-1", "0"])
+def test_cli_timeout_must_be_positive(
+    aws: AwsEnv, capsys: pytest.CaptureFixture[str], timeout: str
+) -> None:
+    """A nonsense --timeout is a usage error, not a deploy that "gives up after 0 s"."""
+    code, out, err = _run(capsys, "deploy", MODEL, "--role-arn", ROLE, "--timeout", timeout)
+    assert code == 2 and out == ""
+    assert "--timeout" in err and "Traceback" not in err
+    assert aws.calls == []
+    code, _, err = _run(capsys, "status", NAME, "--wait", "--timeout", timeout)
+    assert code == 2 and "--timeout" in err
