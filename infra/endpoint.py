@@ -82,6 +82,15 @@ def volume_kms_allowed(instance_type: str) -> bool:
     return bool(instance is not None and instance.ebs_volume.value)
 
 
+def uses_stack_volume_key(plan: Plan) -> bool:
+    """Whether the endpoint config gets the stack's key as its storage-volume KmsKeyId:
+    when the spec names no key and every variant's family attaches an EBS volume."""
+    request = plan.create_endpoint_config
+    return request.get("KmsKeyId") is None and all(
+        volume_kms_allowed(v["InstanceType"]) for v in request["ProductionVariants"]
+    )
+
+
 def _tags(tags: Sequence[Mapping[str, str]]) -> list[CfnTag]:
     return [CfnTag(key=t["Key"], value=t["Value"]) for t in tags]
 
@@ -193,7 +202,10 @@ class PeagleEndpoint(Construct):
             "ExecutionRole",
             create_model=plan.create_model,
             endpoint_name=plan.endpoint_name,
-            key=key,
+            # Decrypt on the stack key only where the storage volume uses it; on
+            # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
+            # uses through the key policy (writers need no KMS permission).
+            key=key if uses_stack_volume_key(plan) else None,
             model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
         )
         self.model = PeagleModel(
@@ -235,7 +247,7 @@ class PeagleEndpoint(Construct):
             raise NotExpressibleError("CreateEndpointConfig", f"fields {sorted(unknown)}")
         variants = request["ProductionVariants"]
         kms_key_id = request.get("KmsKeyId")
-        if kms_key_id is None and all(volume_kms_allowed(v["InstanceType"]) for v in variants):
+        if uses_stack_volume_key(plan):
             kms_key_id = key.key_arn
         return sm.CfnEndpointConfig(
             self,

@@ -54,7 +54,8 @@ class ExecutionRole(Construct):
     Grants exactly what the CreateModel request needs: GetObject/ListBucket on the
     model and drafter locations (JumpStart buckets included: they are whatever the
     request names), image pulls from the image's repository only, writes to the
-    endpoint's own log group, Decrypt with the stack's key (and, through S3 only, with
+    endpoint's own log group, Decrypt with the stack's key where it encrypts the
+    storage volume (`key`; None on local-NVMe families) (and, through S3 only, with
     the spec's `model_data_kms_key_arns` of SSE-KMS weights), and the ENI actions
     SageMaker needs when the model runs in a VPC. No managed policies.
     """
@@ -66,7 +67,7 @@ class ExecutionRole(Construct):
         *,
         create_model: Mapping[str, Any],
         endpoint_name: str,
-        key: kms.IKey,
+        key: kms.IKey | None,
         model_data_kms_key_arns: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
@@ -184,11 +185,12 @@ class ExecutionRole(Construct):
         )
 
         # --- KMS: its own key -------------------------------------------------------
-        policy.add_statements(
-            iam.PolicyStatement(
-                sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
+        if key is not None:
+            policy.add_statements(
+                iam.PolicyStatement(
+                    sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
+                )
             )
-        )
         # SSE-KMS encrypted weights: Decrypt on exactly the spec's keys, and only when
         # S3 asks on the role's behalf (GetObject of an SSE-KMS object), not directly.
         if model_data_kms_key_arns:

@@ -213,7 +213,7 @@ def test_execution_role_pulls_only_the_image_repository(stage_synth: Synthesized
     }
 
 
-def test_execution_role_writes_only_its_log_group_and_decrypts_only_its_key(
+def test_execution_role_writes_only_its_log_group_and_needs_no_key_on_nvme(
     stage_synth: Synthesized,
 ) -> None:
     stack = "PeagleEndpoint-prod"
@@ -234,10 +234,9 @@ def test_execution_role_writes_only_its_log_group_and_decrypts_only_its_key(
     assert metrics["Condition"] == {
         "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
     }
-    (key_id,) = stage_synth.resources(stack, "AWS::KMS::Key")
-    assert sids["DecryptOwnKey"]["Action"] == "kms:Decrypt"
-    assert sids["DecryptOwnKey"]["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    # Nothing else: S3, ECR, logs, instance metrics, KMS.
+    # g7e: the stack key encrypts only the log groups (CloudWatch Logs uses it through
+    # the key policy), so the role gets no KMS permission at all.
+    # Nothing else: S3, ECR, logs, instance metrics.
     assert set(sids) == {
         "ReadModelAndDrafter",
         "ListModelPrefixes0",
@@ -245,7 +244,6 @@ def test_execution_role_writes_only_its_log_group_and_decrypts_only_its_key(
         "EcrAuthToken",
         "WriteOwnLogGroup",
         "PutInstanceMetrics",
-        "DecryptOwnKey",
     }
 
 
@@ -274,6 +272,15 @@ def test_execution_role_for_custom_model_object_and_vpc(edge_synth: Synthesized)
     ]
     assert sids["VpcDescribe"]["Resource"] == "*"
     assert all(a.startswith("ec2:Describe") for a in sids["VpcDescribe"]["Action"])
+
+
+def test_execution_role_decrypts_the_stack_key_only_where_it_encrypts_the_volume(
+    edge_synth: Synthesized,
+) -> None:
+    sids = _by_sid(_statements(edge_synth, EDGE, "ExecutionRolePolicy"))
+    (key_id,) = edge_synth.resources(EDGE, "AWS::KMS::Key")
+    assert sids["DecryptOwnKey"]["Action"] == "kms:Decrypt"
+    assert sids["DecryptOwnKey"]["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
 
 
 def test_execution_role_decrypts_sse_kms_weights_only_through_s3(edge_synth: Synthesized) -> None:
