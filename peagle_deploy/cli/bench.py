@@ -300,7 +300,7 @@ def recommend_k_command(
         table.add_row(
             str(ch.concurrency), str(ch.batch_size), str(ch.k), f"{ch.output_throughput:,.0f}", by_k
         )
-    output.console.print(table)
+    output.print_table(table)
     output.console.print("Spec snippet (vLLM picks K by the engine's running batch size):")
     output.console.print(rec.to_yaml(), markup=False, highlight=False)
 
@@ -557,7 +557,7 @@ def _print_levels(result: SweepResult) -> None:
         if with_cost:
             row.append(_fmt(d.get("cost_per_million_output_tokens"), 4))
         table.add_row(*row)
-    output.console.print(table)
+    output.print_table(table)
     for lv in result.levels:
         for reason, count in (lv.metrics.get("errors") or {}).items():
             output.warn(f"c={lv.concurrency}: {count} failed: {reason}")
@@ -592,7 +592,7 @@ def _print_comparison(comparison: Comparison) -> None:
         cells += [_fmt(row["output_throughput"][r.label], 0) for r in runs]
         cells += [_fmt(row["peagle_over_eagle3"], 2), _fmt(row["peagle_over_baseline"], 2)]
         table.add_row(*cells)
-    output.console.print(table)
+    output.print_table(table)
     failed = sum(r.total_failed for r in runs)
     if failed:
         output.warn(f"{failed} requests failed; see the report's Errors section")

@@ -337,7 +337,7 @@ def list_command(
         table.add_row(
             e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created
         )
-    output.console.print(table)
+    output.print_table(table)
 
 
 @app.command("delete")

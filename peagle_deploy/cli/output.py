@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 console = Console()
 err_console = Console(stderr=True)
@@ -24,3 +24,18 @@ def warn(message: str) -> None:
 def emit_json(data: Any) -> None:
     """Machine output: exactly one JSON document on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_table(table: RenderableType) -> None:
+    """A table on stdout that never loses characters when piped or redirected.
+
+    Rich sizes output for an 80-column terminal when stdout is not one, and cuts cells
+    that do not fit to `…`: endpoint names in `peagle list | grep`, figures in
+    `peagle bench ... > run.txt`. Off a terminal the table gets the width it needs; on a
+    terminal it fits the window as usual.
+    """
+    if console.is_terminal:
+        console.print(table)
+        return
+    needed = console.measure(table, options=console.options.update_width(4096)).maximum
+    Console(width=max(console.width, needed)).print(table)
