@@ -133,7 +133,14 @@ def _target_stage_settings(
     if write_spec is not None and Path(write_spec).is_file():
         from peagle_deploy.spec import load_spec
 
-        doc = load_spec(Path(write_spec)).model_dump(mode="json")
+        try:
+            doc = load_spec(Path(write_spec)).model_dump(mode="json")
+        except SpecError as exc:
+            raise SpecError(
+                "--write-spec",
+                f"{write_spec} exists, and its stage settings cannot be read ({exc})",
+                "a stage spec file, or a new path",
+            ) from None
         origin = str(write_spec)
     elif target_manifest is not None:
         doc = target_manifest.spec.model_dump(mode="json")
@@ -169,6 +176,17 @@ def derive_target_endpoint_name(
         f"(it does not end with {suffix!r})",
         "an explicit --target-name",
     )
+
+
+def check_spec_destination(path: Path) -> None:
+    """`--write-spec` must be writable before the gates run, not after (no AWS call)."""
+    if path.is_dir():
+        raise SpecError("--write-spec", f"{path} is a directory", "a YAML file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = f"cannot create {path.parent}: {exc.strerror or exc}"
+        raise SpecError("--write-spec", problem, "a YAML file path") from None
 
 
 def check_bench_dataset(gates: StageGates, target_stage: str) -> None:
@@ -230,6 +248,8 @@ def promote(
     if options.source_stage == options.target_stage:
         raise SpecError("--to", "is the same stage as --from", "a different stage")
     check_bench_dataset(gates, options.target_stage)
+    if options.write_spec is not None:
+        check_spec_destination(Path(options.write_spec))
 
     clients = store.Clients.create(options.region)
 
@@ -577,7 +597,6 @@ def write_stage_spec(path: Path, spec: Any, source: StageState, report: GateRepo
     import yaml
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Only what differs from the defaults: the file stays as short as a hand-written one.
     body = spec.model_dump(mode="json", exclude_defaults=True)
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -588,9 +607,16 @@ def write_stage_spec(path: Path, spec: Any, source: StageState, report: GateRepo
         f"endpoint config {source.endpoint_config_name}.\n"
         f"# All {len(report.results)} gates passed; report: {path.name}.gates.json\n"
     )
-    path.write_text(header + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
     report_path = path.with_name(path.name + ".gates.json")
-    report_path.write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+        report_path.write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise PeagleError(
+            f"--write-spec: the gates passed, but {path} could not be written "
+            f"({exc.strerror or exc}); nothing was deployed"
+        ) from None
     return path
 
 

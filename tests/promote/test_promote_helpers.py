@@ -204,3 +204,40 @@ def test_bad_bench_dataset_is_refused_before_any_aws_call(
         runner.promote(options, gates, console=Console(quiet=True))
     assert info.value.field == "gates.stages.staging.bench.dataset"
     assert problem in str(info.value)
+
+
+def test_unwritable_write_spec_is_refused_before_any_aws_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from peagle_deploy.promote import runner, store
+
+    def no_aws(region: str | None) -> None:
+        raise AssertionError("--write-spec must be checked before any AWS client is made")
+
+    monkeypatch.setattr(store.Clients, "create", staticmethod(no_aws))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    gates = StageGates.model_validate({"bench": None})
+    for target in (blocker / "stages" / "staging.yaml", tmp_path):
+        options = runner.PromoteOptions(
+            source_stage="dev", target_stage="staging", write_spec=target
+        )
+        with pytest.raises(SpecError) as info:
+            runner.promote(options, gates, console=Console(quiet=True))
+        assert info.value.field == "--write-spec"
+
+
+def test_write_stage_spec_failure_is_one_line(tmp_path: Path) -> None:
+    from peagle_deploy.errors import PeagleError
+    from peagle_deploy.spec import load_spec
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    spec = load_spec(None, model="qwen3-coder-30b-a3b-instruct", stage="staging")
+    source = StageState(stage="dev", endpoint_name="ep-dev", content_hash="abc")
+    report = GateReport(
+        source_stage="dev", target_stage="staging", source_endpoint="ep-dev", results=[]
+    )
+    with pytest.raises(PeagleError, match="could not be written") as info:
+        write_stage_spec(blocker / "staging.yaml", spec, source, report)
+    assert not isinstance(info.value, OSError)
