@@ -185,9 +185,21 @@ class Comparison:
                 doc = json.loads(Path(path).read_text(encoding="utf-8"))
             except FileNotFoundError:
                 raise SpecError("--results", f"{path} does not exist") from None
+            except OSError as exc:  # a directory, no permission
+                raise SpecError("--results", f"cannot read {path}: {exc.strerror or exc}") from None
             except ValueError as exc:
                 raise SpecError("--results", f"{path} is not JSON ({exc})") from None
-            runs.extend(cls.from_dict(doc).runs)
+            try:
+                runs.extend(cls.from_dict(doc).runs)
+            except SpecError as exc:
+                raise SpecError("--results", f"{path}: {exc.problem}", exc.allowed) from None
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                # Valid JSON of another shape (a list of numbers, levels as a string, ...).
+                raise SpecError(
+                    "--results",
+                    f"{path} is not a bench result ({type(exc).__name__}: {exc})",
+                    '{"runs": [...]} or {"levels": [...]}',
+                ) from None
         return cls(runs)
 
     # --- renderings ---------------------------------------------------------------

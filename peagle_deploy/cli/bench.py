@@ -224,11 +224,13 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
         if targets or file:
             raise SpecError("--results", "cannot be combined with --target/--file")
         comparison = Comparison.load(results)
+        _check_kind_labels(kind_of, [run.label for run in comparison.runs])
         for run in comparison.runs:
             if run.label in kind_of:
                 _labelled(run, kind_of[run.label])
     else:
         entries = _target_entries(targets or [], file)
+        _check_kind_labels(kind_of, [entry["label"] for entry in entries])
         config = _config(
             concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset,
             seed, hourly_price, progress and json_path is None,
@@ -421,6 +423,17 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _check_kind_labels(kind_of: dict[str, str], labels: list[str]) -> None:
+    """Every --kind names a configuration of this comparison and a real kind: a typo
+    would otherwise be ignored and the run silently classified from its label."""
+    from peagle_deploy.bench.compare import classify
+
+    for label, kind in kind_of.items():
+        if label not in labels:
+            raise SpecError("--kind", f"no configuration is labelled {label!r}", labels)
+        classify(label, kind)
+
+
 def _target_entries(targets: list[str], file: Path | None) -> list[dict[str, Any]]:
     """Targets from --target label=SPEC flags and/or a YAML/JSON file."""
     entries: list[dict[str, Any]] = [
@@ -442,6 +455,8 @@ def _file_entries(file: Path) -> list[dict[str, Any]]:
         doc = yaml.safe_load(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError("--file", f"{file} does not exist") from None
+    except OSError as exc:  # a directory, no permission
+        raise SpecError("--file", f"cannot read {file}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise SpecError("--file", f"{file} is not YAML ({exc})") from None
     items = doc.get("targets") if isinstance(doc, dict) else None

@@ -187,3 +187,66 @@ def test_unwritable_output_fails_before_measuring(
     assert f"{flag}: cannot create" in err
     assert "Traceback" not in err
     assert server.counters.requests == before  # nothing was measured (and lost)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot read"),  # a directory
+        ("[1, 2]", "is not a bench result"),
+        ('{"levels": "x"}', "is not a bench result"),
+        ('{"levels": [{"no": "concurrency"}]}', "not a sweep result"),
+        ("{}", "not a bench result"),
+    ],
+)
+@pytest.mark.parametrize("command", [["bench", "compare"], ["bench", "recommend-k"]])
+def test_unusable_results_file_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str | None,
+    problem: str,
+    command: list[str],
+) -> None:
+    path = tmp_path / "results.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    code = main([*command, "--results", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: --results: ") and problem in err
+    assert "Traceback" not in err
+
+
+def test_targets_file_that_is_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "compare", "-f", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --file: cannot read") and "Traceback" not in err
+
+
+def test_kind_for_an_unknown_label_or_kind_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peagle_deploy.bench.compare import Comparison
+    from peagle_deploy.bench.runner import LevelResult, SweepResult
+
+    run = SweepResult(
+        label="peagle-k3",
+        target="http://x/v1",
+        model="m",
+        dataset="humaneval",
+        config={},
+        levels=[LevelResult(concurrency=1, metrics={"output_throughput": 10.0, "completed": 1})],
+        started_at="",
+        finished_at="",
+    )
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(Comparison([run]).to_dict()))
+    for kind, problem in (("peagle-k7=eagle3", "no configuration is labelled 'peagle-k7'"),
+                          ("peagle-k3=bogus", "'bogus' is not a configuration kind")):  # fmt: skip
+        assert main(["bench", "compare", "--results", str(path), "--kind", kind]) == 2
+        assert problem in capsys.readouterr().err
+    assert main(["bench", "compare", "--results", str(path), "--kind", "peagle-k3=eagle3"]) == 0
