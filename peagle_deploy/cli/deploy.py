@@ -146,11 +146,23 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
         "recreate": "re-created (the Failed endpoint was replaced)",
     }[outcome.action]
     if outcome.dry_run:
-        output.console.print(
-            f"[bold]dry run:[/] would {outcome.action} {outcome.endpoint_name} "
-            f"(now {outcome.status}) -> config {outcome.endpoint_config_name}",
-            highlight=False,
-        )
+        would = {
+            "create": "create",
+            "update": "update (blue/green)",
+            "resume": "wait for the deployment in progress on",
+            "recreate": "delete and re-create the Failed endpoint",
+        }
+        if outcome.action == "noop":
+            line = (
+                f"nothing to do: {outcome.endpoint_name} ({outcome.status}) already serves "
+                f"config {outcome.endpoint_config_name}"
+            )
+        else:
+            line = (
+                f"would {would[outcome.action]} {outcome.endpoint_name} "
+                f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
+            )
+        output.console.print(f"[bold]dry run:[/] {line}", highlight=False)
         return
     output.console.print(
         f"[bold]{outcome.endpoint_name}[/] {verb}: {outcome.status} on "

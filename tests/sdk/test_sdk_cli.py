@@ -122,3 +122,16 @@ def test_cli_timeout_must_be_positive(
     assert aws.calls == []
     code, _, err = _run(capsys, "status", NAME, "--wait", "--timeout", timeout)
     assert code == 2 and "--timeout" in err
+
+
+@pytest.mark.parametrize("aws", ["server"], indirect=True)
+def test_cli_dry_run_says_what_it_would_do(aws: AwsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "deploy", MODEL, "--role-arn", ROLE, "--dry-run")
+    assert code == 0 and f"would create {NAME} (now absent)" in " ".join(out.split())
+    _json(capsys, "deploy", MODEL, "--role-arn", ROLE, "--no-progress")
+    code, out, _ = _run(capsys, "deploy", MODEL, "--role-arn", ROLE, "--dry-run")
+    text = " ".join(out.split())
+    assert code == 0 and f"nothing to do: {NAME} (InService) already serves" in text
+    assert "noop" not in text
+    code, out, _ = _run(capsys, "deploy", MODEL, "--role-arn", ROLE, "-k", "5", "--dry-run")
+    assert code == 0 and "would update (blue/green)" in " ".join(out.split())
