@@ -171,6 +171,7 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
     _write_outputs(result.to_dict(), comparison, json_path, report)
     if json_path != "-":
         _print_levels(result)
+    _explain_missing_acceptance(comparison.runs)
     _require_completions(comparison.runs)
 
 
@@ -250,6 +251,8 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
     _write_outputs(comparison.to_dict(), comparison, json_path, report)
     if json_path != "-":
         _print_comparison(comparison)
+    if not results:
+        _explain_missing_acceptance(comparison.runs)
     _require_completions(comparison.runs)
 
 
@@ -576,6 +579,29 @@ def _print_levels(result: SweepResult) -> None:
     for lv in result.levels:
         for reason, count in (lv.metrics.get("errors") or {}).items():
             output.warn(f"c={lv.concurrency}: {count} failed: {reason}")
+
+
+def _explain_missing_acceptance(runs: Sequence[SweepResult]) -> None:
+    """Say why a SageMaker target has no acceptance figures instead of a silent `-`.
+
+    They come from the container's metric lines in CloudWatch Logs, one per interval
+    (60 s by default): levels shorter than that often have none.
+    """
+    for run in runs:
+        if not run.target.startswith("endpoint:") or not any(
+            lv.metrics.get("completed") for lv in run.levels
+        ):
+            continue
+        missing = [lv.concurrency for lv in run.levels if lv.spec_decode is None]
+        if missing:
+            name = run.target.removeprefix("endpoint:")
+            output.warn(
+                f"{run.label}: no acceptance figures at concurrency "
+                f"{', '.join(map(str, missing))}: no container metric lines in "
+                f"/aws/sagemaker/Endpoints/{name} during those levels (the peagle-serve image "
+                "writes one every PEAGLE_METRICS_INTERVAL_SECONDS, 60 s by default; use a "
+                "longer --duration or a larger --logs-delay)"
+            )
 
 
 def _require_completions(runs: Sequence[SweepResult]) -> None:

@@ -117,3 +117,26 @@ def test_missing_region_or_credentials_fail_before_any_request(
             _config(concurrency=[1], num_prompts=1),
             dataset=TINY,
         )
+
+
+def test_cli_explains_missing_acceptance_on_stderr(
+    aws: LocalAWS, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from peagle_deploy.cli.app import main
+
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text('{"messages": [{"role": "user", "content": "q"}]}\n')
+    base = ["bench", "-c", "1", "-n", "2", "--warmup", "0", "--max-tokens", "4",
+            "--dataset", str(chats), "--logs-delay", "0", "--region", aws.region]  # fmt: skip
+    assert main([*base, "--endpoint", "ep", "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["levels"][0]["spec_decode_acceptance_length"] is None
+    assert "no acceptance figures at concurrency 1" in err and "/aws/sagemaker/Endpoints/ep" in err
+    # An endpoint that logs metric lines gets its figures and no such warning.
+    aws.set_spec_metrics("ep-spec", acceptance_rate=0.5, num_speculative_tokens=4)
+    assert main([*base, "--endpoint", "ep-spec", "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["levels"][0]["spec_decode_acceptance_length"] is not None
+    assert "no acceptance figures" not in err
