@@ -348,8 +348,14 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
         )
     except ValueError as exc:
         raise SpecError("loopback", str(exc)) from None
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config, host, port))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(config, host, port))
+    except OSError as exc:  # port in use, address not on this host, no permission
+        raise PeagleError(
+            f"loopback: cannot listen on {host}:{port}: {exc.strerror or exc} "
+            "(--port 0 picks a free port)"
+        ) from None
 
 
 # --- helpers --------------------------------------------------------------------------

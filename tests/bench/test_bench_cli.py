@@ -250,3 +250,16 @@ def test_kind_for_an_unknown_label_or_kind_is_refused(
         assert main(["bench", "compare", "--results", str(path), "--kind", kind]) == 2
         assert problem in capsys.readouterr().err
     assert main(["bench", "compare", "--results", str(path), "--kind", "peagle-k3=eagle3"]) == 0
+
+
+def test_loopback_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        code = main(["bench", "loopback", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
