@@ -283,8 +283,13 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     stream: Annotated[
         bool, typer.Option("--stream", help="Stream the answer (InvokeEndpointWithResponseStream).")
     ] = False,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
-    temperature: Annotated[float | None, typer.Option("--temperature")] = None,
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=1, help="Longest answer, in tokens.")
+    ] = 256,
+    temperature: Annotated[
+        float | None,
+        typer.Option("--temperature", help="Sampling temperature (default: the server's)."),
+    ] = None,
     system: Annotated[str | None, typer.Option("--system", help="System message.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
