@@ -149,17 +149,29 @@ def write_manifest(
 
     `tags` (e.g. `plan.tags`) are put on the parameter so the project finds its own.
     """
+    from botocore.exceptions import ClientError
+
     name = manifest.parameter_name
     value = manifest.model_dump_json()
     ssm = _ssm(ssm_client, region or manifest.region, boto_session)
-    ssm.put_parameter(
-        Name=name,
-        Value=value,
-        Type="String",
-        Overwrite=True,
-        Tier="Standard" if len(value.encode()) <= _STANDARD_LIMIT else "Advanced",
-        Description=f"peagle-deploy manifest of {manifest.endpoint_name} ({manifest.stage})",
-    )
+    request: dict[str, Any] = {
+        "Name": name,
+        "Value": value,
+        "Type": "String",
+        "Overwrite": True,
+        "Tier": "Standard" if len(value.encode()) <= _STANDARD_LIMIT else "Advanced",
+        "Description": f"peagle-deploy manifest of {manifest.endpoint_name} ({manifest.stage})",
+    }
+    try:
+        ssm.put_parameter(**request)
+    except ClientError as exc:
+        # A parameter that once held a larger manifest (a promotion's gate report) is
+        # Advanced, and SSM never reverts Advanced to Standard: a smaller manifest must be
+        # written as Advanced too.
+        code = exc.response.get("Error", {}).get("Code")
+        if request["Tier"] != "Standard" or code != "ValidationException":
+            raise
+        ssm.put_parameter(**{**request, "Tier": "Advanced"})
     if tags:
         ssm.add_tags_to_resource(ResourceType="Parameter", ResourceId=name, Tags=tags)
     return name

@@ -97,6 +97,48 @@ def test_manifest_round_trip_and_errors() -> None:
             read_manifest("staging", manifest.endpoint_name, ssm_client=ssm)
 
 
+class _NoTierDowngrade:
+    """moto's SSM, refusing Advanced -> Standard as SSM does ("can't revert")."""
+
+    def __init__(self, ssm: object) -> None:
+        self.ssm = ssm
+        self.advanced: set[str] = set()
+        self.tiers: list[str] = []
+
+    def put_parameter(self, **kwargs: object) -> object:
+        from botocore.exceptions import ClientError
+
+        name, tier = str(kwargs["Name"]), str(kwargs.get("Tier", "Standard"))
+        self.tiers.append(tier)
+        if tier == "Standard" and name in self.advanced:
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "can't downgrade"}},
+                "PutParameter",
+            )
+        if tier == "Advanced":
+            self.advanced.add(name)
+        return self.ssm.put_parameter(**kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.ssm, name)
+
+
+def test_manifest_shrinking_below_4kb_stays_advanced() -> None:
+    """A promotion's large manifest made the parameter Advanced; a later small one is
+    still written (as Advanced), not refused and left stale."""
+    with mock_aws():
+        ssm = _NoTierDowngrade(boto3.client("ssm", region_name=REGION))
+        manifest = _manifest()
+        big = manifest.model_copy(
+            update={"gate_results": [{"kind": "level", "note": "x" * 200} for _ in range(25)]}
+        )
+        assert len(big.model_dump_json().encode()) > 4096
+        write_manifest(big, ssm_client=ssm)
+        write_manifest(manifest, ssm_client=ssm)
+        assert ssm.tiers == ["Advanced", "Standard", "Advanced"]
+        assert read_manifest("staging", manifest.endpoint_name, ssm_client=ssm) == manifest
+
+
 def test_manifest_records_gate_results_for_promotion() -> None:
     manifest = _manifest().model_copy(
         update={
