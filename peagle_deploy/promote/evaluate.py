@@ -275,7 +275,9 @@ def _acceptance_gate(m: LevelMeasurement, floor: float, required: bool) -> GateR
             measured=None,
             required=f">= {floor:g}",
             status="fail" if required else "skip",
-            detail="the target reported no speculative-decoding metrics",
+            # The gates measure the SOURCE endpoint; "target" would point at the stage
+            # being promoted into.
+            detail="the measured endpoint reported no speculative-decoding metrics",
         )
     return GateResult(
         name=f"acceptance_length@c{c}",

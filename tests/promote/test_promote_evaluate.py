@@ -95,6 +95,9 @@ def test_ratio_and_acceptance_skip_without_data_unless_required() -> None:
     results = _by_name(evaluate_gates(gates, OK, [_level(1, 10), _level(4, 20)], baseline=None))
     assert results["throughput_ratio@c1"].status == "skip"
     assert results["acceptance_length@c4"].status == "skip"
+    # The gates measure the source endpoint: the reason must not blame "the target".
+    assert "measured endpoint" in results["acceptance_length@c4"].detail
+    assert "target" not in results["acceptance_length@c4"].detail
     report = GateReport(
         source_stage="dev",
         target_stage="staging",
