@@ -252,7 +252,7 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
         if pending:
             output.console.print(f"rolling to: {pending}", highlight=False)
         if data["failure_reason"]:
-            output.console.print(f"reason: {data['failure_reason']}", highlight=False)
+            output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
         for line in log_lines:
             output.console.print(f"  {line}", highlight=False, markup=False)
         if manifest and "error" in manifest:

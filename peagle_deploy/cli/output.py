@@ -7,18 +7,24 @@ import sys
 from typing import Any
 
 from rich.console import Console, RenderableType
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 def error(message: str) -> None:
-    """One error, on stderr, no traceback."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """One error, on stderr, no traceback.
+
+    The message is plain text: brackets in it (`[a-zA-Z0-9-]`, `[dev]`) are printed,
+    not read as rich markup and dropped.
+    """
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    """One warning, on stderr; plain text like `error`."""
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:

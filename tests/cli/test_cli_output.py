@@ -34,3 +34,19 @@ def test_narrow_table_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     table.add_row("v")
     output.print_table(table)
     assert capsys.readouterr().out.splitlines()[1] == "┃ k ┃"
+
+
+def test_error_and_warning_keep_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    output.error("name: 1-63 of [a-zA-Z0-9-] (stage [dev])")
+    output.warn("levels [bold] stay")
+    err = capsys.readouterr().err
+    assert "error: name: 1-63 of [a-zA-Z0-9-] (stage [dev])" in err
+    assert "warning: levels [bold] stay" in err
+
+
+def test_cli_error_line_shows_the_allowed_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    from peagle_deploy.cli.app import main
+
+    assert main(["plan", "gpt-oss-20b", "--endpoint-name", "Bad Name"]) == 2
+    err = capsys.readouterr().err
+    assert "[a-zA-Z0-9-]" in err and "Traceback" not in err
