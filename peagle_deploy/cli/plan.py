@@ -131,11 +131,12 @@ def _print_plan(plan: Any) -> None:
     for key, value in rows:
         summary.add_row(key, value)
     output.console.print(summary)
+    shown = plan.to_json()  # secret-looking env values are redacted, as in --json
     for title, request in (
-        ("CreateModel", plan.create_model),
-        ("CreateEndpointConfig", plan.create_endpoint_config),
-        ("CreateEndpoint", plan.create_endpoint),
-        ("UpdateEndpoint (when the endpoint exists)", plan.update_endpoint),
+        ("CreateModel", shown["create_model"]),
+        ("CreateEndpointConfig", shown["create_endpoint_config"]),
+        ("CreateEndpoint", shown["create_endpoint"]),
+        ("UpdateEndpoint (when the endpoint exists)", shown["update_endpoint"]),
     ):
         output.console.rule(title)
         output.console.print_json(data=request, indent=2)

@@ -157,7 +157,9 @@ def write_manifest(
     request: dict[str, Any] = {
         "Name": name,
         "Value": value,
-        "Type": "String",
+        # The spec may carry secrets in its env (HF tokens, API keys): encrypted at rest
+        # with the account's aws/ssm key, decrypted only by readers allowed to.
+        "Type": "SecureString",
         "Overwrite": True,
         "Tier": "Standard" if len(value.encode()) <= _STANDARD_LIMIT else "Advanced",
         "Description": f"peagle-deploy manifest of {manifest.endpoint_name} ({manifest.stage})",
@@ -191,7 +193,7 @@ def read_manifest(
     name = manifest_parameter_name(stage, endpoint_name)
     ssm = _ssm(ssm_client, region, boto_session)
     try:
-        value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        value = ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
             return None

@@ -190,3 +190,13 @@ def test_plan_of_a_catalog_model_imports_no_aws_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_human_plan_redacts_secret_env_values(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(
+        capsys, "plan", "gpt-oss-20b", "--env", "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123"
+    )
+    assert code == 0
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in out + err
+    assert "<redacted>" in out
+    assert "HF_TOKEN" in err  # the warning names the key, not the value

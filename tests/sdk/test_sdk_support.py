@@ -78,6 +78,10 @@ def test_manifest_round_trip_and_errors() -> None:
         assert name == f"/peagle-deploy/staging/{manifest.endpoint_name}/manifest"
         back = read_manifest("staging", manifest.endpoint_name, ssm_client=ssm)
         assert back == manifest
+        # the spec's env may hold secrets: stored encrypted, never as a plain String
+        stored = ssm.get_parameter(Name=name)["Parameter"]
+        assert stored["Type"] == "SecureString"
+        assert stored["Value"] != manifest.model_dump_json()
         assert back is not None and back.git_commit == "abc123"
         tags = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId=name)["TagList"]
         assert {"Key": "peagle:managed", "Value": "true"} in tags
