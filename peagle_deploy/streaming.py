@@ -47,23 +47,17 @@ class SSEParser:
         # Normalise CRLF so the event separator is always a blank line of "\n\n".
         if b"\r" in self._buffer:
             self._buffer[:] = self._buffer.replace(b"\r\n", b"\n")
-        events: list[str] = []
+        raws: list[bytes] = []
         while True:
             end = self._buffer.find(b"\n\n")
             if end < 0:
                 break
-            raw = bytes(self._buffer[:end])
+            raws.append(bytes(self._buffer[:end]))
             del self._buffer[: end + 2]
-            data = _event_data(raw.decode("utf-8"))
-            if data is None:
-                continue
-            if data == DONE:
-                self.done = True
-                continue
-            events.append(data)
-        return events
+        return self._events(raws)
 
     def _events(self, raws: list[bytes]) -> list[str]:
+        """`data:` payloads of complete raw events; `[DONE]` only sets `done`."""
         events: list[str] = []
         for raw in raws:
             data = _event_data(raw.decode("utf-8"))
@@ -81,13 +75,7 @@ class SSEParser:
             return []
         tail = bytes(self._buffer)
         self._buffer.clear()
-        data = _event_data(tail.decode("utf-8"))
-        if data is None:
-            return []
-        if data == DONE:
-            self.done = True
-            return []
-        return [data]
+        return self._events([tail])
 
 
 def _event_data(event: str) -> str | None:
