@@ -141,21 +141,3 @@ def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
         repo = EcrRepository(match["account"], match["region"], match["repository"])
         repos[(repo.account, repo.region, repo.name)] = repo
     return [repos[k] for k in sorted(repos)]
-
-
-_NAME_DIGEST = re.compile(r"[0-9a-f]{8}$")
-
-
-def model_name_prefix(model_name: str) -> str:
-    """The part of a content-derived model name that stays when the spec changes.
-
-    The plan names models `<endpoint>-m<8 hex digits of the request>`. IAM permissions
-    for CreateModel/DeleteModel are granted on `model/<prefix>*`, so the old model of a
-    replaced spec is still deletable by the same policy in the stack's clean-up phase,
-    while models of other endpoints (another prefix) are not.
-    """
-    if not _NAME_DIGEST.search(model_name):
-        raise SpecError(
-            "model_name", f"{model_name!r} does not end in a content digest", "<endpoint>-m<hash>"
-        )
-    return model_name[:-8]

@@ -16,12 +16,13 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
-from infra.access import model_name_prefix
 from infra.model import PeagleModel, provider_log_group_name
 from infra.role import ExecutionRole
 from peagle_deploy.catalog import get_instance
 from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.naming import derived_prefix
 from peagle_deploy.plan import Plan
+from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES
 
 MAX_ROLLBACK_ALARMS = 10
 
@@ -41,8 +42,6 @@ _VARIANT_SCALARS = {
     "EnableSSMAccess": "enable_ssm_access",
     "VariantInstanceProvisionTimeoutInSeconds": "variant_instance_provision_timeout_in_seconds",
 }
-CFN_ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE", "RANDOM")
-"""RoutingStrategy values AWS::SageMaker::EndpointConfig accepts (cfn-lint 1.58 schema)."""
 
 
 class NotExpressibleError(PeagleError):
@@ -213,7 +212,7 @@ class PeagleEndpoint(Construct):
             "Model",
             create_model=plan.create_model,
             execution_role=self.execution_role.role,
-            name_prefix=model_name_prefix(plan.model_name),
+            name_prefix=derived_prefix(plan.endpoint_name, "m"),
             key=key,
             log_group_name=provider_log_group_name(plan.endpoint_name),
             removal_policy=removal_policy,

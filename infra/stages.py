@@ -24,11 +24,11 @@ from peagle_deploy.catalog import MODELS
 from peagle_deploy.errors import SpecError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
+from peagle_deploy.spec.stage import check_stage_name
 
 STAGES_CONTEXT_KEY = "peagle:stages"
 NAG_CONTEXT_KEY = "peagle:nag"
 CUSTOM_MODEL = "custom"
-_STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _STAGE_KEYS = {
     "spec",
@@ -106,8 +106,7 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
     configs = []
     for name, value in context.items():
         where = f"{STAGES_CONTEXT_KEY}.{name}"
-        if not _STAGE_NAME.match(str(name)):
-            raise SpecError(where, "stage names are lowercase", "[a-z][a-z0-9-]{0,30}")
+        check_stage_name(name, where)
         raw = _json_if_text(value, where)
         if not isinstance(raw, Mapping):
             raise SpecError(where, f"is {type(raw).__name__}", "a mapping")

@@ -115,6 +115,18 @@ def is_not_found(exc: BaseException) -> bool:
     )
 
 
+def describe_endpoint_or_none(sagemaker: Any, endpoint_name: str) -> dict[str, Any] | None:
+    """DescribeEndpoint without ResponseMetadata, or None when there is no such endpoint."""
+    try:
+        desc = dict(sagemaker.describe_endpoint(EndpointName=endpoint_name))
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    desc.pop("ResponseMetadata", None)
+    return desc
+
+
 def error_code(exc: BaseException) -> str:
     """The AWS error code of a ClientError ('' for anything else)."""
     from botocore.exceptions import ClientError

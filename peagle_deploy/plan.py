@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ from peagle_deploy import render, validation
 from peagle_deploy.catalog.instances import INSTANCE_TYPES
 from peagle_deploy.catalog.resolve import ResolvedModel, resolve_model, resolve_region
 from peagle_deploy.errors import SpecError
+from peagle_deploy.naming import DIGEST_LEN, default_endpoint_name, derived_name
 from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
 
 PLACEHOLDER_ROLE_ARN = "arn:aws:iam::000000000000:role/peagle-placeholder-set-execution-role-arn"
@@ -28,9 +28,6 @@ STAGE_TAG = "peagle:stage"
 SPEC_HASH_TAG = "peagle:spec-hash"
 MODEL_TAG = "peagle:model"
 MANAGED_TAG_COUNT = 4
-
-_MAX_NAME = 63
-_HASH_LEN = 8
 
 
 @dataclass(frozen=True)
@@ -99,26 +96,9 @@ class Plan:
         }
 
 
-def _digest(obj: Any, length: int = _HASH_LEN) -> str:
+def _digest(obj: Any, length: int = DIGEST_LEN) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
-def _slug(text: str) -> str:
-    """Lowercase [a-z0-9-] with single dashes, for resource names."""
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "model"
-
-
-def default_endpoint_name(model_name: str, stage: str) -> str:
-    """`peagle-<model>-<stage>`, shortened to SageMaker's 63 characters."""
-    suffix = f"-{_slug(stage)}"
-    head = f"peagle-{_slug(model_name)}"[: _MAX_NAME - len(suffix)].rstrip("-")
-    return head + suffix
-
-
-def _derived_name(endpoint_name: str, kind: str, digest: str) -> str:
-    suffix = f"-{kind}{digest}"
-    return endpoint_name[: _MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
 def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -230,11 +210,11 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     # Names from content: the model's request body (without name and tags) plus the
     # endpoint name (so two stages never share, and delete, one model).
     model_body = _without(render.create_model(ri, "", []), "ModelName", "Tags")
-    model_name = _derived_name(endpoint_name, "m", _digest([endpoint_name, model_body]))
+    model_name = derived_name(endpoint_name, "m", _digest([endpoint_name, model_body]))
     config_body = _without(
         render.create_endpoint_config(ri, "", model_name, []), "EndpointConfigName", "Tags"
     )
-    config_name = _derived_name(endpoint_name, "c", _digest([endpoint_name, config_body]))
+    config_name = derived_name(endpoint_name, "c", _digest([endpoint_name, config_body]))
     content_hash = _digest(
         [
             endpoint_name,

@@ -20,12 +20,12 @@ from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, get_instance, is_gpu_less
 from peagle_deploy.errors import SpecError
 from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
-from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
+from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES, DeploymentSpec, RolloutSpec
+from peagle_deploy.spec.stage import check_stage_name
 
 # --- shapes (from botocore's sagemaker model; FACTS.md 4) ----------------------------
 REGION_RE = re.compile(r"^[a-z]{2,4}(-gov|-iso[a-z]?)?(-[a-z]+){1,2}-\d{1,2}$")
 NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-STAGE_RE = re.compile(r"^[a-z0-9](-?[a-z0-9]){0,19}$")
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 S3_BUCKET = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 S3_PREFIX_RE = re.compile(rf"^s3://{S3_BUCKET}/(\S+/)?$")
@@ -56,9 +56,6 @@ INFERENCE_AMI_VERSIONS = (
     "al2023-ami-sagemaker-inference-gpu-4-1",
 )
 """GPU values of botocore's ProductionVariantInferenceAmiVersion enum (neuron left out)."""
-
-CFN_ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE")
-"""RoutingStrategy values CloudFormation's AWS::SageMaker::EndpointConfig accepts."""
 
 MAX_ENV_ENTRIES = 100
 MAX_ENV_BYTES = 1024
@@ -99,10 +96,7 @@ def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
             f"{custom_name!r} is not a short model name",
             "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
         )
-    if not STAGE_RE.match(spec.stage):
-        raise SpecError(
-            "stage", f"{spec.stage!r} is not a valid stage", "lowercase letters, digits, '-'; 1-20"
-        )
+    check_stage_name(spec.stage, "stage")
     if not NAME_RE.match(endpoint_name):
         raise SpecError(
             "endpoint_name",

@@ -1,17 +1,20 @@
 """Root of the `peagle` CLI.
 
-Each command group lives in its own module and is registered here. Modules import
-heavy dependencies (sagemaker, aws_cdk, matplotlib, boto3 clients) inside the command
-functions, never at import time: `peagle --help` must stay fast.
+Each command group lives in its own module, which knows nothing of this one; they are
+all registered here. Modules import heavy dependencies (sagemaker, aws_cdk, matplotlib,
+boto3 clients) inside the command functions, never at import time: `peagle --help` must
+stay fast.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from peagle_deploy.cli import output
+from peagle_deploy import __version__
+from peagle_deploy.cli import bench, deploy, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -28,15 +31,29 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    # One line per command module; each module adds its commands to `app`.
-    import peagle_deploy.cli.bench  # noqa: F401
-    from peagle_deploy.cli import deploy, plan  # noqa: F401
-
-    __import__("peagle_deploy.cli.promote")  # promote, demo
+def _show_version(value: bool) -> None:
+    if value:
+        output.console.print(f"peagle-deploy {__version__}", highlight=False)
+        raise typer.Exit()
 
 
-_register()
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    # Root options only; the help text is the app's.
+    return None
+
+
+plan.register(app)  # models, plan
+deploy.register(app)  # deploy, status, invoke, list, delete
+app.add_typer(bench.bench_app, name="bench")
+promote.register(app)  # promote, demo
 
 
 def aws_error_message(exc: BaseException) -> str | None:

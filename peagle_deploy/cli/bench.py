@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from peagle_deploy.cli import output
-from peagle_deploy.cli.app import app
 from peagle_deploy.errors import PeagleError, SpecError
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ bench_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-app.add_typer(bench_app, name="bench")
 
 # --- options shared by `bench` and `bench compare` ---------------------------------------
 ConcurrencyOpt = Annotated[

@@ -13,10 +13,10 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
-from peagle_deploy.cli.app import app
+from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.errors import PeagleError
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+JsonOpt = so.JsonOpt
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
 TimeoutOpt = Annotated[
     float | None,
@@ -36,41 +36,23 @@ def _interrupted(exc: BaseException) -> typer.Exit:
     return typer.Exit(130)
 
 
-@app.command("deploy")
-def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
+DEPLOY_EXAMPLES = """\
+Examples:
+
+  peagle deploy qwen3-coder-30b-a3b-instruct -k 3 --role-arn arn:aws:iam::123456789012:role/sm
+
+  peagle deploy -f stages/prod.yaml --rollout canary --alarm peagle-prod-5xx
+
+  peagle deploy gpt-oss-20b --role-arn ROLE_ARN --dry-run     # what would it do?
+"""
+
+
+@spec_options
+def deploy_command(
+    *,
     model: so.ModelArg = None,
     file: so.FileOpt = None,
-    instance_type: so.InstanceTypeOpt = None,
-    num_speculative_tokens: so.KOpt = None,
-    mode: so.ModeOpt = None,
-    tp: so.TpOpt = None,
-    max_model_len: so.MaxLenOpt = None,
-    instance_count: so.CountOpt = None,
-    endpoint_name: so.EndpointNameOpt = None,
-    stage: so.StageOpt = None,
-    region: so.RegionOpt = None,
-    role_arn: so.RoleOpt = None,
-    env: so.EnvOpt = None,
-    kms_key_id: so.KmsOpt = None,
-    no_network_isolation: so.NoIsolationOpt = False,
-    subnet: so.SubnetOpt = None,
-    security_group: so.SecurityGroupOpt = None,
-    routing_strategy: so.RoutingOpt = None,
-    tag: so.TagOpt = None,
-    image_uri: so.ImageOpt = None,
-    accept_eula: so.AcceptEulaOpt = False,
-    rollout: Annotated[
-        str | None,
-        typer.Option("--rollout", help="Blue/green traffic shifting: canary, linear, all-at-once."),
-    ] = None,
-    alarm: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--alarm",
-            help="CloudWatch alarm that rolls an update back (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    knobs: dict[str, Any] | None = None,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Return once SageMaker accepted the requests.")
     ] = False,
@@ -87,36 +69,10 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
     fails is cleaned up and explained (FailureReason + container log lines); an update
     that rolls back leaves the old config serving.
     """
+    from peagle_deploy.plan import build_plan
     from peagle_deploy.sdk import WaitInterrupted, check_deployable_role, deploy_peagle
-    from peagle_deploy.sdk.deploy import plan_for
 
-    spec = so.load_cli_spec(
-        file,
-        model=model,
-        instance_type=instance_type,
-        num_speculative_tokens=num_speculative_tokens,
-        mode=mode,
-        tp=tp,
-        max_model_len=max_model_len,
-        instance_count=instance_count,
-        endpoint_name=endpoint_name,
-        stage=stage,
-        region=region,
-        role_arn=role_arn,
-        env=env,
-        kms_key_id=kms_key_id,
-        no_network_isolation=no_network_isolation,
-        subnet=subnet,
-        security_group=security_group,
-        routing_strategy=routing_strategy,
-        tag=tag,
-        image_uri=image_uri,
-        accept_eula=accept_eula,
-    )
-    overrides: dict[str, Any] = {}
-    if rollout is not None:
-        overrides["rollout.strategy"] = rollout
-    plan = plan_for(spec=spec, alarms=alarm or None, **overrides)
+    plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
     if not dry_run:
         check_deployable_role(plan)  # before any AWS call, one clear line
     if not as_json:
@@ -124,7 +80,7 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
             output.warn(warning)
     try:
         endpoint = deploy_peagle(
-            spec=plan.spec,
+            plan=plan,
             wait=not no_wait,
             dry_run=dry_run,
             timeout_s=timeout,
@@ -180,7 +136,6 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.console.print(f"manifest: {outcome.manifest_parameter}", highlight=False)
 
 
-@app.command("status")
 def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     name: NameArg,
     region: so.RegionOpt = None,
@@ -275,7 +230,6 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
         raise typer.Exit(1)
 
 
-@app.command("invoke")
 def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     name: NameArg,
     prompt: Annotated[str, typer.Argument(help="User message.", show_default=False)],
@@ -329,7 +283,6 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
         sys.stdout.write(result.text + "\n")
 
 
-@app.command("list")
 def list_command(
     region: so.RegionOpt = None,
     stage: so.StageOpt = None,
@@ -357,20 +310,19 @@ def list_command(
     output.print_table(table)
 
 
-@app.command("delete")
 def delete_command(
     name: NameArg,
     region: so.RegionOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete an endpoint with its endpoint configs and models (already gone is fine)."""
+    """Delete an endpoint with its endpoint configs, models and manifest (gone is fine)."""
     from peagle_deploy.sdk import PeagleEndpoint
 
     if not yes:
         if as_json or not sys.stdin.isatty():
             raise PeagleError(f"refusing to delete {name} without --yes (no terminal to confirm)")
-        if not typer.confirm(f"Delete endpoint {name}, its endpoint configs and models?"):
+        if not typer.confirm(f"Delete endpoint {name}, its endpoint configs, models and manifest?"):
             raise typer.Exit(1)
     result = PeagleEndpoint.from_name(name, region=region).delete()
     if as_json:
@@ -386,3 +338,16 @@ def delete_command(
         output.console.print(f"deleted model {model}", highlight=False)
     for target in result.scalable_targets:
         output.console.print(f"deregistered autoscaling target {target}", highlight=False)
+    if result.manifest_parameter:
+        output.console.print(f"deleted manifest {result.manifest_parameter}", highlight=False)
+    if result.manifest_error:
+        output.warn(f"the deployment manifest could not be deleted: {result.manifest_error}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the endpoint lifecycle commands to the root app."""
+    app.command("deploy", epilog=DEPLOY_EXAMPLES)(deploy_command)
+    app.command("status")(status_command)
+    app.command("invoke")(invoke_command)
+    app.command("list")(list_command)
+    app.command("delete")(delete_command)

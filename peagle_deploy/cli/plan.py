@@ -12,12 +12,11 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
-from peagle_deploy.cli.app import app
+from peagle_deploy.cli.spec_options import spec_options
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+JsonOpt = so.JsonOpt
 
 
-@app.command("models")
 def models_command(
     as_json: JsonOpt = False,
     instances: Annotated[
@@ -47,62 +46,41 @@ def models_command(
     output.console.print("[dim]* unverified default: override it in your spec[/]")
 
 
-@app.command("plan")
-def plan_command(  # noqa: PLR0917 (one parameter per CLI flag)
+PLAN_EXAMPLES = """\
+Examples:
+
+  peagle plan qwen3-coder-30b-a3b-instruct
+
+  peagle plan gpt-oss-20b -k 7 --instance-type ml.g7e.4xlarge --json
+
+  peagle plan -f stages/prod.yaml --role-arn arn:aws:iam::123456789012:role/sm
+
+Every flag sets the spec key named in its help; in a spec file the same keys are YAML.
+"""
+
+
+@spec_options
+def plan_command(
+    *,
     model: so.ModelArg = None,
     file: so.FileOpt = None,
-    instance_type: so.InstanceTypeOpt = None,
-    num_speculative_tokens: so.KOpt = None,
-    mode: so.ModeOpt = None,
-    tp: so.TpOpt = None,
-    max_model_len: so.MaxLenOpt = None,
-    instance_count: so.CountOpt = None,
-    endpoint_name: so.EndpointNameOpt = None,
-    stage: so.StageOpt = None,
-    region: so.RegionOpt = None,
-    role_arn: so.RoleOpt = None,
-    env: so.EnvOpt = None,
-    kms_key_id: so.KmsOpt = None,
-    no_network_isolation: so.NoIsolationOpt = False,
-    subnet: so.SubnetOpt = None,
-    security_group: so.SecurityGroupOpt = None,
-    routing_strategy: so.RoutingOpt = None,
-    tag: so.TagOpt = None,
-    image_uri: so.ImageOpt = None,
-    accept_eula: so.AcceptEulaOpt = False,
+    knobs: dict[str, Any] | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the exact SageMaker requests a deployment would send (no AWS call)."""
     from peagle_deploy.plan import build_plan
 
-    spec = so.load_cli_spec(
-        file,
-        model=model,
-        instance_type=instance_type,
-        num_speculative_tokens=num_speculative_tokens,
-        mode=mode,
-        tp=tp,
-        max_model_len=max_model_len,
-        instance_count=instance_count,
-        endpoint_name=endpoint_name,
-        stage=stage,
-        region=region,
-        role_arn=role_arn,
-        env=env,
-        kms_key_id=kms_key_id,
-        no_network_isolation=no_network_isolation,
-        subnet=subnet,
-        security_group=security_group,
-        routing_strategy=routing_strategy,
-        tag=tag,
-        image_uri=image_uri,
-        accept_eula=accept_eula,
-    )
-    plan = build_plan(spec)
+    plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
     if as_json:
         output.emit_json(plan.to_json())
         return
     _print_plan(plan)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle models` and `peagle plan` to the root app."""
+    app.command("models")(models_command)
+    app.command("plan", epilog=PLAN_EXAMPLES)(plan_command)
 
 
 def _print_plan(plan: Any) -> None:
@@ -116,6 +94,8 @@ def _print_plan(plan: Any) -> None:
         ("model", f"{plan.spec.model} ({plan.model_source})"),
         ("region / stage", f"{plan.region} / {plan.spec.stage}"),
         ("instance", f"{plan.instance_type} x {plan.spec.initial_instance_count}"),
+        ("scaling", _scaling_text(plan.spec.scaling)),
+        ("rollout", _rollout_text(plan.rollout)),
         ("tensor parallel", str(plan.tensor_parallel_size)),
         ("max model len", str(plan.max_model_len)),
         ("speculative", plan.spec.speculative.mode),
@@ -137,8 +117,34 @@ def _print_plan(plan: Any) -> None:
         ("CreateEndpointConfig", shown["create_endpoint_config"]),
         ("CreateEndpoint", shown["create_endpoint"]),
         ("UpdateEndpoint (when the endpoint exists)", shown["update_endpoint"]),
+        *(
+            (f"Application Auto Scaling {title} (once InService)", plan.autoscaling[key])
+            for title, key in (
+                ("RegisterScalableTarget", "register_scalable_target"),
+                ("PutScalingPolicy", "put_scaling_policy"),
+            )
+            if plan.autoscaling
+        ),
     ):
         output.console.rule(title)
         output.console.print_json(data=request, indent=2)
     for warning in plan.warnings:
         output.warn(warning)
+
+
+def _scaling_text(scaling: Any) -> str:
+    if scaling is None:
+        return "fixed instance count (no autoscaling)"
+    return (
+        f"{scaling.min_instances}-{scaling.max_instances} instances, target "
+        f"{scaling.target_invocations_per_instance} invocations/instance/minute"
+    )
+
+
+def _rollout_text(rollout: Any) -> str:
+    step = {
+        "canary": f" {rollout.canary_percent}%",
+        "linear": f" {rollout.linear_step_percent}% steps",
+    }.get(rollout.strategy, "")
+    alarms = f", rollback on {', '.join(rollout.alarms)}" if rollout.alarms else ""
+    return f"{rollout.strategy}{step}, every {rollout.wait_interval_s} s{alarms}"

@@ -12,22 +12,10 @@ from typing import Annotated
 import typer
 
 from peagle_deploy.cli import output
-from peagle_deploy.cli.app import app
 
 _EXIT_REFUSED = 3
 
 
-@app.command(
-    "promote",
-    help=(
-        "Promote what one stage runs to the next, only if the next stage's gates pass.\n\n"
-        "The gates (smoke chat + benchmark thresholds) run against the SOURCE endpoint; on "
-        "success the same spec is deployed to the target stage (blue/green) and the "
-        "promotion is recorded in the target's manifest.\n\n"
-        "Exit codes: 0 promoted / nothing to do, 1 error, 2 bad input, "
-        "3 refused by a gate (target unchanged)."
-    ),
-)
 def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
     source_stage: Annotated[
         str, typer.Option("--from", help="Stage whose endpoint is promoted (e.g. dev).")
@@ -103,15 +91,6 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         raise typer.Exit(_EXIT_REFUSED)
 
 
-@app.command(
-    "demo",
-    help=(
-        "Rehearse the whole flow locally, with no AWS account: an embedded moto server "
-        "and the streaming endpoint emulator; deploy to dev, stream, benchmark, promote "
-        "dev -> staging through the gates, see staging -> prod refused, clean up.\n\n"
-        "Timings come from the emulator, not from a GPU."
-    ),
-)
 def demo_command(
     quick: Annotated[
         bool,
@@ -140,3 +119,9 @@ def demo_command(
         output.emit_json(summary.model_dump(mode="json"))
     if not summary.ok:
         raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle promote` and `peagle demo` to the root app."""
+    app.command("promote")(promote_command)
+    app.command("demo")(demo_command)

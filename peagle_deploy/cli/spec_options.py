@@ -1,23 +1,32 @@
-"""Spec flags shared by `peagle plan` and `peagle deploy`.
+"""The spec flags as typer options, for every command that takes a spec.
 
-Each command declares the same options with these `Annotated` aliases and passes the
-values to `spec_overrides()`, which turns them into `load_spec(path, **overrides)`
-keyword arguments. Unset flags are None and never override the spec file.
+`@spec_options` adds one option per row of the flag table (`peagle_deploy.spec.flags`,
+derived from the spec model) to a command, grouped in help panels, and hands the
+command the given ones as `load_spec` overrides in its `knobs` parameter. `peagle plan`
+and `peagle deploy` use it; so can any later command that reads a spec.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from peagle_deploy.errors import SpecError
+from peagle_deploy.spec.flags import SpecFlag, spec_flag, spec_flags
+from peagle_deploy.spec.models import DeploymentSpec
+
+KNOBS = "knobs"
+"""The parameter through which a decorated command receives the spec overrides."""
 
 ModelArg = Annotated[
     str | None,
     typer.Argument(
-        help="Catalog key (see `peagle models`), JumpStart model id, or `custom`. "
+        help=f"{DeploymentSpec.model_fields['model'].description} "
         "Optional when the spec file names the model.",
         show_default=False,
         metavar="MODEL",
@@ -27,126 +36,78 @@ FileOpt = Annotated[
     Path | None,
     typer.Option("--file", "-f", help="Spec file (YAML or JSON); flags override it."),
 ]
-InstanceTypeOpt = Annotated[
-    str | None, typer.Option("--instance-type", "-i", help="SageMaker instance type.")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+RegionOpt = Annotated[
+    str | None, typer.Option("--region", help=spec_flag("region").doc, show_default=False)
 ]
-KOpt = Annotated[
-    int | None,
-    typer.Option("--num-speculative-tokens", "-k", help="K: draft tokens per step."),
-]
-ModeOpt = Annotated[
-    str | None, typer.Option("--mode", help="Speculative mode: p-eagle, eagle3 or none.")
-]
-TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree.")]
-MaxLenOpt = Annotated[int | None, typer.Option("--max-model-len", help="Max sequence length.")]
-CountOpt = Annotated[int | None, typer.Option("--instance-count", help="Initial instance count.")]
-EndpointNameOpt = Annotated[str | None, typer.Option("--endpoint-name", help="Endpoint name.")]
-StageOpt = Annotated[str | None, typer.Option("--stage", help="Stage: dev, staging, prod, ...")]
-RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region.")]
-RoleOpt = Annotated[str | None, typer.Option("--role-arn", help="SageMaker execution role ARN.")]
-EnvOpt = Annotated[
-    list[str] | None,
-    typer.Option("--env", "-e", help="Container env KEY=VALUE (repeatable).", show_default=False),
-]
-KmsOpt = Annotated[str | None, typer.Option("--kms-key-id", help="KMS key for the volume.")]
-NoIsolationOpt = Annotated[
-    bool,
-    typer.Option("--no-network-isolation", help="Allow the container outbound network."),
-]
-SubnetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--subnet", help="VPC subnet id (repeatable).", show_default=False),
-]
-SecurityGroupOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--security-group", help="VPC security group id (repeatable).", show_default=False
-    ),
-]
-RoutingOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--routing-strategy",
-        help="LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE or KV_AWARE.",
-    ),
-]
-TagOpt = Annotated[
-    list[str] | None,
-    typer.Option("--tag", help="Resource tag KEY=VALUE (repeatable).", show_default=False),
-]
-ImageOpt = Annotated[str | None, typer.Option("--image-uri", help="Serving image override.")]
-AcceptEulaOpt = Annotated[
-    bool, typer.Option("--accept-eula", help="Accept the model's license (gated models).")
+StageOpt = Annotated[
+    str | None, typer.Option("--stage", help=spec_flag("stage").doc, show_default=False)
 ]
 
-
-def parse_pairs(flag: str, values: list[str] | None) -> dict[str, str] | None:
-    """`["A=1", "B=x=y"]` -> `{"A": "1", "B": "x=y"}`; SpecError names the flag."""
-    if not values:
-        return None
-    pairs: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SpecError(flag, f"{item!r} is not KEY=VALUE", "KEY=VALUE")
-        pairs[key] = value
-    return pairs
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def spec_overrides(
-    *,
-    model: str | None = None,
-    instance_type: str | None = None,
-    num_speculative_tokens: int | None = None,
-    mode: str | None = None,
-    tp: int | None = None,
-    max_model_len: int | None = None,
-    instance_count: int | None = None,
-    endpoint_name: str | None = None,
-    stage: str | None = None,
-    region: str | None = None,
-    role_arn: str | None = None,
-    env: list[str] | None = None,
-    kms_key_id: str | None = None,
-    no_network_isolation: bool = False,
-    subnet: list[str] | None = None,
-    security_group: list[str] | None = None,
-    routing_strategy: str | None = None,
-    tag: list[str] | None = None,
-    image_uri: str | None = None,
-    accept_eula: bool = False,
-) -> dict[str, Any]:
-    """CLI flag values -> `load_spec` overrides (dotted keys; None means "not given")."""
-    overrides: dict[str, Any] = {
-        "model": model,
-        "instance_type": instance_type,
-        "speculative.num_speculative_tokens": num_speculative_tokens,
-        "speculative.mode": mode,
-        "tensor_parallel_size": tp,
-        "max_model_len": max_model_len,
-        "initial_instance_count": instance_count,
-        "endpoint_name": endpoint_name,
-        "stage": stage,
-        "region": region,
-        "execution_role_arn": role_arn,
-        "env": parse_pairs("--env", env),
-        "kms_key_id": kms_key_id,
-        "network_isolation": False if no_network_isolation else None,
-        "vpc.subnet_ids": subnet or None,
-        "vpc.security_group_ids": security_group or None,
-        "routing_strategy": routing_strategy,
-        "tags": parse_pairs("--tag", tag),
-        "image_uri": image_uri,
-        "accept_eula": True if accept_eula else None,
-    }
-    return {k: v for k, v in overrides.items() if v is not None}
+def _option(flag: SpecFlag) -> inspect.Parameter:
+    metavar = "KEY=VALUE" if flag.kind == "pairs" else None
+    python_type: Any = {
+        "switch": bool,
+        "list": list[str] | None,
+        "pairs": list[str] | None,
+        "value": flag.value_type | None,
+    }[flag.kind]
+    option = typer.Option(
+        *flag.decls,
+        help=flag.help,
+        metavar=metavar,
+        show_default=False,
+        rich_help_panel=flag.panel,
+    )
+    return inspect.Parameter(
+        flag.keyword,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[python_type, option],
+        default=False if flag.kind == "switch" else None,
+    )
 
 
-def load_cli_spec(file: Path | None, **flags: Any) -> Any:
-    """Load the spec file (if any) with the flags on top; SpecError when no model is named."""
+def spec_options(command: F) -> F:
+    """Give `command` every spec flag; it receives the given ones as `knobs`.
+
+    `knobs` maps dotted spec paths to values (unset flags are left out), ready for
+    `load_cli_spec(file, model, knobs)`.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    if KNOBS not in signature.parameters:
+        raise TypeError(f"{command.__name__} needs a `{KNOBS}` parameter")
+    flags = spec_flags()
+    # Keyword-only throughout: typer passes every value by name.
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in signature.parameters.values()
+        if p.name != KNOBS
+    ]
+    clash = {p.name for p in own} & {f.keyword for f in flags}
+    if clash:
+        raise TypeError(f"{command.__name__}: parameters {sorted(clash)} shadow spec flags")
+    at = list(signature.parameters).index(KNOBS)
+    params = [*own[:at], *(_option(f) for f in flags), *own[at:]]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        given = {f.path: f.from_cli(kwargs.pop(f.keyword, None)) for f in flags}
+        knobs = {path: value for path, value in given.items() if value is not None}
+        return command(**kwargs, **{KNOBS: knobs})
+
+    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper  # type: ignore[return-value]
+
+
+def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -> DeploymentSpec:
+    """The spec file (if any) with MODEL and the flags on top; SpecError without a model."""
     from peagle_deploy.spec import load_spec
 
-    overrides = spec_overrides(**flags)
-    if file is None and "model" not in overrides:
+    if file is None and model is None:
         raise SpecError("model", "no model given", "a MODEL argument or --file with `model:`")
-    return load_spec(file, **overrides)
+    return load_spec(file, model=model, **knobs)

@@ -14,7 +14,6 @@ all levels would be either useless or unreachable.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,9 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from peagle_deploy.errors import SpecError
-
-STAGE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
-"""Stage names appear in SSM parameter paths and resource names: keep them simple."""
+from peagle_deploy.spec.stage import StageName
 
 PerLevel = float | dict[int, float]
 """One value for every concurrency level, or one per level (`{1: 500, 8: 3000}`)."""
@@ -135,7 +132,7 @@ class StageGates(_Strict):
     """Benchmark settings; null = smoke test only (no thresholds allowed then)."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Pass conditions on the benchmark."""
-    baseline_stage: str | None = Field(default=None, pattern=STAGE_NAME_PATTERN)
+    baseline_stage: StageName | None = None
     """Stage whose recorded measurements are the baseline for `min_throughput_ratio`;
     default: the target stage itself (the configuration it serves now)."""
 
@@ -171,19 +168,8 @@ class GatesFile(_Strict):
 
     version: Literal[1] = 1
     """File format version; only 1 exists."""
-    stages: dict[str, StageGates] = Field(min_length=1)
+    stages: dict[StageName, StageGates] = Field(min_length=1)
     """Target stage name -> its gates."""
-
-    @field_validator("stages")
-    @classmethod
-    def _stage_names(cls, value: dict[str, StageGates]) -> dict[str, StageGates]:
-        for name in value:
-            if not re.match(STAGE_NAME_PATTERN, name):
-                raise ValueError(
-                    f"stage name {name!r} must be lowercase letters, digits and '-', "
-                    "starting with a letter (max 32)"
-                )
-        return value
 
     def for_stage(self, stage: str) -> StageGates:
         """The gates of `stage`; a stage without gates is an error, never 'no gates'."""
@@ -218,6 +204,8 @@ def _spec_error(exc: ValidationError) -> SpecError:
         allowed = _allowed_keys(tuple(first["loc"]))
     elif first["type"] == "literal_error":
         allowed = str(first.get("ctx", {}).get("expected", "")) or None
+    elif "allowed" in first.get("ctx", {}):
+        allowed = str(first["ctx"]["allowed"])
     # A union (number | mapping) reports one error per member for the same field.
     more = len({_field_path(tuple(e["loc"])) for e in exc.errors()} - {field})
     if more:

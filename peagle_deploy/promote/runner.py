@@ -13,7 +13,6 @@ the local rehearsal and a real run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,8 +30,9 @@ from peagle_deploy.promote.evaluate import (
     baseline_from_measurements,
     evaluate_gates,
 )
-from peagle_deploy.promote.gates import STAGE_NAME_PATTERN, BenchSettings, SmokeGate, StageGates
+from peagle_deploy.promote.gates import BenchSettings, SmokeGate, StageGates
 from peagle_deploy.promote.report import render_report, report_json
+from peagle_deploy.spec.stage import check_stage_name
 
 PromotionStatus = Literal["promoted", "unchanged", "refused", "dry-run", "spec-written"]
 TargetAction = Literal["create", "update", "none"]
@@ -151,8 +151,7 @@ def _target_stage_settings(
 
 
 def _check_stage(flag: str, stage: str) -> None:
-    if not re.match(STAGE_NAME_PATTERN, stage):
-        raise SpecError(flag, f"{stage!r} is not a stage name", "lowercase letters, digits, '-'")
+    check_stage_name(stage, flag)
 
 
 def derive_target_endpoint_name(

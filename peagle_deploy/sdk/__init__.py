@@ -10,7 +10,7 @@ for delta in endpoint.stream([{"role": "user", "content": "hi"}]):
 
 from __future__ import annotations
 
-from peagle_deploy.sdk.deploy import DeployOutcome, check_deployable_role, deploy_peagle, plan_for
+from peagle_deploy.sdk.deploy import check_deployable_role, deploy_peagle, plan_for
 from peagle_deploy.sdk.endpoint import (
     ChatResult,
     ChatStream,
@@ -27,6 +27,7 @@ from peagle_deploy.sdk.manifest import (
     read_manifest,
     write_manifest,
 )
+from peagle_deploy.sdk.outcome import DeployOutcome
 from peagle_deploy.sdk.waiter import EndpointGoneError, WaitInterrupted, WaitTimeoutError
 
 __all__ = [

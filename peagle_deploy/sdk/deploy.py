@@ -22,23 +22,20 @@ working and prints how to resume watching.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from peagle_deploy.aws import describe_endpoint_or_none
 from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
+from peagle_deploy.naming import derived_name_pattern, name_contains, sweepable
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
-from peagle_deploy.sdk.endpoint import (
-    PeagleEndpoint,
-    _delete_quietly,
-    derived_name_pattern,
-    sweepable,
-)
+from peagle_deploy.sdk.endpoint import PeagleEndpoint, _delete_quietly
 from peagle_deploy.sdk.manifest import (
     DeploymentManifest,
     ManifestError,
     read_manifest,
     write_manifest,
 )
+from peagle_deploy.sdk.outcome import Action, DeployOutcome
 from peagle_deploy.sdk.waiter import (
     IN_PROGRESS,
     WaitResult,
@@ -47,53 +44,12 @@ from peagle_deploy.sdk.waiter import (
     use_progress,
     wait_for_endpoint,
 )
-from peagle_deploy.spec import load_spec
+from peagle_deploy.spec import load_spec, spec_with
+from peagle_deploy.spec.flags import keyword_overrides
 from peagle_deploy.spec.models import DeploymentSpec
 
-Action = Literal["create", "update", "noop", "resume", "recreate"]
 PROVISIONING_MARGIN_S = 1200
 UPDATE_MARGIN_S = 600
-
-
-@dataclass
-class DeployOutcome:
-    """What a deploy did (or, with dry_run, would do)."""
-
-    action: Action
-    endpoint_name: str
-    endpoint_config_name: str
-    model_name: str
-    content_hash: str
-    region: str
-    stage: str
-    status: str
-    """Endpoint status at the end ("InService", or "Creating"/"Updating" with wait=False)."""
-    dry_run: bool = False
-    previous_config: str | None = None
-    created: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    manifest_parameter: str | None = None
-    elapsed_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "dry_run": self.dry_run,
-            "status": self.status,
-            "endpoint_name": self.endpoint_name,
-            "endpoint_config_name": self.endpoint_config_name,
-            "model_name": self.model_name,
-            "previous_config": self.previous_config,
-            "content_hash": self.content_hash,
-            "region": self.region,
-            "stage": self.stage,
-            "created": self.created,
-            "removed": self.removed,
-            "manifest_parameter": self.manifest_parameter,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "warnings": self.warnings,
-        }
 
 
 def plan_for(
@@ -101,49 +57,22 @@ def plan_for(
     *,
     spec: DeploymentSpec | None = None,
     spec_file: str | None = None,
-    instance_type: str | None = None,
-    num_speculative_tokens: int | None = None,
-    endpoint_name: str | None = None,
-    role_arn: str | None = None,
-    region: str | None = None,
-    stage: str | None = None,
-    rollout: Any = None,
-    alarms: list[str] | None = None,
     boto_session: Any = None,
-    **spec_overrides: Any,
+    **knobs: Any,
 ) -> Plan:
-    """The plan `deploy_peagle` would execute for these arguments (no AWS call)."""
-    overrides: dict[str, Any] = dict(spec_overrides)
-    named = {
-        "model": model,
-        "instance_type": instance_type,
-        "speculative.num_speculative_tokens": num_speculative_tokens,
-        "endpoint_name": endpoint_name,
-        "execution_role_arn": role_arn,
-        "region": region,
-        "stage": stage,
-    }
-    overrides.update({k: v for k, v in named.items() if v is not None})
-    if rollout is not None:
-        overrides["rollout"] = (
-            rollout.model_dump(mode="json") if hasattr(rollout, "model_dump") else dict(rollout)
-        )
-    if alarms is not None:
-        overrides["rollout.alarms"] = list(alarms)
+    """The plan `deploy_peagle` would execute for these arguments (no AWS call).
+
+    `knobs` are the flag table's keywords (`instance_type`, `num_speculative_tokens`,
+    `role_arn`, `stage`, `alarms`, `rollout_strategy`, ... : `peagle_deploy.spec.flags`,
+    the same knobs as `peagle deploy`'s flags) or spec paths, dotted
+    (`**{"speculative.mode": "eagle3"}`) or nested (`rollout={...}`); they win over
+    `spec` / `spec_file`.
+    """
+    overrides = keyword_overrides({"model": model, **knobs})
     if spec is not None:
         if spec_file is not None:
             raise SpecError("spec", "give either spec= or spec_file=, not both")
-        from peagle_deploy.spec.loader import deep_merge, spec_from_dict
-
-        merged = spec.model_dump(mode="json", exclude_none=True)
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            nested: Any = value
-            for part in reversed(key.split(".")):
-                nested = {part: nested}
-            merged = deep_merge(merged, nested)
-        the_spec = spec_from_dict(merged)
+        the_spec = spec_with(spec, **overrides)
     else:
         if spec_file is None and "model" not in overrides:
             raise SpecError(
@@ -175,50 +104,32 @@ def check_deployable_role(plan: Plan) -> None:
 def deploy_peagle(
     model: str | None = None,
     *,
-    instance_type: str | None = None,
-    num_speculative_tokens: int | None = None,
-    endpoint_name: str | None = None,
-    role_arn: str | None = None,
-    region: str | None = None,
-    stage: str | None = None,
+    plan: Plan | None = None,
+    spec: DeploymentSpec | None = None,
+    spec_file: str | None = None,
     wait: bool = True,
     dry_run: bool = False,
     boto_session: Any = None,
-    spec_file: str | None = None,
-    spec: DeploymentSpec | None = None,
-    rollout: Any = None,
-    alarms: list[str] | None = None,
     timeout_s: float | None = None,
     poll_interval_s: float = 2.0,
     progress: bool | None = None,
     deployed_by: str | None = None,
-    **spec_overrides: Any,
+    **knobs: Any,
 ) -> PeagleEndpoint:
     """Deploy (create, update blue/green, or confirm) a P-EAGLE endpoint; see module doc.
 
-    `model` is a catalog key, a JumpStart model id or "custom" (optional with
-    `spec_file`/`spec`). Other spec fields go in `spec_overrides` (dotted keys allowed,
-    e.g. `**{"speculative.mode": "eagle3"}`, or nested dicts). `rollout` is a RolloutSpec
-    or dict; `alarms` sets `rollout.alarms` (auto-rollback). `dry_run=True` makes only
-    read calls and reports the action in `.deployment`. `timeout_s` bounds the wait
-    (default: the spec's download + start-up timeouts + 20 min; for updates the rollout's
-    max execution time + 10 min). `progress`: None = only on a terminal.
+    What to deploy: `plan` (from `plan_for` or `build_plan`, deployed as it is), or what
+    `plan_for` takes: `model` (a catalog key, a JumpStart model id or "custom"),
+    `spec` / `spec_file`, and knobs such as `instance_type=`, `num_speculative_tokens=`,
+    `role_arn=`, `stage=`, `alarms=` (auto-rollback) or any spec path. `dry_run=True`
+    makes only read calls and reports the action in `.deployment`. `timeout_s` bounds
+    the wait (default: the spec's download + start-up timeouts + 20 min; for updates the
+    rollout's max execution time + 10 min). `progress`: None = only on a terminal.
     """
-    plan = plan_for(
-        model,
-        spec=spec,
-        spec_file=spec_file,
-        instance_type=instance_type,
-        num_speculative_tokens=num_speculative_tokens,
-        endpoint_name=endpoint_name,
-        role_arn=role_arn,
-        region=region,
-        stage=stage,
-        rollout=rollout,
-        alarms=alarms,
-        boto_session=boto_session,
-        **spec_overrides,
-    )
+    if plan is None:
+        plan = plan_for(model, spec=spec, spec_file=spec_file, boto_session=boto_session, **knobs)
+    elif model is not None or spec is not None or spec_file is not None or knobs:
+        raise SpecError("plan", "give either plan= or what to plan (model, spec, spec_file, knobs)")
     if not dry_run:
         check_deployable_role(plan)
     handle = PeagleEndpoint(
@@ -293,14 +204,7 @@ class _Deployer:
 
     # --- helpers --------------------------------------------------------------------
     def describe(self) -> dict[str, Any] | None:
-        from peagle_deploy.aws import is_not_found
-
-        try:
-            return dict(self.sm.describe_endpoint(EndpointName=self.plan.endpoint_name))
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
+        return describe_endpoint_or_none(self.sm, self.plan.endpoint_name)
 
     def create_timeout(self) -> float:
         if self.timeout_s is not None:
@@ -391,7 +295,7 @@ class _Deployer:
             self.remove_config_and_model(previous)
         if not sweepable(p.endpoint_name):
             return
-        prefix = p.endpoint_name[:40]
+        prefix = name_contains(p.endpoint_name)
         config_pattern = derived_name_pattern(p.endpoint_name, "c")
         for page in self.sm.get_paginator("list_endpoint_configs").paginate(NameContains=prefix):
             for item in page.get("EndpointConfigs", []):

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.naming import DerivedKind, derived_name_pattern, name_contains, sweepable
+from peagle_deploy.sdk.manifest import manifest_parameter_name
 from peagle_deploy.streaming import ChatChunk, iter_chat_chunks
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
-    from peagle_deploy.sdk.deploy import DeployOutcome
     from peagle_deploy.sdk.manifest import DeploymentManifest
+    from peagle_deploy.sdk.outcome import DeployOutcome
     from peagle_deploy.sdk.waiter import WaitResult
 
 
@@ -90,6 +91,10 @@ class DeleteResult:
     endpoint_configs: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     scalable_targets: list[str] = field(default_factory=list)
+    manifest_parameter: str | None = None
+    """The SSM manifest parameter deleted with the endpoint (None: there was none)."""
+    manifest_error: str | None = None
+    """Why the manifest could not be deleted (the endpoint and its resources were)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,26 +103,9 @@ class DeleteResult:
             "endpoint_configs_deleted": self.endpoint_configs,
             "models_deleted": self.models,
             "scalable_targets_deregistered": self.scalable_targets,
+            "manifest_deleted": self.manifest_parameter,
+            "manifest_error": self.manifest_error,
         }
-
-
-_DERIVED_HEAD = 63 - 2 - 8
-
-
-def derived_name_pattern(endpoint_name: str, kind: str) -> re.Pattern[str]:
-    """Names the planner derives for `endpoint_name` (kind "m" model, "c" config)."""
-    head = endpoint_name[:_DERIVED_HEAD].rstrip("-")
-    return re.compile(rf"^{re.escape(head)}-{kind}[0-9a-f]{{8}}$")
-
-
-def sweepable(endpoint_name: str) -> bool:
-    """Whether derived names identify this endpoint alone.
-
-    Longer names are cut before the hash suffix, so two long endpoint names with the same
-    first 53 characters share a prefix: then only resources the endpoint references are
-    removed, never found by name.
-    """
-    return len(endpoint_name) <= _DERIVED_HEAD
 
 
 class PeagleEndpoint:
@@ -180,17 +168,11 @@ class PeagleEndpoint:
     # --- control plane --------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """DescribeEndpoint, without ResponseMetadata. EndpointNotFoundError if absent."""
-        from peagle_deploy.aws import is_not_found
+        from peagle_deploy.aws import describe_endpoint_or_none
 
-        try:
-            desc = dict(self.sagemaker.describe_endpoint(EndpointName=self.endpoint_name))
-        except Exception as exc:
-            if is_not_found(exc):
-                raise EndpointNotFoundError(
-                    f"endpoint {self.endpoint_name} not found in {self.region}"
-                ) from None
-            raise
-        desc.pop("ResponseMetadata", None)
+        desc = describe_endpoint_or_none(self.sagemaker, self.endpoint_name)
+        if desc is None:
+            raise EndpointNotFoundError(f"endpoint {self.endpoint_name} not found in {self.region}")
         return desc
 
     def status(self) -> str:
@@ -238,49 +220,40 @@ class PeagleEndpoint:
         return log_tail(self._client("logs"), self.endpoint_name, limit=limit)
 
     def delete(self) -> DeleteResult:
-        """Delete the endpoint, its endpoint configs and their models.
+        """Delete the endpoint, its endpoint configs and their models, and its manifest.
 
         Tolerates anything already gone. Besides the current (and any pending) config,
         also removes configs and models whose names the planner derived for this
-        endpoint (left over from earlier specs). Does not wait for SageMaker to finish
-        deleting the endpoint.
+        endpoint (left over from earlier specs), and the deployment manifest in SSM (a
+        later promotion must not read a manifest of an endpoint that is gone). Does not
+        wait for SageMaker to finish deleting the endpoint.
         """
-        from peagle_deploy.aws import is_not_found
+        from botocore.exceptions import ClientError
+
+        from peagle_deploy.aws import describe_endpoint_or_none, is_not_found
 
         sm = self.sagemaker
-        configs: list[str] = []
         result = DeleteResult(self.endpoint_name, endpoint_deleted=False)
-        try:
-            desc = sm.describe_endpoint(EndpointName=self.endpoint_name)
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            desc = None
+        desc = describe_endpoint_or_none(sm, self.endpoint_name)
+        configs: list[str] = []
+        stage: str | None = None
         if desc is not None:
+            stage = self._stage_tag(desc["EndpointArn"])
             configs.append(desc["EndpointConfigName"])
             pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
             if pending:
                 configs.append(pending)
             variants = [v["VariantName"] for v in desc.get("ProductionVariants", [])]
             result.scalable_targets = self._deregister_autoscaling(variants)
-            try:
-                sm.delete_endpoint(EndpointName=self.endpoint_name)
-                result.endpoint_deleted = True
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise
+            result.endpoint_deleted = _delete_quietly(
+                sm.delete_endpoint, EndpointName=self.endpoint_name
+            )
         sweep = sweepable(self.endpoint_name)
-        pattern = derived_name_pattern(self.endpoint_name, "c")
-        config_pages = (
-            sm.get_paginator("list_endpoint_configs").paginate(NameContains=self.endpoint_name[:40])
-            if sweep
-            else []
-        )
-        for page in config_pages:
-            for item in page.get("EndpointConfigs", []):
-                name = item["EndpointConfigName"]
-                if pattern.match(name) and name not in configs:
-                    configs.append(name)
+        configs += [
+            name
+            for name in self._derived_names("list_endpoint_configs", "c", sweep)
+            if name not in configs
+        ]
         models: list[str] = []
         for config in configs:
             try:
@@ -294,20 +267,55 @@ class PeagleEndpoint:
             models += [v["ModelName"] for v in variants if v.get("ModelName")]
             if _delete_quietly(sm.delete_endpoint_config, EndpointConfigName=config):
                 result.endpoint_configs.append(config)
-        model_pattern = derived_name_pattern(self.endpoint_name, "m")
-        model_pages = (
-            sm.get_paginator("list_models").paginate(NameContains=self.endpoint_name[:40])
-            if sweep
-            else []
-        )
-        for page in model_pages:
-            for item in page.get("Models", []):
-                if model_pattern.match(item["ModelName"]) and item["ModelName"] not in models:
-                    models.append(item["ModelName"])
+        models += self._derived_names("list_models", "m", sweep)
         for model in dict.fromkeys(models):
             if _delete_quietly(sm.delete_model, ModelName=model):
                 result.models.append(model)
+        try:
+            result.manifest_parameter = self._delete_manifest(stage)
+        except ClientError as exc:  # e.g. no ssm:DeleteParameter: the endpoint is gone anyway
+            result.manifest_error = f"{type(exc).__name__}: {exc}"
         return result
+
+    def _stage_tag(self, arn: str) -> str | None:
+        from peagle_deploy.plan import STAGE_TAG
+
+        tags = self.sagemaker.list_tags(ResourceArn=arn).get("Tags", [])
+        return next((t["Value"] for t in tags if t["Key"] == STAGE_TAG), None)
+
+    def _derived_names(self, operation: str, kind: DerivedKind, sweep: bool) -> list[str]:
+        """Models (`m`) or configs (`c`) named as the planner names this endpoint's."""
+        if not sweep:
+            return []
+        key = "EndpointConfigs" if kind == "c" else "Models"
+        field_name = "EndpointConfigName" if kind == "c" else "ModelName"
+        pattern = derived_name_pattern(self.endpoint_name, kind)
+        pages = self.sagemaker.get_paginator(operation).paginate(
+            NameContains=name_contains(self.endpoint_name)
+        )
+        return [
+            item[field_name]
+            for page in pages
+            for item in page.get(key, [])
+            if pattern.match(item[field_name])
+        ]
+
+    def _delete_manifest(self, stage: str | None) -> str | None:
+        """Delete the endpoint's manifest; its parameter name, or None when there was none.
+
+        The stage comes from the endpoint's tag; when the endpoint is already gone, the
+        manifests of every stage are searched for this endpoint's.
+        """
+        from peagle_deploy.sdk.manifest import delete_manifest, find_manifest_parameters
+
+        ssm = self._client("ssm")
+        names = (
+            [manifest_parameter_name(stage, self.endpoint_name)]
+            if stage is not None
+            else find_manifest_parameters(self.endpoint_name, ssm_client=ssm)
+        )
+        deleted = [name for name in names if delete_manifest(name, ssm_client=ssm)]
+        return deleted[0] if deleted else None
 
     def _deregister_autoscaling(self, variants: list[str]) -> list[str]:
         """Deregister the variants' Application Auto Scaling targets (if any).

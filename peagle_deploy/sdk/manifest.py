@@ -5,8 +5,9 @@ Written by `deploy_peagle()` once the endpoint is InService, at
 parameter). `peagle promote` reads the source stage's manifest to know exactly which
 spec to roll forward, and records its gate results in the target's manifest.
 
-Small on purpose: `manifest_parameter_name`, `write_manifest`, `read_manifest`, and the
-pydantic model `DeploymentManifest`.
+Small on purpose: `manifest_parameter_name`, `write_manifest`, `read_manifest`,
+`delete_manifest` (with the endpoint, by `peagle delete`), and the pydantic model
+`DeploymentManifest`.
 """
 
 from __future__ import annotations
@@ -199,6 +200,36 @@ def read_manifest(
             return None
         raise
     return parse_manifest(value, source=name)
+
+
+def delete_manifest(parameter_name: str, *, ssm_client: Any) -> bool:
+    """Delete one manifest parameter; False when it did not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        ssm_client.delete_parameter(Name=parameter_name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
+            return False
+        raise
+    return True
+
+
+def find_manifest_parameters(endpoint_name: str, *, ssm_client: Any) -> list[str]:
+    """The manifest parameters of `endpoint_name` in any stage (normally zero or one)."""
+    names: list[str] = []
+    kwargs: dict[str, Any] = {"Path": PARAMETER_ROOT, "Recursive": True}
+    while True:
+        page = ssm_client.get_parameters_by_path(**kwargs)
+        for parameter in page.get("Parameters", []):
+            name = str(parameter["Name"])
+            stage, _, rest = name.removeprefix(PARAMETER_ROOT + "/").partition("/")
+            if stage and rest == f"{endpoint_name}/manifest":
+                names.append(name)
+        token = page.get("NextToken")
+        if not token:
+            return sorted(names)
+        kwargs["NextToken"] = token
 
 
 def parse_manifest(value: str, *, source: str = "manifest") -> DeploymentManifest:

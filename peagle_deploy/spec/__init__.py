@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from peagle_deploy.spec.loader import deep_merge, load_spec, spec_from_dict
+from peagle_deploy.spec.loader import deep_merge, load_spec, spec_from_dict, spec_with
 from peagle_deploy.spec.models import (
     CustomModel,
     DeploymentSpec,
@@ -22,4 +22,5 @@ __all__ = [
     "deep_merge",
     "load_spec",
     "spec_from_dict",
+    "spec_with",
 ]

@@ -95,6 +95,9 @@ def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
     elif kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
         allowed = _bounds(info)
         problem = f"{value!r} is out of range"
+    elif "allowed" in ctx:  # the project's own rules (e.g. StageName) say what is allowed
+        allowed = str(ctx["allowed"])
+        problem = msg
     else:
         problem = f"{msg.lower()} (got {value!r})" if value is not None else msg.lower()
     more = len(exc.errors()) - 1

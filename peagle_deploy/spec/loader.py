@@ -2,8 +2,9 @@
 
 Overrides can be nested (`speculative={"num_speculative_tokens": 7}` merges into the
 file's `speculative` section instead of replacing it) or dotted
-(`**{"speculative.num_speculative_tokens": 7}`); both forms deep-merge. Overrides whose
-value is None are ignored, so unset CLI flags never clobber the file.
+(`**{"speculative.num_speculative_tokens": 7}`); both forms deep-merge, and a dotted key
+wins over a whole section given in the same call. Overrides whose value is None are
+ignored, so unset CLI flags never clobber the file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from peagle_deploy.errors import SpecError
 from peagle_deploy.spec.errors import spec_error_from
@@ -55,11 +56,17 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Dotted keys become nested dicts; None values are dropped."""
+    """Dotted keys become nested dicts (shallow keys first, so deeper ones win); pydantic
+    models become plain dicts; None values are dropped."""
     out: dict[str, Any] = {}
-    for key, value in overrides.items():
+    for key in sorted(overrides, key=lambda k: k.count(".")):
+        value = overrides[key]
         if value is None:
             continue
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json")
+        elif isinstance(value, Mapping):
+            value = deep_merge({}, value)  # a copy: dotted keys below must not edit the caller's
         parts = key.split(".")
         node = out
         for part in parts[:-1]:
@@ -67,7 +74,11 @@ def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(child, dict):
                 raise SpecError(key, f"cannot set inside {part!r}, which is not a section")
             node = child
-        node[parts[-1]] = value
+        leaf = parts[-1]
+        if isinstance(value, Mapping) and isinstance(node.get(leaf), Mapping):
+            node[leaf] = deep_merge(node[leaf], value)
+        else:
+            node[leaf] = value
     return out
 
 
@@ -93,6 +104,12 @@ def load_spec(path: str | Path | None = None, **overrides: Any) -> DeploymentSpe
     data: dict[str, Any] = _read_file(Path(path)) if path is not None else {}
     data = deep_merge(data, _expand(overrides))
     return spec_from_dict(data)
+
+
+def spec_with(spec: DeploymentSpec, **overrides: Any) -> DeploymentSpec:
+    """`spec` with `overrides` applied exactly as `load_spec` applies them to a file."""
+    base = spec.model_dump(mode="json", exclude_none=True)
+    return spec_from_dict(deep_merge(base, _expand(overrides)))
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> DeploymentSpec:

@@ -2,20 +2,55 @@
 
 Fields left as None are filled from the catalog (or JumpStart) when the plan is built,
 so a spec stays short and every default remains overridable. Field docstrings become
-the JSON-schema descriptions (`use_attribute_docstrings`).
+the JSON-schema descriptions (`use_attribute_docstrings`) and the help of the CLI flags.
+
+A field annotated with `Flag(...)` is a knob of `peagle plan` / `peagle deploy` and a
+keyword of `deploy_peagle()`: the flag table (`peagle_deploy.spec.flags`) is derived
+from these annotations, so a knob is declared here and nowhere else.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from peagle_deploy.spec.stage import StageName
 
 SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
 DrafterKind = Literal["p-eagle", "eagle3", "other"]
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
 RolloutStrategy = Literal["canary", "linear", "all-at-once"]
-Stage = str
+
+CFN_ROUTING_STRATEGIES: tuple[RoutingStrategy, ...] = (
+    "LEAST_OUTSTANDING_REQUESTS",
+    "PREFIX_AWARE",
+    "RANDOM",
+)
+"""RoutingStrategy values CloudFormation's AWS::SageMaker::EndpointConfig accepts
+(`RoutingConfig.RoutingStrategy` enum of cfn-lint 1.58's resource schema): no KV_AWARE."""
+
+PANEL_MODEL = "Model and speculative decoding"
+PANEL_CAPACITY = "Capacity and rollout"
+PANEL_IDENTITY = "Names, region and tags"
+PANEL_SECURITY = "Network and security"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Marks a spec field as a CLI flag and SDK keyword (see `peagle_deploy.spec.flags`).
+
+    `name` defaults to `--<field-name>` (dashes for underscores), `keyword` to the field
+    name; a bool field's flag sets the opposite of its default. Help comes from the
+    field's docstring.
+    """
+
+    name: str | None = None
+    short: str | None = None
+    keyword: str | None = None
+    panel: str = PANEL_MODEL
+
 
 _CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
@@ -52,9 +87,9 @@ class CustomModel(_Strict):
 class SpeculativeSpec(_Strict):
     """The speculative-decoding setup vLLM runs with."""
 
-    mode: SpeculativeMode = "p-eagle"
+    mode: Annotated[SpeculativeMode, Flag()] = "p-eagle"
     """`p-eagle` (parallel drafting), `eagle3` (sequential drafting) or `none`."""
-    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    num_speculative_tokens: Annotated[int | None, Flag(short="-k")] = Field(default=None, ge=1)
     """K, the number of draft tokens per step (default: the model's catalog default)."""
     num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
     """Optional K schedule: `[[start, end, K], ...]` choosing K by batch size."""
@@ -69,16 +104,23 @@ class SpeculativeSpec(_Strict):
 class VpcSpec(_Strict):
     """VPC attachment of the model containers."""
 
-    subnet_ids: list[str] = Field(default_factory=list)
+    subnet_ids: Annotated[list[str], Flag("--subnet", panel=PANEL_SECURITY)] = Field(
+        default_factory=list
+    )
     """Subnet ids (1-16)."""
-    security_group_ids: list[str] = Field(default_factory=list)
+    security_group_ids: Annotated[list[str], Flag("--security-group", panel=PANEL_SECURITY)] = (
+        Field(default_factory=list)
+    )
     """Security group ids (1-5)."""
 
 
 class RolloutSpec(_Strict):
     """How UpdateEndpoint shifts traffic to a new config (blue/green)."""
 
-    strategy: RolloutStrategy | None = None
+    strategy: Annotated[
+        RolloutStrategy | None,
+        Flag("--rollout", keyword="rollout_strategy", panel=PANEL_CAPACITY),
+    ] = None
     """`canary`, `linear` or `all-at-once`. Default: canary with 2+ instances, all-at-once
     with one (SageMaker caps a canary at 50% and a linear step at 10-50% of the instances)."""
     canary_percent: int = Field(default=10, ge=1, le=50)
@@ -91,7 +133,9 @@ class RolloutSpec(_Strict):
     """Seconds the old fleet stays up after the shift, for a fast rollback."""
     max_execution_timeout_s: int = Field(default=3600, ge=600, le=28800)
     """Upper bound for the whole rollout."""
-    alarms: list[str] = Field(default_factory=list)
+    alarms: Annotated[list[str], Flag("--alarm", panel=PANEL_CAPACITY)] = Field(
+        default_factory=list
+    )
     """CloudWatch alarm names that roll the update back (0-10)."""
 
     def resolved(self, instance_count: int) -> RolloutSpec:
@@ -129,21 +173,23 @@ class DeploymentSpec(_Strict):
     """A catalog key (`peagle models`), a JumpStart model id, or `custom`."""
     custom: CustomModel | None = None
     """Image and S3 sources; required for `custom`, overrides for catalog keys."""
-    image_uri: str | None = None
+    image_uri: Annotated[str | None, Flag()] = None
     """Override the serving image (default: the AWS vLLM SageMaker image of the region)."""
-    accept_eula: bool = False
+    accept_eula: Annotated[bool, Flag()] = False
     """Accept the model's end-user license; gated models are refused without it."""
     speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
     """Speculative decoding: mode, K, K schedule, drafter channel."""
-    instance_type: str | None = None
+    instance_type: Annotated[str | None, Flag(short="-i", panel=PANEL_CAPACITY)] = None
     """SageMaker instance type (default: the model's catalog default, an ml.g7e type)."""
-    initial_instance_count: int = Field(default=1, ge=1)
+    initial_instance_count: Annotated[int, Flag("--instance-count", panel=PANEL_CAPACITY)] = Field(
+        default=1, ge=1
+    )
     """Instances behind the endpoint at creation."""
-    tensor_parallel_size: int | None = Field(default=None, ge=1)
+    tensor_parallel_size: Annotated[int | None, Flag("--tp")] = Field(default=None, ge=1)
     """GPUs one model replica spans (default: the catalog's; must divide the GPU count)."""
-    max_model_len: int | None = Field(default=None, ge=256)
+    max_model_len: Annotated[int | None, Flag()] = Field(default=None, ge=256)
     """Maximum sequence length vLLM serves (default: the catalog's)."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[dict[str, str], Flag(short="-e")] = Field(default_factory=dict)
     """Extra container environment (`SM_VLLM_*` become vLLM flags)."""
     model_data_download_timeout_s: int = Field(default=1800, ge=60, le=3600)
     """ModelDataDownloadTimeoutInSeconds (60-3600)."""
@@ -151,30 +197,34 @@ class DeploymentSpec(_Strict):
     """ContainerStartupHealthCheckTimeoutInSeconds (60-3600)."""
     volume_size_gb: int | None = Field(default=None, ge=1, le=512)
     """VolumeSizeInGB (1-512); only for instance families that attach EBS volumes."""
-    network_isolation: bool = True
+    network_isolation: Annotated[bool, Flag("--no-network-isolation", panel=PANEL_SECURITY)] = True
     """EnableNetworkIsolation: the container gets no outbound network (JumpStart default)."""
     vpc: VpcSpec | None = None
     """Run the containers in these subnets and security groups."""
-    kms_key_id: str | None = None
+    kms_key_id: Annotated[str | None, Flag(panel=PANEL_SECURITY)] = None
     """KMS key for the ML storage volume (endpoint config KmsKeyId)."""
     model_data_kms_key_arns: list[str] = Field(default_factory=list)
     """KMS key ARNs the model and drafter S3 objects are encrypted with (SSE-KMS, 0-5).
     Not part of any SageMaker request: the CDK stack grants its execution role
     `kms:Decrypt` on exactly these keys (through S3 only); with the SDK, your
     execution_role_arn needs that grant."""
-    routing_strategy: RoutingStrategy | None = None
+    routing_strategy: Annotated[RoutingStrategy | None, Flag(panel=PANEL_CAPACITY)] = None
     """Request routing across instances; KV_AWARE cannot be expressed by CloudFormation."""
     inference_ami_version: str | None = None
     """InferenceAmiVersion, e.g. `al2023-ami-sagemaker-inference-gpu-4-1` (CUDA 13)."""
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: Annotated[dict[str, str], Flag("--tag", panel=PANEL_IDENTITY)] = Field(
+        default_factory=dict
+    )
     """Extra tags on every resource (peagle:* tags are added and reserved)."""
-    execution_role_arn: str | None = None
+    execution_role_arn: Annotated[
+        str | None, Flag("--role-arn", keyword="role_arn", panel=PANEL_SECURITY)
+    ] = None
     """IAM role SageMaker assumes; `plan` shows a placeholder when absent, deploy refuses it."""
-    region: str | None = None
+    region: Annotated[str | None, Flag(panel=PANEL_IDENTITY)] = None
     """AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1)."""
-    stage: Stage = "dev"
+    stage: Annotated[StageName, Flag(panel=PANEL_IDENTITY)] = "dev"
     """Deployment stage (dev, staging, prod, ...); part of names and tags."""
-    endpoint_name: str | None = None
+    endpoint_name: Annotated[str | None, Flag(panel=PANEL_IDENTITY)] = None
     """Endpoint name (default `peagle-<model>-<stage>`)."""
 
     @field_validator("env", "tags", mode="before")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.cli.app import main
-from peagle_deploy.cli.spec_options import spec_overrides
+from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 
@@ -163,14 +163,33 @@ def test_models_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "ml.p6-b200.48xlarge" in out
 
 
-def test_spec_overrides_skips_unset_flags() -> None:
-    assert spec_overrides() == {}
-    assert spec_overrides(model="m", tp=2, env=["A=b=c"], no_network_isolation=True) == {
-        "model": "m",
-        "tensor_parallel_size": 2,
-        "env": {"A": "b=c"},
-        "network_isolation": False,
-    }
+def test_spec_options_pass_only_given_flags_as_spec_paths() -> None:
+    """Any command can take the spec flags; it gets the given ones keyed by spec path."""
+    import typer
+    from typer.testing import CliRunner
+
+    seen: list[dict[str, object]] = []
+
+    @spec_options
+    def probe(*, knobs: dict[str, object] | None = None, extra: int = 0) -> None:
+        seen.append({**(knobs or {}), "extra": extra})
+
+    app = typer.Typer()
+    app.command()(probe)
+    runner = CliRunner()
+    assert runner.invoke(app, []).exit_code == 0
+    argv = ["--tp", "2", "-e", "A=b=c", "--no-network-isolation", "--alarm", "x", "--extra", "3"]
+    assert runner.invoke(app, argv).exit_code == 0
+    assert seen == [
+        {"extra": 0},
+        {
+            "tensor_parallel_size": 2,
+            "env": {"A": "b=c"},
+            "network_isolation": False,
+            "rollout.alarms": ["x"],
+            "extra": 3,
+        },
+    ]
 
 
 def test_plan_of_a_catalog_model_imports_no_aws_sdk() -> None:

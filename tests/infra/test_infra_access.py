@@ -7,7 +7,6 @@ import pytest
 from infra.access import (
     EcrRepository,
     ecr_repositories,
-    model_name_prefix,
     parse_s3_uri,
     s3_reads,
 )
@@ -92,9 +91,3 @@ def test_non_ecr_images_are_refused(image: str) -> None:
     with pytest.raises(SpecError) as err:
         ecr_repositories({"PrimaryContainer": {"Image": image}})
     assert err.value.field == "image_uri"
-
-
-def test_model_name_prefix_drops_the_content_digest() -> None:
-    assert model_name_prefix("peagle-gpt-oss-20b-dev-m1282174f") == "peagle-gpt-oss-20b-dev-m"
-    with pytest.raises(SpecError):
-        model_name_prefix("hand-named-model")

@@ -205,6 +205,9 @@ def test_delete_is_complete_and_tolerates_already_gone(aws: AwsEnv) -> None:
     assert result.endpoint_deleted
     assert len(result.endpoint_configs) == 1 and len(result.models) == 1
     assert aws.names() == {"endpoints": [], "configs": [], "models": []}
+    # The manifest goes too: a later promotion must not read a deleted endpoint's record.
+    assert result.manifest_parameter == f"/peagle-deploy/dev/{NAME}/manifest"
+    assert read_manifest("dev", NAME, region=REGION, boto_session=aws.session) is None
     again = handle.delete()
     assert again.to_json() == {
         "endpoint_name": NAME,
@@ -212,7 +215,23 @@ def test_delete_is_complete_and_tolerates_already_gone(aws: AwsEnv) -> None:
         "endpoint_configs_deleted": [],
         "models_deleted": [],
         "scalable_targets_deregistered": [],
+        "manifest_deleted": None,
+        "manifest_error": None,
     }
+
+
+def test_delete_finds_the_manifest_of_an_endpoint_deleted_elsewhere(aws: AwsEnv) -> None:
+    """Deleted in the console (no stage tag to read any more): the manifest is found by
+    its endpoint name among the stages' manifests, and only that one is removed."""
+    _deploy(aws)
+    _deploy(aws, stage="staging", endpoint_name="other-staging")
+    aws.client("sagemaker").delete_endpoint(EndpointName=NAME)
+    result = PeagleEndpoint.from_name(NAME, region=REGION, boto_session=aws.session).delete()
+    assert not result.endpoint_deleted
+    assert result.manifest_parameter == f"/peagle-deploy/dev/{NAME}/manifest"
+    assert read_manifest("dev", NAME, region=REGION, boto_session=aws.session) is None
+    kept = read_manifest("staging", "other-staging", region=REGION, boto_session=aws.session)
+    assert kept is not None
 
 
 def test_autoscaling_applied_and_removed_with_the_endpoint(aws: AwsEnv) -> None:
