@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from peagle_deploy.cli import output
+from peagle_deploy.cli import spec_options as so
 
 _EXIT_REFUSED = 3
 
@@ -43,9 +44,13 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
     ] = None,
     role_arn: Annotated[
         str | None,
-        typer.Option("--role-arn", help="Execution role for the target (default: the source's)."),
+        typer.Option(
+            "--role-arn",
+            help="Execution role of the target (default: the target stage's own, from its "
+            "manifest or stage file; else the source's).",
+        ),
     ] = None,
-    region: Annotated[str | None, typer.Option("--region", help="AWS region.")] = None,
+    region: so.RegionOpt = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Show what would change; run no gate, change nothing."),
@@ -56,6 +61,16 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
             "--write-spec",
             help="For CDK users: after the gates pass, write the target spec file here "
             "(e.g. stages/staging.yaml) instead of deploying.",
+        ),
+    ] = None,
+    stage_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--stage-file",
+            help="The target stage's spec file: a first promotion into the stage takes its "
+            "capacity, scaling, rollout, network and tags from it (default: "
+            "stages/<to>.yaml when that file exists).",
+            show_default=False,
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
@@ -80,6 +95,7 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         region=region,
         dry_run=dry_run,
         write_spec=write_spec,
+        stage_file=stage_file or _default_stage_file(target_stage),
     )
     progress = output.err_console if as_json else output.console
     result = promote(options, stage_gates, console=progress)
@@ -89,6 +105,12 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         render_result(result, output.console)
     if result.status == "refused":
         raise typer.Exit(_EXIT_REFUSED)
+
+
+def _default_stage_file(stage: str) -> Path | None:
+    """`stages/<stage>.yaml` (the layout of this repository and of `cdk.json`), if present."""
+    candidate = Path("stages") / f"{stage}.yaml"
+    return candidate if candidate.is_file() else None
 
 
 def demo_command(

@@ -15,11 +15,20 @@ all levels would be either useless or unreachable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from peagle_deploy.bench.settings import BenchSettings
 from peagle_deploy.errors import SpecError
 from peagle_deploy.spec.stage import StageName
 
@@ -51,33 +60,16 @@ class SmokeGate(_Strict):
     """Upper bound on the answer's length, to keep the smoke test quick."""
 
 
-class BenchSettings(_Strict):
-    """How the benchmark that feeds the thresholds is run (closed loop per level)."""
+GATE_BENCH_DEFAULTS: dict[str, Any] = {"concurrency": [1, 4], "num_prompts": 16, "warmup": 1}
+"""What a gates file's `bench:` block leaves out, where the gates differ from `peagle bench`:
+fewer levels and requests, so a promotion's benchmark takes minutes, not an hour."""
 
-    concurrency: list[int] = Field(default_factory=lambda: [1, 4], min_length=1)
-    """Concurrency levels to measure; thresholds are checked at each of them."""
-    num_prompts: int = Field(default=16, ge=1, le=100000)
-    """Requests per concurrency level (after warm-up)."""
-    max_tokens: int = Field(default=256, ge=1, le=32768)
-    """max_tokens of every benchmark request."""
-    dataset: str = Field(default="humaneval", min_length=1)
-    """`humaneval` (the published P-EAGLE benchmark) or a path to a JSONL file of chats."""
-    warmup: int = Field(default=1, ge=0, le=1000)
-    """Warm-up requests per level, not counted."""
-    seed: int = 0
-    """Prompt sampling seed, so two runs measure the same prompts."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature; 0 makes acceptance comparable between runs."""
 
-    @field_validator("concurrency")
-    @classmethod
-    def _levels(cls, value: list[int]) -> list[int]:
-        bad = [c for c in value if c < 1 or c > 4096]
-        if bad:
-            raise ValueError(f"concurrency levels must be between 1 and 4096, got {bad}")
-        if len(set(value)) != len(value):
-            raise ValueError(f"concurrency levels must be unique, got {value}")
-        return sorted(value)
+def _gate_bench(value: Any) -> Any:
+    """A `bench:` block with the gates' defaults under what the file sets."""
+    if isinstance(value, dict):
+        return {**GATE_BENCH_DEFAULTS, **value}
+    return value
 
 
 class Thresholds(_Strict):
@@ -128,8 +120,11 @@ class StageGates(_Strict):
 
     smoke: SmokeGate = Field(default_factory=SmokeGate)
     """The smoke chat request."""
-    bench: BenchSettings | None = Field(default_factory=BenchSettings)
-    """Benchmark settings; null = smoke test only (no thresholds allowed then)."""
+    bench: Annotated[BenchSettings | None, BeforeValidator(_gate_bench)] = Field(
+        default_factory=lambda: BenchSettings(**GATE_BENCH_DEFAULTS)
+    )
+    """Benchmark settings (`peagle bench`'s, with GATE_BENCH_DEFAULTS); null = smoke test
+    only (no thresholds allowed then)."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Pass conditions on the benchmark."""
     baseline_stage: StageName | None = None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from peagle_deploy.bench.settings import BenchSettings
 from peagle_deploy.promote.evaluate import LevelMeasurement, SmokeOutcome
-from peagle_deploy.promote.gates import BenchSettings, SmokeGate
+from peagle_deploy.promote.gates import SmokeGate
 
 
 def run_smoke(
@@ -73,6 +74,7 @@ def run_bench(
     config = SweepConfig(
         concurrency=list(settings.concurrency),
         num_prompts=settings.num_prompts,
+        duration_s=settings.duration_s,
         warmup=settings.warmup,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from peagle_deploy.promote.evaluate import GateReport, GateResult
@@ -58,17 +59,27 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
     return table
 
 
+def verdict(report: GateReport) -> str:
+    """One line: how many gates passed, failed and were skipped (a skip is not a pass)."""
+    counts = {status: sum(r.status == status for r in report.results) for status in _STATUS_STYLE}
+    total = len(report.results)
+    if counts["fail"]:
+        names = ", ".join(f.name for f in report.failures)
+        return f"{counts['fail']} of {total} gates failed: {names}"
+    if not counts["skip"]:
+        return f"all {total} gates passed"
+    skipped = ", ".join(r.name for r in report.results if r.status == "skip")
+    return (
+        f"{counts['pass']} of {total} gates passed, {counts['skip']} skipped ({skipped}), "
+        "none failed"
+    )
+
+
 def render_report(report: GateReport, console: Console, title: str | None = None) -> None:
     """Print the table and a one-line verdict."""
     console.print(gate_table(report, title))
-    failures = report.failures
-    if failures:
-        names = ", ".join(f.name for f in failures)
-        console.print(f"[bold red]{len(failures)} gate(s) failed:[/] {names}", highlight=False)
-    else:
-        skipped = sum(1 for r in report.results if r.status == "skip")
-        extra = f" ({skipped} skipped)" if skipped else ""
-        console.print(f"[green]all {len(report.results)} gates passed{extra}[/]", highlight=False)
+    style = "bold red" if report.failures else "green"
+    console.print(f"[{style}]{escape(verdict(report))}[/]", highlight=False)
 
 
 def report_json(report: GateReport) -> dict[str, Any]:

@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 from rich.console import Console
 
+from peagle_deploy.aws import describe_endpoint_or_none
+from peagle_deploy.bench.settings import BenchSettings
 from peagle_deploy.errors import DeployError, PeagleError, SpecError
+from peagle_deploy.naming import default_endpoint_name
+from peagle_deploy.promote import store
 from peagle_deploy.promote.evaluate import (
     GateReport,
     LevelMeasurement,
@@ -30,9 +34,14 @@ from peagle_deploy.promote.evaluate import (
     baseline_from_measurements,
     evaluate_gates,
 )
-from peagle_deploy.promote.gates import BenchSettings, SmokeGate, StageGates
-from peagle_deploy.promote.report import render_report, report_json
+from peagle_deploy.promote.gates import SmokeGate, StageGates
+from peagle_deploy.promote.report import render_report, report_json, verdict
+from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.spec.stage import check_stage_name
+
+if TYPE_CHECKING:
+    from peagle_deploy.plan import Plan
+    from peagle_deploy.sdk.manifest import DeploymentManifest
 
 PromotionStatus = Literal["promoted", "unchanged", "refused", "dry-run", "spec-written"]
 TargetAction = Literal["create", "update", "none"]
@@ -52,10 +61,14 @@ class PromoteOptions:
     target_endpoint: str | None = None
     """None: derived from the source (`-dev` suffix -> `-staging`, or the spec default)."""
     role_arn: str | None = None
-    """Execution role of the target; None keeps the source spec's role."""
+    """Execution role of the target; None: the target stage's (see `target_stage_settings`),
+    else the source's."""
     region: str | None = None
     dry_run: bool = False
     write_spec: Path | None = None
+    """CDK users: write the target spec here instead of deploying."""
+    stage_file: Path | None = None
+    """The target stage's spec file, whose stage settings a first promotion takes."""
     bench_logs_delay_s: float | None = None
     """How long the bench waits for CloudWatch metric lines (None: bench default)."""
     bench_progress: bool = True
@@ -121,37 +134,58 @@ all-at-once spec must not shrink prod to one instance or drop its canary and ala
 """
 
 
-def _target_stage_settings(
-    target_manifest: Any, write_spec: Path | None
-) -> tuple[dict[str, Any], str | None]:
-    """The target stage's own settings and where they came from (None: nowhere yet).
+@dataclass(frozen=True)
+class StageSettings:
+    """The target stage's own settings (STAGE_OWNED_FIELDS) and where they came from."""
 
-    For CDK users (`--write-spec`), from the stage file about to be overwritten: it is
-    what `cdk deploy` will apply. Otherwise from what the target serves now (its
-    manifest).
+    values: dict[str, Any]
+    origin: str | None
+    """Where they were read, for the change list; None: nowhere (copied from the source)."""
+
+
+def _stage_owned(spec: DeploymentSpec, *, keep_unset_role: bool) -> dict[str, Any]:
+    doc = spec.model_dump(mode="json")
+    values = {k: doc[k] for k in STAGE_OWNED_FIELDS if k in doc}
+    if keep_unset_role and values.get("execution_role_arn") is None:
+        values.pop("execution_role_arn", None)  # a stage file without a role: the source's
+    return values
+
+
+def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
+    from peagle_deploy.spec import load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        raise SpecError(
+            flag, f"the stage settings in {path} cannot be read ({exc})", "a stage spec file"
+        ) from None
+
+
+def target_stage_settings(
+    options: PromoteOptions, target_manifest: DeploymentManifest | None
+) -> StageSettings:
+    """The target stage's own settings, from the first place that has them.
+
+    1. `--write-spec` (CDK users): the stage file about to be overwritten, which is what
+       `cdk deploy` applies.
+    2. The target's manifest: what the target serves now.
+    3. The target stage's spec file (`options.stage_file`; the CLI's default is
+       `stages/<target>.yaml`): what the stage is declared to be, before anything was
+       deployed to it. A file without `execution_role_arn` keeps the source's role.
+    Otherwise nothing: the source's settings are copied, and the change list says so.
     """
+    write_spec = options.write_spec
     if write_spec is not None and Path(write_spec).is_file():
-        from peagle_deploy.spec import load_spec
-
-        try:
-            doc = load_spec(Path(write_spec)).model_dump(mode="json")
-        except SpecError as exc:
-            raise SpecError(
-                "--write-spec",
-                f"{write_spec} exists, and its stage settings cannot be read ({exc})",
-                "a stage spec file, or a new path",
-            ) from None
-        origin = str(write_spec)
-    elif target_manifest is not None:
-        doc = target_manifest.spec.model_dump(mode="json")
+        spec = _load_stage_file(Path(write_spec), "--write-spec")
+        return StageSettings(_stage_owned(spec, keep_unset_role=False), str(write_spec))
+    if target_manifest is not None:
         origin = f"{target_manifest.stage}/{target_manifest.endpoint_name} (its manifest)"
-    else:
-        return {}, None
-    return {k: doc[k] for k in STAGE_OWNED_FIELDS if k in doc}, origin
-
-
-def _check_stage(flag: str, stage: str) -> None:
-    check_stage_name(stage, flag)
+        return StageSettings(_stage_owned(target_manifest.spec, keep_unset_role=False), origin)
+    if options.stage_file is not None:
+        spec = _load_stage_file(Path(options.stage_file), "--stage-file")
+        return StageSettings(_stage_owned(spec, keep_unset_role=True), str(options.stage_file))
+    return StageSettings({}, None)
 
 
 def derive_target_endpoint_name(
@@ -207,16 +241,199 @@ def check_bench_dataset(gates: StageGates, target_stage: str) -> None:
         ) from None
 
 
-def _describe(sm: Any, endpoint_name: str) -> dict[str, Any] | None:
-    """DescribeEndpoint, or None when the endpoint does not exist."""
-    from peagle_deploy.aws import is_not_found
+# --------------------------------------------------------------------------- the steps
 
+
+@dataclass(frozen=True)
+class Source:
+    """The source side, checked: its manifest and the endpoint serving exactly that."""
+
+    state: StageState
+    manifest: DeploymentManifest
+
+
+@dataclass(frozen=True)
+class Target:
+    """The target side: its plan (built once), what it serves now, and where its stage
+    settings came from."""
+
+    plan: Plan
+    state: StageState
+    manifest: DeploymentManifest | None
+    settings: StageSettings
+
+
+def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
+    """Everything that can be refused without AWS: stage names, gates dataset, paths."""
+    check_stage_name(options.source_stage, "--from")
+    check_stage_name(options.target_stage, "--to")
+    if options.source_stage == options.target_stage:
+        raise SpecError("--to", "is the same stage as --from", "a different stage")
+    check_bench_dataset(gates, options.target_stage)
+    if options.write_spec is not None:
+        check_spec_destination(Path(options.write_spec))
+    if options.stage_file is not None and not Path(options.stage_file).is_file():
+        raise SpecError("--stage-file", f"{options.stage_file} does not exist", "a spec file")
+
+
+def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -> Source:
+    """The source's manifest, and proof that its endpoint serves exactly that."""
+    stage = options.source_stage
+    name = options.source_endpoint or store.only_endpoint_in_stage(clients, stage)
+    manifest = store.read_source_manifest(clients, stage, name)
+    out.print(
+        f"[bold]source[/] {stage}/{name}: spec {manifest.content_hash} "
+        f"(model {manifest.spec.model}, {manifest.spec.instance_type or 'default instance'})",
+        highlight=False,
+    )
+    described = describe_endpoint_or_none(clients.sagemaker, name)
+    if described is None:
+        raise PeagleError(
+            f"source endpoint {name} ({stage}) is not deployed; its manifest "
+            f"{store.parameter_name(stage, name)} is stale. Deploy {stage} first (peagle "
+            f"deploy ... --stage {stage}); nothing was changed."
+        )
+    status = str(described.get("EndpointStatus"))
+    running_config = str(described.get("EndpointConfigName"))
+    if status != "InService":
+        raise PeagleError(
+            f"source endpoint {name} ({stage}) is {status}, not InService; gates can only "
+            "run against a serving endpoint. Nothing was changed."
+        )
+    if running_config != manifest.endpoint_config_name:
+        raise PeagleError(
+            f"source endpoint {name} runs endpoint config {running_config}, but its manifest "
+            f"describes {manifest.endpoint_config_name} (spec {manifest.content_hash}); "
+            f"redeploy {stage} so the manifest matches what serves. Nothing was changed."
+        )
+    state = StageState(
+        stage=stage,
+        endpoint_name=name,
+        status=status,
+        endpoint_config_name=running_config,
+        content_hash=manifest.content_hash,
+    )
+    return Source(state, manifest)
+
+
+def target_endpoint_name(spec: DeploymentSpec) -> str:
+    """The endpoint `build_plan(spec)` will name, without building the plan.
+
+    Needed before the plan: the target's manifest, found by this name, supplies the
+    stage settings the plan is built with.
+    """
+    from peagle_deploy.catalog.resolve import resolve_model, resolve_region
+
+    if spec.endpoint_name is not None:
+        return spec.endpoint_name
+    return default_endpoint_name(resolve_model(spec, resolve_region(spec)).name, spec.stage)
+
+
+def plan_target(clients: store.Clients, options: PromoteOptions, source: Source) -> Target:
+    """The source's serving configuration with the target stage's own settings, planned
+    once, and the target's current state (refused while SageMaker is changing it)."""
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.spec.loader import spec_from_dict
+
+    stage = options.target_stage
+    doc = source.manifest.spec.model_dump(mode="json")
+    doc["stage"] = stage
+    doc["endpoint_name"] = options.target_endpoint or derive_target_endpoint_name(
+        source.state.endpoint_name,
+        source.manifest.spec.endpoint_name,
+        options.source_stage,
+        stage,
+    )
+    name = target_endpoint_name(spec_from_dict(doc))
+    if name == source.state.endpoint_name:
+        raise SpecError(
+            "--target-name",
+            f"the target endpoint would be the source endpoint {name}",
+            "a name for the target stage",
+        )
+    manifest = store.read_optional_manifest(clients, stage, name)
+    settings = target_stage_settings(options, manifest)
+    doc.update(settings.values, stage=stage, endpoint_name=doc["endpoint_name"])
+    if options.role_arn:
+        doc["execution_role_arn"] = options.role_arn
+    if options.region:
+        doc["region"] = options.region  # where the clients look is where the target goes
+    plan = build_plan(spec_from_dict(doc))
+    described = describe_endpoint_or_none(clients.sagemaker, name)
+    state = StageState(
+        stage=stage,
+        endpoint_name=plan.endpoint_name,
+        status=None if described is None else str(described["EndpointStatus"]),
+        endpoint_config_name=None if described is None else described.get("EndpointConfigName"),
+        content_hash=None if manifest is None else manifest.content_hash,
+    )
+    if state.status in _BUSY:
+        # Checked before the gates: their measurements would be wasted, and the SDK
+        # refuses to interleave two deployments anyway.
+        raise PeagleError(
+            f"target endpoint {name} ({stage}) is {state.status}; promote again once it has "
+            "settled. Nothing was changed."
+        )
+    return Target(plan, state, manifest, settings)
+
+
+def describe_promotion(
+    options: PromoteOptions, gates: StageGates, target: Target, source: Source
+) -> dict[str, Any]:
+    """What the promotion would do: the fields every PromotionResult carries."""
+    action, changes = _diff(target.state, target.plan)
+    origin = target.settings.origin
+    changes.append(
+        f"stage settings ({', '.join(STAGE_OWNED_FIELDS)}) from {origin}"
+        if origin
+        else f"stage settings copied from {options.source_stage} (no {options.target_stage} "
+        "configuration recorded yet, and no stage file)"
+    )
+    if options.dry_run and options.write_spec is not None:
+        changes.append(f"write {options.write_spec} (instead of deploying)")
+    return {
+        "action": action,
+        "source": source.state,
+        "target": target.state,
+        "target_names": target.plan.names,
+        "changes": changes,
+        "gates_planned": _planned_gates(gates),
+        "manifest_parameter": store.parameter_name(options.target_stage, target.plan.endpoint_name),
+    }
+
+
+def deploy_target(
+    clients: store.Clients,
+    options: PromoteOptions,
+    source: Source,
+    target: Target,
+    *,
+    report: GateReport,
+    out: Console,
+) -> str:
+    """Deploy the target plan through the SDK, then record the promotion (its parameter).
+
+    The manifest is built (and size-checked) before the target is touched, and written
+    only once the target serves the new configuration.
+    """
+    plan = target.plan
+    origin = f"{source.state.stage}/{source.state.endpoint_name}"
+    store.promotion_manifest(plan, report, origin)  # fits in SSM? (else stop here)
+    out.print(
+        f"[bold]deploy[/] {options.target_stage}/{plan.endpoint_name}: "
+        f"{_diff(target.state, plan)[0]} ({plan.endpoint_config_name})",
+        highlight=False,
+    )
     try:
-        return dict(sm.describe_endpoint(EndpointName=endpoint_name))
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
+        store.deploy(
+            plan,
+            clients=clients,
+            deployed_by=f"peagle promote {options.source_stage}->{options.target_stage}",
+            poll_interval_s=options.poll_interval_s,
+        )
+    except PeagleError as exc:
+        raise DeployError(_failed_deploy_message(clients, plan, target.state, exc)) from exc
+    return store.record_promotion(clients, plan, report, origin)
 
 
 # --------------------------------------------------------------------------- the promotion
@@ -232,169 +449,43 @@ def promote(
 ) -> PromotionResult:
     """Promote `options.source_stage` to `options.target_stage` through `gates`.
 
-    Returns the result (status `refused` when a gate failed; the caller decides the
-    exit code). Raises PeagleError when the promotion cannot even be attempted
-    (source missing, manifest unreadable) or when the target deployment fails or rolls
-    back; the message then says what the target serves now.
+    Everything that can refuse the promotion runs before the first write to the target.
+    Returns the result (status `refused` when a gate failed; the caller decides the exit
+    code). Raises PeagleError when the promotion cannot even be attempted (source
+    missing, manifest unreadable) or when the target deployment fails or rolls back; the
+    message then says what the target serves now.
     """
-    from peagle_deploy.plan import build_plan
-    from peagle_deploy.promote import store
-    from peagle_deploy.spec.loader import spec_from_dict
-
     out = console or Console(stderr=True)
-    _check_stage("--from", options.source_stage)
-    _check_stage("--to", options.target_stage)
-    if options.source_stage == options.target_stage:
-        raise SpecError("--to", "is the same stage as --from", "a different stage")
-    check_bench_dataset(gates, options.target_stage)
-    if options.write_spec is not None:
-        check_spec_destination(Path(options.write_spec))
-
+    check_inputs(options, gates)
     clients = store.Clients.create(options.region)
-
-    # 1. What the source runs, from its manifest.
-    source_name = options.source_endpoint or store.only_endpoint_in_stage(
-        clients, options.source_stage
-    )
-    manifest = store.read_source_manifest(clients, options.source_stage, source_name)
-    out.print(
-        f"[bold]source[/] {options.source_stage}/{source_name}: spec {manifest.content_hash} "
-        f"(model {manifest.spec.model}, {manifest.spec.instance_type or 'default instance'})",
-        highlight=False,
-    )
-
-    # 2. The source endpoint must be serving exactly that.
-    described = _describe(clients.sagemaker, source_name)
-    if described is None:
-        raise PeagleError(
-            f"source endpoint {source_name} ({options.source_stage}) is not deployed; its "
-            f"manifest {store.parameter_name(options.source_stage, source_name)} is stale. "
-            f"Deploy {options.source_stage} first (peagle deploy ... --stage "
-            f"{options.source_stage}); nothing was changed."
-        )
-    status = str(described.get("EndpointStatus"))
-    running_config = str(described.get("EndpointConfigName"))
-    if status != "InService":
-        raise PeagleError(
-            f"source endpoint {source_name} ({options.source_stage}) is {status}, not "
-            "InService; gates can only run against a serving endpoint. Nothing was changed."
-        )
-    if running_config != manifest.endpoint_config_name:
-        raise PeagleError(
-            f"source endpoint {source_name} runs endpoint config {running_config}, but its "
-            f"manifest describes {manifest.endpoint_config_name} (spec "
-            f"{manifest.content_hash}); redeploy {options.source_stage} so the manifest "
-            "matches what serves. Nothing was changed."
-        )
-    source_state = StageState(
-        stage=options.source_stage,
-        endpoint_name=source_name,
-        status=status,
-        endpoint_config_name=running_config,
-        content_hash=manifest.content_hash,
-    )
-
-    # 3. The target plan: the source's serving configuration with the target stage's own
-    #    settings (capacity, rollout, network, identity), when the target has any.
-    target_spec_endpoint = options.target_endpoint or derive_target_endpoint_name(
-        source_name, manifest.spec.endpoint_name, options.source_stage, options.target_stage
-    )
-    source_doc = manifest.spec.model_dump(mode="json")
-    first_try = spec_from_dict(
-        {**source_doc, "stage": options.target_stage, "endpoint_name": target_spec_endpoint}
-    )
-    target_endpoint = build_plan(first_try).endpoint_name
-    if target_endpoint == source_name:
-        raise SpecError(
-            "--target-name",
-            f"the target endpoint would be the source endpoint {source_name}",
-            "a name for the target stage",
-        )
-    target_manifest = store.read_optional_manifest(clients, options.target_stage, target_endpoint)
-    stage_doc, stage_origin = _target_stage_settings(target_manifest, options.write_spec)
-    update: dict[str, Any] = {
-        "stage": options.target_stage,
-        **stage_doc,
-        "endpoint_name": target_spec_endpoint,
-    }
-    if options.role_arn:
-        update["execution_role_arn"] = options.role_arn
-    target_spec = spec_from_dict({**source_doc, **update})
-    target_plan = build_plan(target_spec)
-    target_described = _describe(clients.sagemaker, target_plan.endpoint_name)
-    target_state = StageState(
-        stage=options.target_stage,
-        endpoint_name=target_plan.endpoint_name,
-        status=None if target_described is None else str(target_described["EndpointStatus"]),
-        endpoint_config_name=None
-        if target_described is None
-        else str(target_described.get("EndpointConfigName")),
-    )
-    if target_manifest is not None:
-        target_state.content_hash = target_manifest.content_hash
-    if target_state.status in _BUSY:
-        # Checked before the gates: their measurements would be wasted, and the SDK
-        # refuses to interleave two deployments anyway.
-        raise PeagleError(
-            f"target endpoint {target_state.endpoint_name} ({options.target_stage}) is "
-            f"{target_state.status}; promote again once it has settled. Nothing was changed."
-        )
-    action, changes = _diff(target_state, target_plan)
-    changes.append(
-        f"stage settings ({', '.join(STAGE_OWNED_FIELDS)}) from {stage_origin}"
-        if stage_origin
-        else f"stage settings copied from {options.source_stage} (no {options.target_stage} "
-        "configuration recorded yet)"
-    )
-    names = {
-        "model": target_plan.model_name,
-        "endpoint_config": target_plan.endpoint_config_name,
-        "endpoint": target_plan.endpoint_name,
-    }
-    parameter = store.parameter_name(options.target_stage, target_plan.endpoint_name)
-    base = {
-        "action": action,
-        "source": source_state,
-        "target": target_state,
-        "target_names": names,
-        "changes": changes,
-        "gates_planned": _planned_gates(gates),
-        "manifest_parameter": parameter,
-    }
-
+    source = read_source(clients, options, out)
+    target = plan_target(clients, options, source)
+    base = describe_promotion(options, gates, target, source)
     if options.dry_run:
-        if options.write_spec is not None:
-            changes.append(f"write {options.write_spec} (instead of deploying)")
         return PromotionResult(
-            status="dry-run",
-            message="no gate was run and nothing was changed",
-            **base,
+            status="dry-run", message="no gate was run and nothing was changed", **base
         )
-
-    # 4. Gates against the source endpoint.
     report = run_gates(
         gates,
-        source_state,
+        source.state,
         options,
         clients=clients,
         console=out,
         smoke_runner=smoke_runner,
         bench_runner=bench_runner,
-        target_manifest=target_manifest,
+        target_manifest=target.manifest,
     )
     if not report.passed:
-        names_failed = ", ".join(r.name for r in report.failures)
+        failed = ", ".join(r.name for r in report.failures)
         return PromotionResult(
             status="refused",
             report=report,
-            message=f"promotion refused by {len(report.failures)} gate(s): {names_failed}; "
+            message=f"promotion refused by {len(report.failures)} gate(s): {failed}; "
             f"{options.target_stage} was not changed",
             **base,
         )
-
-    # 5a. CDK users: write the target spec, deploy nothing.
-    if options.write_spec is not None:
-        written = write_stage_spec(options.write_spec, target_spec, source_state, report)
+    if options.write_spec is not None:  # CDK users: write the target spec, deploy nothing
+        written = write_stage_spec(options.write_spec, target.plan.spec, source.state, report)
         return PromotionResult(
             status="spec-written",
             report=report,
@@ -402,41 +493,19 @@ def promote(
             message=f"gates passed; wrote {written} for `cdk deploy` (nothing deployed)",
             **base,
         )
-
-    # 5b. Deploy through the SDK (create, blue/green update, or no-op).
-    origin = f"{source_state.stage}/{source_state.endpoint_name}"
-    store.promotion_manifest(target_plan, report, origin)  # fits in SSM? (else stop here)
-    out.print(
-        f"[bold]deploy[/] {options.target_stage}/{target_plan.endpoint_name}: {action} "
-        f"({target_plan.endpoint_config_name})",
-        highlight=False,
-    )
-    try:
-        store.deploy(
-            target_spec,
-            clients=clients,
-            wait=True,  # the promotion is recorded only once the target serves
-            region=options.region,
-            deployed_by=f"peagle promote {options.source_stage}->{options.target_stage}",
-            poll_interval_s=options.poll_interval_s,
-        )
-    except PeagleError as exc:
-        raise DeployError(_failed_deploy_message(clients, target_plan, target_state, exc)) from exc
-
-    # 6. Record.
-    store.record_promotion(clients, target_plan, report, origin)
-    return PromotionResult(
-        status="unchanged" if action == "none" else "promoted",
-        report=report,
-        message=(
-            f"{options.target_stage} already ran {target_plan.endpoint_config_name}; "
+    parameter = deploy_target(clients, options, source, target, report=report, out=out)
+    if base["action"] == "none":
+        message = (
+            f"{options.target_stage} already ran {target.plan.endpoint_config_name}; "
             "promotion recorded"
-            if action == "none"
-            else f"promoted {options.source_stage} -> {options.target_stage} "
-            f"({target_plan.endpoint_config_name}); recorded in {parameter}"
-        ),
-        **base,
-    )
+        )
+    else:
+        message = (
+            f"promoted {options.source_stage} -> {options.target_stage} "
+            f"({target.plan.endpoint_config_name}); recorded in {parameter}"
+        )
+    status: PromotionStatus = "unchanged" if base["action"] == "none" else "promoted"
+    return PromotionResult(status=status, report=report, message=message, **base)
 
 
 def _diff(target: StageState, plan: Any) -> tuple[TargetAction, list[str]]:
@@ -486,7 +555,7 @@ def run_gates(
     target_manifest: Any = None,
 ) -> GateReport:
     """Smoke first (cheap), then the benchmark unless the smoke test already failed."""
-    from peagle_deploy.promote import measure, store
+    from peagle_deploy.promote import measure
 
     smoke: SmokeOutcome | None = None
     if gates.smoke.enabled:
@@ -500,9 +569,14 @@ def run_gates(
     levels: list[LevelMeasurement] = []
     smoke_failed = smoke is not None and (smoke.error is not None or not smoke.text.strip())
     if gates.bench is not None and not smoke_failed:
+        b = gates.bench
+        per_level = [f"{b.num_prompts} prompts"] if b.num_prompts is not None else []
+        if b.duration_s is not None:
+            per_level.append(f"{b.duration_s:g} s")
         console.print(
             f"[bold]gate[/] benchmark on {source.endpoint_name}: concurrency "
-            f"{gates.bench.concurrency}, {gates.bench.num_prompts} prompts per level",
+            f"{b.concurrency}, {' or '.join(per_level) or 'max(32, 4 x concurrency) prompts'} "
+            "per level",
             highlight=False,
         )
         logs_delay_s = options.bench_logs_delay_s
@@ -567,7 +641,7 @@ def run_gates(
 
 def _failed_deploy_message(clients: Any, plan: Any, before: StageState, exc: Exception) -> str:
     """Say what the target serves now, after a failed or rolled-back deployment."""
-    now = _describe(clients.sagemaker, plan.endpoint_name)
+    now = describe_endpoint_or_none(clients.sagemaker, plan.endpoint_name)
     if now is None:
         serving = "the target endpoint does not exist"
     else:
@@ -604,7 +678,7 @@ def write_stage_spec(path: Path, spec: Any, source: StageState, report: GateRepo
         f"at {stamp}.\n"
         f"# Source: {source.stage}/{source.endpoint_name}, spec {source.content_hash}, "
         f"endpoint config {source.endpoint_config_name}.\n"
-        f"# All {len(report.results)} gates passed; report: {path.name}.gates.json\n"
+        f"# Gates: {verdict(report)}; report: {path.name}.gates.json\n"
     )
     report_path = path.with_name(path.name + ".gates.json")
     try:

@@ -18,7 +18,6 @@ from peagle_deploy.promote.evaluate import GateReport, GateResult, LevelMeasurem
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
     from peagle_deploy.sdk.manifest import DeploymentManifest
-    from peagle_deploy.spec import DeploymentSpec
 
 LEVEL_KIND = "level"
 """`kind` of the gate_results entries that carry a benchmark level's measurements."""
@@ -83,8 +82,9 @@ def endpoints_in_stage(clients: Clients, stage: str) -> list[str]:
 def _existing(clients: Clients, names: list[str]) -> list[str]:
     """The names whose endpoint exists (in any state).
 
-    `peagle delete` (or a console delete) leaves the manifest behind; a stage that had
-    two endpoints and deleted one still has only one candidate.
+    A delete outside peagle (the console, the API) leaves the manifest behind (`peagle
+    delete` removes it); a stage that had two endpoints and deleted one still has only
+    one candidate.
     """
     from peagle_deploy.aws import is_not_found
 
@@ -286,15 +286,13 @@ def recorded_report(manifest: DeploymentManifest | None) -> GateReport | None:
 
 
 def deploy(
-    spec: DeploymentSpec,
+    plan: Plan,
     *,
     clients: Clients,
-    wait: bool,
-    region: str | None,
     deployed_by: str,
     poll_interval_s: float | None = None,
 ) -> Any:
-    """Deploy `spec` through the SDK (create, blue/green update, or no-op).
+    """Deploy `plan` through the SDK (create, blue/green update, or no-op) and wait.
 
     The SDK refuses to interleave with another deployment, removes what it created when
     a create fails or an update rolls back, and raises DeployError saying so.
@@ -305,12 +303,7 @@ def deploy(
     if poll_interval_s is not None:
         extra["poll_interval_s"] = poll_interval_s
     return deploy_peagle(
-        spec=spec,
-        wait=wait,
-        region=region,
-        deployed_by=deployed_by,
-        boto_session=clients.session,
-        **extra,
+        plan=plan, wait=True, deployed_by=deployed_by, boto_session=clients.session, **extra
     )
 
 

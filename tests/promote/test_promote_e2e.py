@@ -275,6 +275,48 @@ def test_update_promotes_the_configuration_and_keeps_the_stage_settings(env: Env
     assert variants["ProductionVariants"][0]["InitialInstanceCount"] == 2
 
 
+def test_first_promotion_takes_the_stage_settings_from_the_stage_file(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No staging endpoint yet: capacity, rollout and scaling come from the stage's spec
+    file (not from dev's one instance), the measured configuration from dev; and the
+    target is planned exactly once."""
+    from peagle_deploy import plan as plan_module
+    from peagle_deploy.sdk import read_manifest
+
+    stage_file = tmp_path / "staging.yaml"
+    stage_file.write_text(
+        "model: gpt-oss-20b\ninitial_instance_count: 2\n"
+        "rollout: {strategy: canary, canary_percent: 50}\n"
+        "scaling: {min_instances: 2, max_instances: 3}\ntags: {team: ml-platform}\n"
+    )
+    env.deploy("dev")
+    plans: list[str] = []
+    build_plan = plan_module.build_plan
+
+    def counting(spec: Any) -> Any:
+        plans.append(spec.stage)
+        return build_plan(spec)
+
+    monkeypatch.setattr(plan_module, "build_plan", counting)
+    result = env.promote(gates(), stage_file=stage_file)
+    assert result.status == "promoted" and result.action == "create", result.message
+    assert plans == ["staging"]
+    assert result.changes[-1].endswith(f"from {stage_file}")
+    staging = read_manifest("staging", STAGING, ssm_client=env.ssm())
+    dev = read_manifest("dev", DEV, ssm_client=env.ssm())
+    assert staging is not None and dev is not None
+    assert staging.spec.model == dev.spec.model == MODEL  # not the stage file's model
+    assert staging.spec.speculative == dev.spec.speculative
+    assert staging.spec.initial_instance_count == 2
+    assert staging.spec.rollout.canary_percent == 50
+    assert staging.spec.scaling is not None and staging.spec.scaling.max_instances == 3
+    assert staging.spec.execution_role_arn == ROLE  # the file names none: the source's
+    config = env.sm().describe_endpoint(EndpointName=STAGING)["EndpointConfigName"]
+    variants = env.sm().describe_endpoint_config(EndpointConfigName=config)
+    assert variants["ProductionVariants"][0]["InitialInstanceCount"] == 2
+
+
 def test_target_update_rolls_back_and_old_config_keeps_serving(env: Env) -> None:
     from peagle_deploy.sdk import read_manifest
 
@@ -320,7 +362,7 @@ def test_dry_run_runs_no_gate_and_changes_nothing(env: Env) -> None:
     assert result.status == "dry-run" and result.action == "create" and result.report is None
     assert f"create endpoint {STAGING}" in result.changes
     assert result.changes[-1] == (
-        "stage settings copied from dev (no staging configuration recorded yet)"
+        "stage settings copied from dev (no staging configuration recorded yet, and no stage file)"
     )
     assert result.gates_planned[:3] == ["smoke", "error_rate@c1", "output_throughput@c1"]
     assert env.aws.invocations == invocations  # no smoke chat, no benchmark
@@ -376,12 +418,13 @@ def test_write_spec_output_is_a_stage_file_the_cdk_app_synthesizes(
 
 
 def test_cli_promote_json_and_refusal_exit_code(
-    env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import yaml
 
     from peagle_deploy.cli.app import main
 
+    monkeypatch.chdir(tmp_path)  # no stages/ here: the CLI finds no stage file
     env.deploy("dev")
     gates_file = tmp_path / "gates.yaml"
     doc = {
@@ -410,6 +453,16 @@ def test_cli_promote_json_and_refusal_exit_code(
     assert main([*argv, "--dry-run"]) == 0
     dry = json.loads(capsys.readouterr().out)
     assert dry["status"] == "dry-run" and dry["target_names"]["endpoint"] == STAGING
+    assert dry["changes"][-1].startswith("stage settings copied from dev")
+
+    # The repository layout's stages/staging.yaml is the default stage file.
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "staging.yaml").write_text(
+        f"model: {MODEL}\ninitial_instance_count: 2\n"
+    )
+    assert main([*argv, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["changes"][-1].endswith("from stages/staging.yaml")
 
     assert main(argv) == 3
     refused = json.loads(capsys.readouterr().out)
@@ -424,12 +477,11 @@ def test_cli_promote_json_and_refusal_exit_code(
 
 
 def test_deleted_endpoint_with_a_leftover_manifest_is_not_a_candidate(env: Env) -> None:
-    """Two dev endpoints, one deleted with `peagle delete`: promote picks the other."""
-    from peagle_deploy.sdk import PeagleEndpoint
-
+    """Two dev endpoints, one deleted in the console (`peagle delete` would also remove
+    its manifest): promote picks the other."""
     env.deploy("dev")
     env.deploy("dev", endpoint_name="coder-b-dev")
-    PeagleEndpoint.from_name("coder-b-dev", region=REGION, boto_session=env.session).delete()
+    env.client("sagemaker").delete_endpoint(EndpointName="coder-b-dev")
     # The manifest of the deleted endpoint stays in SSM ...
     assert len(env.state("dev")["ssm"]) == 2
     # ... but the source is the endpoint that still exists.

@@ -58,7 +58,7 @@ def test_defaults_and_per_level_thresholds() -> None:
             "gates.stages.staging.thresholds.max_error_rate",
             "less than or equal to 1",
         ),
-        ({"stages": {"Prod!": {}}}, "gates.stages", "lowercase"),
+        ({"stages": {"Prod!": {}}}, "gates.stages.Prod!", "lowercase"),
         (
             {"stages": {"staging": {"bench": {"concurrency": [0, 4]}}}},
             "gates.stages.staging.bench.concurrency",

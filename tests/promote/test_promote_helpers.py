@@ -241,3 +241,21 @@ def test_write_stage_spec_failure_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(PeagleError, match="could not be written") as info:
         write_stage_spec(blocker / "staging.yaml", spec, source, report)
     assert not isinstance(info.value, OSError)
+
+
+def test_verdict_counts_skips_apart_from_passes() -> None:
+    from peagle_deploy.promote.report import verdict
+
+    def result(name: str, status: str) -> GateResult:
+        return GateResult(name=name, kind="x", measured=None, required="-", status=status)  # type: ignore[arg-type]
+
+    def report(*results: GateResult) -> GateReport:
+        return GateReport(
+            source_stage="dev", target_stage="prod", source_endpoint="e", results=list(results)
+        )
+
+    assert verdict(report(result("a", "pass"), result("b", "pass"))) == "all 2 gates passed"
+    mixed = report(result("a", "pass"), result("ratio@c1", "skip"), result("ratio@c4", "skip"))
+    assert verdict(mixed) == ("1 of 3 gates passed, 2 skipped (ratio@c1, ratio@c4), none failed")
+    failed = report(result("a", "fail"), result("b", "skip"))
+    assert verdict(failed) == "1 of 2 gates failed: a"

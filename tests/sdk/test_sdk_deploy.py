@@ -478,3 +478,41 @@ def test_update_sweeps_leftovers_of_no_wait_updates(aws: AwsEnv) -> None:
         "models": [third.model_name],
     }
     assert f"endpoint-config:{first.endpoint_config_name}" in third.removed
+
+
+def test_deploy_a_plan_as_built(aws: AwsEnv) -> None:
+    """`plan=`: the caller's plan is deployed as it is (no second planning), and mixing it
+    with what to plan is refused before any AWS call."""
+    plan = plan_for(MODEL, role_arn=ROLE, region=REGION, num_speculative_tokens=4)
+    endpoint = deploy_peagle(plan=plan, boto_session=aws.session, progress=False)
+    assert endpoint.plan is plan
+    assert endpoint.deployment is not None and endpoint.deployment.action == "create"
+    config = endpoint.describe()["EndpointConfigName"]
+    assert config == plan.endpoint_config_name
+    calls = len(aws.calls)
+    for extra in ({"model": MODEL}, {"stage": "prod"}, {"spec_file": "spec.yaml"}):
+        with pytest.raises(SpecError) as caught:
+            deploy_peagle(plan=plan, boto_session=aws.session, **extra)
+        assert caught.value.field == "plan"
+    assert len(aws.calls) == calls
+
+
+@pytest.mark.parametrize("aws", ["inprocess"], indirect=True)
+def test_cli_deploy_plans_once(
+    aws: AwsEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peagle_deploy import plan as plan_module
+    from peagle_deploy.cli.app import main
+
+    built: list[str] = []
+    build_plan = plan_module.build_plan
+
+    def counting(spec: Any) -> Any:
+        built.append(spec.model)
+        return build_plan(spec)
+
+    monkeypatch.setattr(plan_module, "build_plan", counting)
+    monkeypatch.setattr("peagle_deploy.sdk.deploy.build_plan", counting)
+    assert main(["deploy", MODEL, "--role-arn", ROLE, "--no-progress", "--json"]) == 0
+    assert built == [MODEL]
+    assert '"action": "create"' in capsys.readouterr().out

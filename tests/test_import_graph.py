@@ -1,0 +1,159 @@
+"""The import graph of peagle_deploy: no circles, and no import back up the layers.
+
+Read with `ast` from the source (nothing is imported), counting every import statement:
+module level, inside functions, and under `if TYPE_CHECKING:` alike, so a lazy import
+cannot hide a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "peagle_deploy"
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"__init__", "errors", "naming", "streaming"}),
+    frozenset({"spec"}),
+    frozenset({"catalog", "jumpstart", "render", "validation", "plan"}),
+    frozenset({"aws"}),
+    frozenset({"sdk", "bench"}),
+    frozenset({"promote", "emulator"}),
+    frozenset({"demo"}),
+    frozenset({"cli"}),
+)
+"""Lowest first: a part of the package may import its own layer and the ones below."""
+
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
+    {
+        # Being untangled on another branch (i10); drop this line once it is merged.
+        frozenset({"peagle_deploy.catalog.resolve", "peagle_deploy.jumpstart"}),
+    }
+)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
+    {
+        # The bench engine prints through the CLI's output module; another branch (i12)
+        # gives it a progress callback instead. Drop this line once it is merged.
+        ("peagle_deploy.bench.runner", "peagle_deploy.cli.output"),
+    }
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The package modules `name` imports (a `from pkg import sub` counts as `pkg.sub`)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            targets = subs if len(subs) == len(node.names) else [*subs, base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                yield target
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: set(_imported(name, path, modules)) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.add(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    part = parts[1] if len(parts) > 1 else "__init__"
+    for level, members in enumerate(LAYERS):
+        if part in members:
+            return level
+    raise AssertionError(f"{module}: part {part!r} of the package is in no layer")
+
+
+def test_the_reader_sees_the_imports_it_must() -> None:
+    graph = _graph()
+    assert "peagle_deploy.plan" in graph["peagle_deploy.sdk.deploy"]
+    assert "peagle_deploy.sdk.waiter" in graph["peagle_deploy.sdk.deploy"]  # in a function
+    assert "peagle_deploy.sdk.outcome" in graph["peagle_deploy.sdk.endpoint"]  # TYPE_CHECKING
+    assert "peagle_deploy.spec.models" in graph["peagle_deploy.spec.flags"]
+    cycle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(cycle) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_import_circles() -> None:
+    circles = [sorted(c) for c in _cycles(_graph()) if c not in KNOWN_CYCLES]
+    assert circles == []
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    upward = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        for target in targets
+        if _layer(target) > _layer(module) and (module, target) not in KNOWN_UPWARD
+    )
+    assert upward == []
+
+
+def test_the_package_never_imports_the_cdk_app() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            bad = [n for n in names if n.split(".")[0] in ("infra", "app", "aws_cdk")]
+            assert not bad, f"{path}: imports {bad}"
