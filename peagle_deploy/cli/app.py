@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     Non-standalone mode: typer returns the code of a `typer.Exit` instead of exiting, and
     raises its (vendored) click usage errors, which derive from `typer.TyperException`.
     """
+    output.degrade_to_ascii()
     try:
         result = app(args=argv, standalone_mode=False)
     except PeagleError as exc:

@@ -2,15 +2,97 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
+import unicodedata
 from typing import Any
 
 from rich.console import Console, RenderableType
+from rich.table import Table
 from rich.markup import escape
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _Console(Console):
+    """Off a terminal (a pipe, a CI log, a file) rich lays output out for 80 columns:
+    lines would break mid-sentence and table cells would be wrapped or cut to `…`, so
+    greps over `peagle list`, CI logs and `peagle demo > log` would miss names. There,
+    plain-text lines are not wrapped and a table gets the width it needs; panels and
+    rules keep 80 columns. On a terminal everything fits the window as usual."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.is_terminal:
+            super().print(*objects, **kwargs)
+            return
+        if "soft_wrap" not in kwargs and all(isinstance(o, str) for o in objects):
+            kwargs["soft_wrap"] = True
+        tables = [o for o in objects if isinstance(o, Table)]
+        wide = self.options.update_width(4096)
+        needed = max((self.measure(t, options=wide).maximum for t in tables), default=0)
+        if needed <= self.width:
+            super().print(*objects, **kwargs)
+            return
+        width = self.width
+        self.width = needed
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+
+console: Console = _Console()
+err_console: Console = _Console(stderr=True)
+
+_ASCII_FALLBACK = {
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u2026": "...",
+    "\u2014": "--",
+    "\u2013": "-",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u00d7": "x",
+    "\u2265": ">=",
+    "\u2264": "<=",
+    "\u2713": "ok",
+    "\u2717": "x",
+    "\u2022": "*",
+}
+_ERRORS = "peagle-ascii"
+
+
+def _to_ascii(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: a close ASCII spelling of what the console cannot encode."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = []
+    for char in exc.object[exc.start : exc.end]:
+        if char in _ASCII_FALLBACK:
+            out.append(_ASCII_FALLBACK[char])
+            continue
+        plain = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+        out.append(plain or "?")
+    return "".join(out), exc.end
+
+
+codecs.register_error(_ERRORS, _to_ascii)
+
+
+def degrade_to_ascii() -> None:
+    """Let stdout/stderr write what their encoding cannot hold as ASCII, not fail.
+
+    On a console whose encoding is not Unicode (`PYTHONIOENCODING=ascii`, `LANG=C` on an
+    old system) a model's answer with an emoji or a `->` arrow would otherwise end the
+    command with UnicodeEncodeError; rich already draws its boxes in ASCII there.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None or codecs.lookup(encoding).name.startswith("utf"):
+            continue
+        reconfigure(errors=_ERRORS)
 
 
 def error(message: str) -> None:
@@ -33,15 +115,5 @@ def emit_json(data: Any) -> None:
 
 
 def print_table(table: RenderableType) -> None:
-    """A table on stdout that never loses characters when piped or redirected.
-
-    Rich sizes output for an 80-column terminal when stdout is not one, and cuts cells
-    that do not fit to `…`: endpoint names in `peagle list | grep`, figures in
-    `peagle bench ... > run.txt`. Off a terminal the table gets the width it needs; on a
-    terminal it fits the window as usual.
-    """
-    if console.is_terminal:
-        console.print(table)
-        return
-    needed = console.measure(table, options=console.options.update_width(4096)).maximum
-    Console(width=max(console.width, needed)).print(table)
+    """A table on stdout that never loses characters when piped or redirected."""
+    console.print(table)

@@ -1,4 +1,4 @@
-"""`output.print_table`: piped or redirected tables keep every character."""
+"""Terminal output: piped tables and lines keep every character; non-UTF-8 consoles get ASCII."""
 
 from __future__ import annotations
 
@@ -50,3 +50,54 @@ def test_cli_error_line_shows_the_allowed_characters(capsys: pytest.CaptureFixtu
     assert main(["plan", "gpt-oss-20b", "--endpoint-name", "Bad Name"]) == 2
     err = capsys.readouterr().err
     assert "[a-zA-Z0-9-]" in err and "Traceback" not in err
+
+
+def _run_piped(code: str, **env: str) -> str:
+    """Run `code` in a fresh interpreter whose stdout is a pipe (not a terminal)."""
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "", **env},
+    )
+    # On an ASCII console every byte must be ASCII (strict decoding fails otherwise).
+    return result.stdout.decode("ascii" if env else "utf-8")
+
+
+def test_piped_lines_are_not_wrapped_at_80_columns() -> None:
+    line = "P-EAGLE " + "speculative-decoding " * 8 + "end"
+    out = _run_piped(
+        "from peagle_deploy.cli import output\n"
+        f"output.console.print({line!r})\n"
+        "from rich.panel import Panel\n"
+        f"output.console.print(Panel({line!r}))\n"
+    )
+    lines = out.splitlines()
+    assert lines[0] == line  # one line, as written
+    assert all(len(row) <= 80 for row in lines[1:])  # a panel still fits 80 columns
+    assert "end" in out
+
+
+def test_a_non_unicode_console_gets_ascii_instead_of_a_traceback() -> None:
+    out = _run_piped(
+        "from peagle_deploy.cli import output\n"
+        "output.degrade_to_ascii()\n"
+        "print('K=3 \\u2192 5 \\u2713 caf\\u00e9 \\U0001f680 \\u2026')\n"
+        "output.console.print('t\\u00eate-\\u00e0-t\\u00eate')\n",
+        PYTHONIOENCODING="ascii",
+    )
+    assert out.splitlines() == ["K=3 -> 5 ok cafe ? ...", "tete-a-tete"]
+
+
+def test_peagle_runs_on_an_ascii_console() -> None:
+    out = _run_piped(
+        "import sys\n"
+        "from peagle_deploy.cli.app import main\n"
+        "sys.exit(main(['plan', 'gpt-oss-20b', '--tag', 'owner=J\\u00fcrgen']))\n",
+        PYTHONIOENCODING="ascii",
+    )
+    assert '"Value": "Jurgen"' in out and "+----" in out  # rich's ASCII boxes
