@@ -26,7 +26,9 @@ def main(context: Mapping[str, Any] | None = None) -> int:
     The CDK CLI passes cdk.json's context in the environment; `context` adds to it
     (for running the app in-process).
     """
-    app = cdk.App(context=dict(context) if context is not None else None)
+    # Construct stack traces under jsii are frames of its JavaScript runtime, never of this
+    # Python code: `cdk synth` printed a useless `.../lib/program.js:1:5591` per warning.
+    app = cdk.App(context=dict(context) if context is not None else None, stack_traces=False)
     try:
         stages = stage_configs(
             app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
@@ -36,11 +38,16 @@ def main(context: Mapping[str, Any] | None = None) -> int:
     except PeagleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
-    if str(app.node.try_get_context(NAG_CONTEXT_KEY)).lower() == "true":
+    nag = str(app.node.try_get_context(NAG_CONTEXT_KEY)).lower() == "true"
+    if nag:
         from cdk_nag import AwsSolutionsChecks
 
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()
+    if nag:
+        from infra.nag import nag_summary
+
+        print(nag_summary(app, len(stages)), file=sys.stderr)
     return 0
 
 

@@ -23,6 +23,25 @@ def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | No
     Validations.of(construct).acknowledge(Acknowledgment(id=rule_id, reason=reason))
 
 
+def nag_summary(scope: IConstruct, stacks: int) -> str:
+    """The line `cdk synth -c peagle:nag=true` ends with, so a clean run says it checked.
+
+    Reached only after a successful synth: cdk-nag stops synthesis on any finding that is
+    not acknowledged.
+    """
+    key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    acknowledged = sum(
+        len(dict(entry.data))
+        for construct in scope.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == key
+    )
+    return (
+        f"cdk-nag AwsSolutions: checked {stacks} stack(s), no unacknowledged findings "
+        f"({acknowledged} acknowledged, each on one construct with its reason: infra/nag.py)"
+    )
+
+
 def nag_text(stack: Stack, value: str) -> str:
     """How cdk-nag prints a (possibly tokenized) string in a finding id.
 

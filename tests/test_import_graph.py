@@ -65,10 +65,11 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
         else:
             continue
         for target in targets:
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                yield target
+            known = target
+            while known and known not in modules:
+                known = known.rpartition(".")[0]
+            if known and known != name:
+                yield known
 
 
 def _graph() -> dict[str, set[str]]:

@@ -9,8 +9,8 @@ import unicodedata
 from typing import Any
 
 from rich.console import Console, RenderableType
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 
 
 class _Console(Console):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -219,3 +220,41 @@ def test_human_plan_redacts_secret_env_values(capsys: pytest.CaptureFixture[str]
     assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in out + err
     assert "<redacted>" in out
     assert "HF_TOKEN" in err  # the warning names the key, not the value
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from peagle_deploy import __version__
+
+    code, out, _ = _run(capsys, "--version")
+    assert code == 0 and out.strip() == f"peagle-deploy {__version__}"
+
+
+def test_human_plan_shows_scaling_and_rollout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: gpt-oss-20b\ninitial_instance_count: 2\n"
+        "scaling: {min_instances: 2, max_instances: 4, target_invocations_per_instance: 30}\n"
+    )
+    code, out, _ = _run(capsys, "plan", "-f", str(spec), "--alarm", "p99")
+    assert code == 0
+    assert "2-4 instances, target 30 invocations/instance/minute" in out
+    assert "canary 10%, every 300 s, rollback on p99" in out
+    assert "RegisterScalableTarget" in out and "PutScalingPolicy" in out
+    code, out, _ = _run(capsys, "plan", "gpt-oss-20b")
+    assert "fixed instance count (no autoscaling)" in out and "all-at-once" in out
+
+
+def test_plan_and_deploy_share_the_spec_flags() -> None:
+    """One flag table: every spec flag is an option of both commands, with the same help."""
+    from typer.main import get_command
+
+    from peagle_deploy.cli.app import app
+    from peagle_deploy.spec.flags import spec_flags
+
+    root: Any = get_command(app)
+    for name in ("plan", "deploy"):
+        options = {o: p for p in root.commands[name].params for o in p.opts}
+        for flag in spec_flags():
+            assert options[flag.flag].help == flag.help, (name, flag.flag)
