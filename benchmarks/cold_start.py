@@ -28,7 +28,7 @@ from pathlib import Path
 
 TARGETS_S = {"help": 0.5, "plan": 0.8}
 FORBIDDEN = ("sagemaker.serve", "aws_cdk")
-REPORTED = ("boto3", "botocore", "yaml", "sagemaker", "matplotlib", "moto")
+REPORTED = ("boto3", "botocore", "yaml", "pydantic", "sagemaker", "matplotlib", "moto")
 
 _PROBE = """
 import contextlib, io, json, sys

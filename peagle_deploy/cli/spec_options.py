@@ -1,7 +1,8 @@
 """The spec flags as typer options, for every command that takes a spec.
 
 `@spec_options` adds one option per row of the flag table (`peagle_deploy.spec.flags`,
-derived from the spec model) to a command, grouped in help panels, and hands the
+derived from the spec model; read here from its data form `flag_table`, which keeps
+pydantic off the start-up path) to a command, grouped in help panels, and hands the
 command the given ones as `load_spec` overrides in its `knobs` parameter. `peagle plan`
 and `peagle deploy` use it; so can any later command that reads a spec.
 """
@@ -12,13 +13,16 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.flags import SpecFlag, spec_flag, spec_flags
-from peagle_deploy.spec.models import DeploymentSpec
+from peagle_deploy.spec.flag_table import FLAGS, MODEL_DOC
+from peagle_deploy.spec.flags import SpecFlag
+
+if TYPE_CHECKING:
+    from peagle_deploy.spec.models import DeploymentSpec
 
 KNOBS = "knobs"
 """The parameter through which a decorated command receives the spec overrides."""
@@ -26,8 +30,7 @@ KNOBS = "knobs"
 ModelArg = Annotated[
     str | None,
     typer.Argument(
-        help=f"{DeploymentSpec.model_fields['model'].description} "
-        "Optional when the spec file names the model.",
+        help=f"{MODEL_DOC} Optional when the spec file names the model.",
         show_default=False,
         metavar="MODEL",
     ),
@@ -38,12 +41,9 @@ FileOpt = Annotated[
 ]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
-RegionOpt = Annotated[
-    str | None, typer.Option("--region", help=spec_flag("region").doc, show_default=False)
-]
-StageOpt = Annotated[
-    str | None, typer.Option("--stage", help=spec_flag("stage").doc, show_default=False)
-]
+_DOC = {flag.keyword: flag.doc for flag in FLAGS}
+RegionOpt = Annotated[str | None, typer.Option("--region", help=_DOC["region"], show_default=False)]
+StageOpt = Annotated[str | None, typer.Option("--stage", help=_DOC["stage"], show_default=False)]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,7 +80,7 @@ def spec_options(command: F) -> F:
     signature = inspect.signature(command, eval_str=True)
     if KNOBS not in signature.parameters:
         raise TypeError(f"{command.__name__} needs a `{KNOBS}` parameter")
-    flags = spec_flags()
+    flags = FLAGS
     # Keyword-only throughout: typer passes every value by name.
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)

@@ -1,16 +1,37 @@
-"""The deployment spec (pydantic v2) and its loader."""
+"""The deployment spec (pydantic v2) and its loader.
+
+Names are imported on first use: the CLI imports `peagle_deploy.spec.flag_table` at
+start-up without paying for the pydantic models.
+"""
 
 from __future__ import annotations
 
-from peagle_deploy.spec.loader import deep_merge, load_spec, spec_from_dict, spec_with
-from peagle_deploy.spec.models import (
-    CustomModel,
-    DeploymentSpec,
-    RolloutSpec,
-    ScalingSpec,
-    SpeculativeSpec,
-    VpcSpec,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from peagle_deploy.spec.loader import deep_merge, load_spec, spec_from_dict, spec_with
+    from peagle_deploy.spec.models import (
+        CustomModel,
+        DeploymentSpec,
+        RolloutSpec,
+        ScalingSpec,
+        SpeculativeSpec,
+        VpcSpec,
+    )
+
+_LAZY = {
+    "CustomModel": "peagle_deploy.spec.models",
+    "DeploymentSpec": "peagle_deploy.spec.models",
+    "RolloutSpec": "peagle_deploy.spec.models",
+    "ScalingSpec": "peagle_deploy.spec.models",
+    "SpeculativeSpec": "peagle_deploy.spec.models",
+    "VpcSpec": "peagle_deploy.spec.models",
+    "deep_merge": "peagle_deploy.spec.loader",
+    "load_spec": "peagle_deploy.spec.loader",
+    "spec_from_dict": "peagle_deploy.spec.loader",
+    "spec_with": "peagle_deploy.spec.loader",
+}
 
 __all__ = [
     "CustomModel",
@@ -24,3 +45,10 @@ __all__ = [
     "spec_from_dict",
     "spec_with",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'peagle_deploy.spec' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

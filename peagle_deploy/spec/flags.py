@@ -3,25 +3,33 @@
 Derived from the `Flag(...)` annotations on the spec models (in the spirit of vLLM's
 `EngineArgs`, whose CLI flags and help come from its config classes): the field gives
 the type, the allowed values, the default and, from its docstring, the help text; the
-marker gives the flag name. The CLI turns the table into options
-(`peagle_deploy.cli.spec_options`), the SDK into keyword shortcuts (`keyword_overrides`).
-Nothing here imports a CLI library.
+marker gives the flag name. The SDK turns the table into keyword shortcuts
+(`keyword_overrides`), the CLI into options (`peagle_deploy.cli.spec_options`).
+
+The CLI reads the same table from `flag_table.py`, written from the models by
+`python -m peagle_deploy.spec.flags`: building the pydantic models costs `peagle --help`
+(and every other command) a noticeable part of its start-up, and only `plan` and
+`deploy` need them. A test fails when that file differs from the models. This module
+imports neither pydantic (until `derived_flags()` runs) nor a CLI library.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+import textwrap
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.models import DeploymentSpec, Flag
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 FlagKind = Literal["value", "switch", "list", "pairs"]
 """`value`: one value; `switch`: a bool flag that sets the opposite of the default;
@@ -129,6 +137,8 @@ def _kind_of(annotation: Any, where: str) -> tuple[FlagKind, type, tuple[str, ..
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    from pydantic import BaseModel
+
     inner, _ = _unwrap_optional(annotation)
     if isinstance(inner, type) and issubclass(inner, BaseModel):
         return inner
@@ -136,6 +146,8 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _walk(model: type[BaseModel], prefix: str) -> Iterator[SpecFlag]:
+    from peagle_deploy.spec.models import Flag
+
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         nested = _nested_model(info.annotation)
@@ -163,8 +175,17 @@ def _walk(model: type[BaseModel], prefix: str) -> Iterator[SpecFlag]:
 
 @cache
 def spec_flags() -> tuple[SpecFlag, ...]:
-    """Every knob of DeploymentSpec, in field order."""
+    """Every knob of DeploymentSpec, in field order (derived from the models)."""
+    from peagle_deploy.spec.models import DeploymentSpec
+
     return tuple(_walk(DeploymentSpec, ""))
+
+
+def model_doc() -> str:
+    """The `model` field's docstring (the CLI's MODEL argument)."""
+    from peagle_deploy.spec.models import DeploymentSpec
+
+    return re.sub(r"\s+", " ", DeploymentSpec.model_fields["model"].description or "").strip()
 
 
 @cache
@@ -195,3 +216,43 @@ def keyword_overrides(knobs: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[flag.path] = flag.from_keyword(value)
     return out
+
+
+TABLE_FILE = Path(__file__).with_name("flag_table.py")
+
+
+def _literal(value: Any) -> str:
+    """Python source for one value; long strings as implicit concatenations (<= 100 cols)."""
+    if isinstance(value, type):
+        return value.__name__
+    if not isinstance(value, str) or len(value) <= 70:
+        return repr(value)
+    chunks = textwrap.wrap(value, 70, drop_whitespace=False, break_long_words=False)
+    assert "".join(chunks) == value
+    return "(\n" + "".join(f"            {chunk!r}\n" for chunk in chunks) + "        )"
+
+
+def render_table() -> str:
+    """The source of `flag_table.py`: the derived table as plain data."""
+    rows = []
+    for flag in spec_flags():
+        args = [f"        {f.name}={_literal(getattr(flag, f.name))}," for f in fields(flag)]
+        rows.append("    SpecFlag(\n" + "\n".join(args) + "\n    ),")
+    return (
+        '"""The flag table as data, for the CLI\'s start-up (no pydantic import).\n\n'
+        "Written by `python -m peagle_deploy.spec.flags` from the spec models; do not edit.\n"
+        'tests/spec/test_spec_flags.py fails when it differs from the models.\n"""\n\n'
+        "from peagle_deploy.spec.flags import SpecFlag\n\n"
+        f"MODEL_DOC = {model_doc()!r}\n\n"
+        "FLAGS = (\n" + "\n".join(rows) + "\n)\n"
+    )
+
+
+if __name__ == "__main__":
+    import shutil
+    import subprocess
+
+    TABLE_FILE.write_text(render_table(), encoding="utf-8")
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    subprocess.run([ruff, "format", "--quiet", str(TABLE_FILE)], check=False)
+    print(f"wrote {TABLE_FILE}", file=sys.stderr)

@@ -52,7 +52,7 @@ class Flag:
     panel: str = PANEL_MODEL
 
 
-_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, defer_build=True)
 
 
 class _Strict(BaseModel):

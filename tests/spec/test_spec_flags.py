@@ -97,3 +97,28 @@ def test_pairs() -> None:
     with pytest.raises(SpecError) as caught:
         parse_pairs("--tag", ["=x"])
     assert (caught.value.field, caught.value.allowed) == ("--tag", "KEY=VALUE")
+
+
+def test_the_clis_table_is_the_models_table() -> None:
+    """flag_table.py is data written from the models; regenerate it after editing them:
+    `python -m peagle_deploy.spec.flags`."""
+    from peagle_deploy.spec import flag_table
+    from peagle_deploy.spec.flags import model_doc
+
+    assert flag_table.FLAGS == spec_flags()
+    assert flag_table.MODEL_DOC == model_doc()
+
+
+def test_cli_start_up_does_not_build_the_spec_models() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import peagle_deploy.cli.app\n"
+        "print(sorted(m for m in ('pydantic', 'peagle_deploy.spec.models') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
