@@ -127,6 +127,28 @@ def describe_endpoint_or_none(sagemaker: Any, endpoint_name: str) -> dict[str, A
     return desc
 
 
+def endpoint_config_models(sagemaker: Any, config_name: str) -> list[str] | None:
+    """The model names an endpoint config's variants serve; None when it does not exist."""
+    try:
+        variants = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    return [v["ModelName"] for v in variants["ProductionVariants"] if v.get("ModelName")]
+
+
+def delete_quietly(call: Any, **kwargs: Any) -> bool:
+    """Run a Delete* call; False when the resource was already gone."""
+    try:
+        call(**kwargs)
+    except Exception as exc:
+        if is_not_found(exc):
+            return False
+        raise
+    return True
+
+
 def error_code(exc: BaseException) -> str:
     """The AWS error code of a ClientError ('' for anything else)."""
     from botocore.exceptions import ClientError

@@ -86,18 +86,9 @@ def _existing(clients: Clients, names: list[str]) -> list[str]:
     delete` removes it); a stage that had two endpoints and deleted one still has only
     one candidate.
     """
-    from peagle_deploy.aws import is_not_found
+    from peagle_deploy.aws import describe_endpoint_or_none
 
-    found: list[str] = []
-    for name in names:
-        try:
-            clients.sagemaker.describe_endpoint(EndpointName=name)
-        except Exception as exc:
-            if is_not_found(exc):
-                continue
-            raise
-        found.append(name)
-    return found
+    return [n for n in names if describe_endpoint_or_none(clients.sagemaker, n) is not None]
 
 
 def _candidates(clients: Clients, stage: str) -> list[str]:

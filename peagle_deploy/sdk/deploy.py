@@ -24,11 +24,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from peagle_deploy.aws import describe_endpoint_or_none
+from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, endpoint_config_models
 from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
-from peagle_deploy.naming import derived_name_pattern, name_contains, sweepable
+from peagle_deploy.naming import derived_name_pattern
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
-from peagle_deploy.sdk.endpoint import PeagleEndpoint, _delete_quietly
+from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
 from peagle_deploy.sdk.manifest import (
     DeploymentManifest,
     ManifestError,
@@ -261,29 +261,19 @@ class _Deployer:
         With `only_derived`, only names the planner derives for this endpoint are touched:
         resources someone else made are never deleted.
         """
-        from peagle_deploy.aws import is_not_found
-
         name = self.plan.endpoint_name
         if only_derived and not derived_name_pattern(name, "c").match(config):
             return
-        try:
-            variants = self.sm.describe_endpoint_config(EndpointConfigName=config)[
-                "ProductionVariants"
-            ]
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            variants = []
-        if _delete_quietly(self.sm.delete_endpoint_config, EndpointConfigName=config):
+        models = endpoint_config_models(self.sm, config) or []
+        if delete_quietly(self.sm.delete_endpoint_config, EndpointConfigName=config):
             self.removed.append(f"endpoint-config:{config}")
         model_pattern = derived_name_pattern(name, "m")
-        models = [v["ModelName"] for v in variants if v.get("ModelName")]
         if config == self.plan.endpoint_config_name:
             models.append(self.plan.model_name)
         for model in dict.fromkeys(models):
             if only_derived and not model_pattern.match(model):
                 continue
-            if _delete_quietly(self.sm.delete_model, ModelName=model):
+            if delete_quietly(self.sm.delete_model, ModelName=model):
                 self.removed.append(f"model:{model}")
 
     def remove_stale(self, previous: str | None) -> None:
@@ -293,25 +283,12 @@ class _Deployer:
         p = self.plan
         if previous and previous != p.endpoint_config_name:
             self.remove_config_and_model(previous)
-        if not sweepable(p.endpoint_name):
-            return
-        prefix = name_contains(p.endpoint_name)
-        config_pattern = derived_name_pattern(p.endpoint_name, "c")
-        for page in self.sm.get_paginator("list_endpoint_configs").paginate(NameContains=prefix):
-            for item in page.get("EndpointConfigs", []):
-                name = item["EndpointConfigName"]
-                if config_pattern.match(name) and name != p.endpoint_config_name:
-                    self.remove_config_and_model(name)
-        model_pattern = derived_name_pattern(p.endpoint_name, "m")
-        for page in self.sm.get_paginator("list_models").paginate(NameContains=prefix):
-            for item in page.get("Models", []):
-                name = item["ModelName"]
-                if (
-                    model_pattern.match(name)
-                    and name != p.model_name
-                    and _delete_quietly(self.sm.delete_model, ModelName=name)
-                ):
-                    self.removed.append(f"model:{name}")
+        for config in derived_resources(self.sm, p.endpoint_name, "c"):
+            if config != p.endpoint_config_name:
+                self.remove_config_and_model(config)
+        for model in derived_resources(self.sm, p.endpoint_name, "m"):
+            if model != p.model_name and delete_quietly(self.sm.delete_model, ModelName=model):
+                self.removed.append(f"model:{model}")
 
     def remove_planned_if_unused(self) -> None:
         """Remove this plan's config and model unless the endpoint serves or targets them."""
@@ -391,7 +368,7 @@ class _Deployer:
         name = self.plan.endpoint_name
         self.say(f"endpoint {name} is Failed (not serving): deleting it to create it again")
         self.warnings.append(f"replaced the Failed endpoint {name}")
-        _delete_quietly(self.sm.delete_endpoint, EndpointName=name)
+        delete_quietly(self.sm.delete_endpoint, EndpointName=name)
         self.removed.append(f"endpoint:{name}")
         deadline = time.monotonic() + 600
         from peagle_deploy.sdk import waiter
@@ -424,7 +401,7 @@ class _Deployer:
         if result.status != "InService":
             error = self.failure(result.description, since_ms)
             # The endpoint never served: remove it with its config and model.
-            _delete_quietly(self.sm.delete_endpoint, EndpointName=p.endpoint_name)
+            delete_quietly(self.sm.delete_endpoint, EndpointName=p.endpoint_name)
             self.removed.append(f"endpoint:{p.endpoint_name}")
             self.remove_config_and_model(p.endpoint_config_name)
             error.args = (

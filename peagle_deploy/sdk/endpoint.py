@@ -230,7 +230,11 @@ class PeagleEndpoint:
         """
         from botocore.exceptions import ClientError
 
-        from peagle_deploy.aws import describe_endpoint_or_none, is_not_found
+        from peagle_deploy.aws import (
+            delete_quietly,
+            describe_endpoint_or_none,
+            endpoint_config_models,
+        )
 
         sm = self.sagemaker
         result = DeleteResult(self.endpoint_name, endpoint_deleted=False)
@@ -245,31 +249,23 @@ class PeagleEndpoint:
                 configs.append(pending)
             variants = [v["VariantName"] for v in desc.get("ProductionVariants", [])]
             result.scalable_targets = self._deregister_autoscaling(variants)
-            result.endpoint_deleted = _delete_quietly(
+            result.endpoint_deleted = delete_quietly(
                 sm.delete_endpoint, EndpointName=self.endpoint_name
             )
-        sweep = sweepable(self.endpoint_name)
         configs += [
-            name
-            for name in self._derived_names("list_endpoint_configs", "c", sweep)
-            if name not in configs
+            name for name in derived_resources(sm, self.endpoint_name, "c") if name not in configs
         ]
         models: list[str] = []
         for config in configs:
-            try:
-                variants = sm.describe_endpoint_config(EndpointConfigName=config)[
-                    "ProductionVariants"
-                ]
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise
+            served = endpoint_config_models(sm, config)
+            if served is None:
                 continue
-            models += [v["ModelName"] for v in variants if v.get("ModelName")]
-            if _delete_quietly(sm.delete_endpoint_config, EndpointConfigName=config):
+            models += served
+            if delete_quietly(sm.delete_endpoint_config, EndpointConfigName=config):
                 result.endpoint_configs.append(config)
-        models += self._derived_names("list_models", "m", sweep)
+        models += derived_resources(sm, self.endpoint_name, "m")
         for model in dict.fromkeys(models):
-            if _delete_quietly(sm.delete_model, ModelName=model):
+            if delete_quietly(sm.delete_model, ModelName=model):
                 result.models.append(model)
         try:
             result.manifest_parameter = self._delete_manifest(stage)
@@ -282,23 +278,6 @@ class PeagleEndpoint:
 
         tags = self.sagemaker.list_tags(ResourceArn=arn).get("Tags", [])
         return next((t["Value"] for t in tags if t["Key"] == STAGE_TAG), None)
-
-    def _derived_names(self, operation: str, kind: DerivedKind, sweep: bool) -> list[str]:
-        """Models (`m`) or configs (`c`) named as the planner names this endpoint's."""
-        if not sweep:
-            return []
-        key = "EndpointConfigs" if kind == "c" else "Models"
-        field_name = "EndpointConfigName" if kind == "c" else "ModelName"
-        pattern = derived_name_pattern(self.endpoint_name, kind)
-        pages = self.sagemaker.get_paginator(operation).paginate(
-            NameContains=name_contains(self.endpoint_name)
-        )
-        return [
-            item[field_name]
-            for page in pages
-            for item in page.get(key, [])
-            if pattern.match(item[field_name])
-        ]
 
     def _delete_manifest(self, stage: str | None) -> str | None:
         """Delete the endpoint's manifest; its parameter name, or None when there was none.
@@ -415,14 +394,20 @@ class PeagleEndpoint:
         return ChatStream(self.stream_chunks(messages, **params), self.endpoint_name)
 
 
-def _delete_quietly(call: Any, **kwargs: Any) -> bool:
-    """Run a delete; False when the resource was already gone."""
-    from peagle_deploy.aws import is_not_found
-
-    try:
-        call(**kwargs)
-    except Exception as exc:
-        if is_not_found(exc):
-            return False
-        raise
-    return True
+def derived_resources(sagemaker: Any, endpoint_name: str, kind: DerivedKind) -> list[str]:
+    """The models (`m`) or endpoint configs (`c`) that exist under names the planner
+    derives for `endpoint_name`; none when such names do not identify it alone."""
+    if not sweepable(endpoint_name):
+        return []
+    operation, key, field_name = {
+        "c": ("list_endpoint_configs", "EndpointConfigs", "EndpointConfigName"),
+        "m": ("list_models", "Models", "ModelName"),
+    }[kind]
+    pattern = derived_name_pattern(endpoint_name, kind)
+    pages = sagemaker.get_paginator(operation).paginate(NameContains=name_contains(endpoint_name))
+    return [
+        item[field_name]
+        for page in pages
+        for item in page.get(key, [])
+        if pattern.match(item[field_name])
+    ]

@@ -105,8 +105,8 @@ def test_the_clis_table_is_the_models_table() -> None:
     from peagle_deploy.spec import flag_table
     from peagle_deploy.spec.flags import model_doc
 
-    assert flag_table.FLAGS == spec_flags()
-    assert flag_table.MODEL_DOC == model_doc()
+    assert spec_flags() == flag_table.FLAGS
+    assert model_doc() == flag_table.MODEL_DOC
 
 
 def test_cli_start_up_does_not_build_the_spec_models() -> None:
