@@ -1,8 +1,8 @@
 """The spec flags as typer options, for every command that takes a spec.
 
 `@spec_options` adds one option per row of the flag table (`peagle_deploy.spec.flags`,
-derived from the spec model; read here from its data form `flag_table`, which keeps
-pydantic off the start-up path) to a command, grouped in help panels, and hands the
+derived from the spec model; read here from its data form `flag_table.json`, which
+keeps pydantic off the start-up path) to a command, grouped in help panels, and hands the
 command the given ones as `load_spec` overrides in its `knobs` parameter. `peagle plan`
 and `peagle deploy` use it; so can any later command that reads a spec.
 """
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.flag_table import FLAGS, MODEL_DOC
-from peagle_deploy.spec.flags import SpecFlag
+from peagle_deploy.spec.flags import SpecFlag, cli_table
 
 if TYPE_CHECKING:
     from peagle_deploy.spec.models import DeploymentSpec
 
+MODEL_DOC, FLAGS = cli_table()
 KNOBS = "knobs"
 """The parameter through which a decorated command receives the spec overrides."""
 

@@ -23,7 +23,7 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def models_in(annotation: Any) -> list[type[BaseModel]]:
     """The BaseModel classes an annotation can hold (through Optional / unions)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
@@ -31,7 +31,7 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if origin in (typing.Union, types.UnionType):
         found: list[type[BaseModel]] = []
         for arg in typing.get_args(annotation):
-            found.extend(_models_in(arg))
+            found.extend(models_in(arg))
         return found
     return []
 
@@ -48,7 +48,7 @@ def _walk(
         info = owner.model_fields.get(part)
         if info is None:
             return owner, None
-        nested = _models_in(info.annotation)
+        nested = models_in(info.annotation)
         if part is not loc[-1] and nested:
             owner = nested[0]
     return owner, info

@@ -6,7 +6,7 @@ the type, the allowed values, the default and, from its docstring, the help text
 marker gives the flag name. The SDK turns the table into keyword shortcuts
 (`keyword_overrides`), the CLI into options (`peagle_deploy.cli.spec_options`).
 
-The CLI reads the same table from `flag_table.py`, written from the models by
+The CLI reads the same table from `flag_table.json`, written from the models by
 `python -m peagle_deploy.spec.flags`: building the pydantic models costs `peagle --help`
 (and every other command) a noticeable part of its start-up, and only `plan` and
 `deploy` need them. A test fails when that file differs from the models. This module
@@ -15,13 +15,13 @@ imports neither pydantic (until `derived_flags()` runs) nor a CLI library.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
-import textwrap
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -109,24 +109,15 @@ def parse_pairs(field: str, items: list[str], *, form: str = "KEY=VALUE") -> dic
     return pairs
 
 
-def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
-    """`X | None` -> (X, True); anything else -> (annotation, False)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return annotation, False
-
-
 def _kind_of(annotation: Any, where: str) -> tuple[FlagKind, type, tuple[str, ...] | None]:
-    inner, _ = _unwrap_optional(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    inner = args[0] if optional and len(args) == 1 else annotation
     origin = typing.get_origin(inner)
     if inner is bool:
         return "switch", bool, None
     if origin is Literal:
-        choices = tuple(str(a) for a in typing.get_args(inner))
-        return "value", str, choices
+        return "value", str, tuple(str(a) for a in typing.get_args(inner))
     if inner in (int, float, str):
         return "value", inner, None
     if origin is list and typing.get_args(inner) == (str,):
@@ -136,23 +127,15 @@ def _kind_of(annotation: Any, where: str) -> tuple[FlagKind, type, tuple[str, ..
     raise TypeError(f"{where}: {annotation!r} cannot be a CLI flag")
 
 
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    from pydantic import BaseModel
-
-    inner, _ = _unwrap_optional(annotation)
-    if isinstance(inner, type) and issubclass(inner, BaseModel):
-        return inner
-    return None
-
-
 def _walk(model: type[BaseModel], prefix: str) -> Iterator[SpecFlag]:
+    from peagle_deploy.spec.errors import models_in
     from peagle_deploy.spec.models import Flag
 
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
-        nested = _nested_model(info.annotation)
-        if nested is not None:
-            yield from _walk(nested, f"{path}.")
+        nested = models_in(info.annotation)
+        if nested:
+            yield from _walk(nested[0], f"{path}.")
             continue
         marker = next((m for m in info.metadata if isinstance(m, Flag)), None)
         if marker is None:
@@ -218,41 +201,39 @@ def keyword_overrides(knobs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-TABLE_FILE = Path(__file__).with_name("flag_table.py")
+TABLE_FILE = Path(__file__).with_name("flag_table.json")
+_TYPES: dict[str, type] = {t.__name__: t for t in (int, float, str, bool)}
 
 
-def _literal(value: Any) -> str:
-    """Python source for one value; long strings as implicit concatenations (<= 100 cols)."""
-    if isinstance(value, type):
-        return value.__name__
-    if not isinstance(value, str) or len(value) <= 70:
-        return repr(value)
-    chunks = textwrap.wrap(value, 70, drop_whitespace=False, break_long_words=False)
-    assert "".join(chunks) == value
-    return "(\n" + "".join(f"            {chunk!r}\n" for chunk in chunks) + "        )"
-
-
-def render_table() -> str:
-    """The source of `flag_table.py`: the derived table as plain data."""
-    rows = []
-    for flag in spec_flags():
-        args = [f"        {f.name}={_literal(getattr(flag, f.name))}," for f in fields(flag)]
-        rows.append("    SpecFlag(\n" + "\n".join(args) + "\n    ),")
+def table_json() -> str:
+    """`flag_table.json`: the derived table as data, one flag per line."""
+    rows = [json.dumps({**asdict(f), "value_type": f.value_type.__name__}) for f in spec_flags()]
     return (
-        '"""The flag table as data, for the CLI\'s start-up (no pydantic import).\n\n'
-        "Written by `python -m peagle_deploy.spec.flags` from the spec models; do not edit.\n"
-        'tests/spec/test_spec_flags.py fails when it differs from the models.\n"""\n\n'
-        "from peagle_deploy.spec.flags import SpecFlag\n\n"
-        f"MODEL_DOC = {model_doc()!r}\n\n"
-        "FLAGS = (\n" + "\n".join(rows) + "\n)\n"
+        f'{{"model_doc": {json.dumps(model_doc())},\n "flags": [\n  '
+        + ",\n  ".join(rows)
+        + "\n]}\n"
     )
 
 
-if __name__ == "__main__":
-    import shutil
-    import subprocess
+@cache
+def cli_table() -> tuple[str, tuple[SpecFlag, ...]]:
+    """The MODEL argument's doc and the flag table, read from `flag_table.json`: the same
+    data as `model_doc()` and `spec_flags()` without building the pydantic models."""
+    doc = json.loads(TABLE_FILE.read_text(encoding="utf-8"))
+    flags = tuple(
+        SpecFlag(
+            **{
+                **row,
+                "decls": tuple(row["decls"]),
+                "choices": None if row["choices"] is None else tuple(row["choices"]),
+                "value_type": _TYPES[row["value_type"]],
+            }
+        )
+        for row in doc["flags"]
+    )
+    return str(doc["model_doc"]), flags
 
-    TABLE_FILE.write_text(render_table(), encoding="utf-8")
-    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
-    subprocess.run([ruff, "format", "--quiet", str(TABLE_FILE)], check=False)
+
+if __name__ == "__main__":
+    TABLE_FILE.write_text(table_json(), encoding="utf-8")
     print(f"wrote {TABLE_FILE}", file=sys.stderr)

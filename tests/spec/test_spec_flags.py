@@ -11,15 +11,13 @@ from peagle_deploy.spec.flags import keyword_overrides, parse_pairs, spec_flag, 
 
 def _walk_path(path: str) -> object:
     """The field info at a dotted path of DeploymentSpec (AssertionError if none)."""
-    from peagle_deploy.spec.flags import _nested_model
+    from peagle_deploy.spec.errors import models_in
 
     model: type = DeploymentSpec
     info = None
     for part in path.split("."):
         info = model.model_fields[part]
-        nested = _nested_model(info.annotation)
-        if nested is not None:
-            model = nested
+        model = next(iter(models_in(info.annotation)), model)
     assert info is not None
     return info
 
@@ -100,13 +98,12 @@ def test_pairs() -> None:
 
 
 def test_the_clis_table_is_the_models_table() -> None:
-    """flag_table.py is data written from the models; regenerate it after editing them:
-    `python -m peagle_deploy.spec.flags`."""
-    from peagle_deploy.spec import flag_table
-    from peagle_deploy.spec.flags import model_doc
+    """flag_table.json is data written from the models; after editing them, regenerate it
+    with `python -m peagle_deploy.spec.flags`."""
+    from peagle_deploy.spec.flags import TABLE_FILE, cli_table, model_doc, table_json
 
-    assert spec_flags() == flag_table.FLAGS
-    assert model_doc() == flag_table.MODEL_DOC
+    assert TABLE_FILE.read_text(encoding="utf-8") == table_json()
+    assert cli_table() == (model_doc(), spec_flags())
 
 
 def test_cli_start_up_does_not_build_the_spec_models() -> None:
