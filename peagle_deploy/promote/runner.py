@@ -25,7 +25,6 @@ from rich.console import Console
 from peagle_deploy.aws import describe_endpoint_or_none
 from peagle_deploy.bench.settings import BenchSettings
 from peagle_deploy.errors import DeployError, PeagleError, SpecError
-from peagle_deploy.naming import default_endpoint_name
 from peagle_deploy.promote import store
 from peagle_deploy.promote.evaluate import (
     GateReport,
@@ -36,7 +35,13 @@ from peagle_deploy.promote.evaluate import (
 )
 from peagle_deploy.promote.gates import SmokeGate, StageGates
 from peagle_deploy.promote.report import render_report, report_json, verdict
-from peagle_deploy.spec.models import DeploymentSpec
+from peagle_deploy.promote.target import (
+    STAGE_OWNED_FIELDS,
+    StageSettings,
+    derive_target_endpoint_name,
+    target_endpoint_name,
+    target_stage_settings,
+)
 from peagle_deploy.spec.stage import check_stage_name
 
 if TYPE_CHECKING:
@@ -115,100 +120,6 @@ class PromotionResult(BaseModel):
 
 _BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
 """Target states in which a promotion must not start (SageMaker is mid-change)."""
-
-STAGE_OWNED_FIELDS: tuple[str, ...] = (
-    "initial_instance_count",
-    "scaling",
-    "rollout",
-    "execution_role_arn",
-    "vpc",
-    "kms_key_id",
-    "tags",
-)
-"""Spec fields that belong to a stage, not to the configuration being promoted.
-
-A promotion carries what was measured - model, image, drafter, speculative settings, K,
-instance type, tensor parallelism, limits, container env - and keeps the target's own
-capacity, rollout policy, identity, network and encryption: promoting dev's one-instance,
-all-at-once spec must not shrink prod to one instance or drop its canary and alarms.
-"""
-
-
-@dataclass(frozen=True)
-class StageSettings:
-    """The target stage's own settings (STAGE_OWNED_FIELDS) and where they came from."""
-
-    values: dict[str, Any]
-    origin: str | None
-    """Where they were read, for the change list; None: nowhere (copied from the source)."""
-
-
-def _stage_owned(spec: DeploymentSpec, *, keep_unset_role: bool) -> dict[str, Any]:
-    doc = spec.model_dump(mode="json")
-    values = {k: doc[k] for k in STAGE_OWNED_FIELDS if k in doc}
-    if keep_unset_role and values.get("execution_role_arn") is None:
-        values.pop("execution_role_arn", None)  # a stage file without a role: the source's
-    return values
-
-
-def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
-    from peagle_deploy.spec import load_spec
-
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        raise SpecError(
-            flag, f"the stage settings in {path} cannot be read ({exc})", "a stage spec file"
-        ) from None
-
-
-def target_stage_settings(
-    options: PromoteOptions, target_manifest: DeploymentManifest | None
-) -> StageSettings:
-    """The target stage's own settings, from the first place that has them.
-
-    1. `--write-spec` (CDK users): the stage file about to be overwritten, which is what
-       `cdk deploy` applies.
-    2. The target's manifest: what the target serves now.
-    3. The target stage's spec file (`options.stage_file`; the CLI's default is
-       `stages/<target>.yaml`): what the stage is declared to be, before anything was
-       deployed to it. A file without `execution_role_arn` keeps the source's role.
-    Otherwise nothing: the source's settings are copied, and the change list says so.
-    """
-    write_spec = options.write_spec
-    if write_spec is not None and Path(write_spec).is_file():
-        spec = _load_stage_file(Path(write_spec), "--write-spec")
-        return StageSettings(_stage_owned(spec, keep_unset_role=False), str(write_spec))
-    if target_manifest is not None:
-        origin = f"{target_manifest.stage}/{target_manifest.endpoint_name} (its manifest)"
-        return StageSettings(_stage_owned(target_manifest.spec, keep_unset_role=False), origin)
-    if options.stage_file is not None:
-        spec = _load_stage_file(Path(options.stage_file), "--stage-file")
-        return StageSettings(_stage_owned(spec, keep_unset_role=True), str(options.stage_file))
-    return StageSettings({}, None)
-
-
-def derive_target_endpoint_name(
-    source_endpoint: str, source_spec_endpoint: str | None, source_stage: str, target_stage: str
-) -> str | None:
-    """The target's endpoint name, or None to let the plan use its default.
-
-    The default (`peagle-<model>-<stage>`) already contains the stage; an explicit name
-    is carried over by swapping a trailing `-<source stage>`. Anything else is ambiguous
-    and must be given with `--target-name`, because guessing could point the promotion
-    at an unrelated endpoint.
-    """
-    if source_spec_endpoint is None:
-        return None
-    suffix = f"-{source_stage}"
-    if source_spec_endpoint.endswith(suffix):
-        return source_spec_endpoint[: -len(suffix)] + f"-{target_stage}"
-    raise SpecError(
-        "--target-name",
-        f"cannot derive the {target_stage} endpoint name from {source_endpoint!r} "
-        f"(it does not end with {suffix!r})",
-        "an explicit --target-name",
-    )
 
 
 def check_spec_destination(path: Path) -> None:
@@ -316,19 +227,6 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
     return Source(state, manifest)
 
 
-def target_endpoint_name(spec: DeploymentSpec) -> str:
-    """The endpoint `build_plan(spec)` will name, without building the plan.
-
-    Needed before the plan: the target's manifest, found by this name, supplies the
-    stage settings the plan is built with.
-    """
-    from peagle_deploy.catalog.resolve import resolve_model, resolve_region
-
-    if spec.endpoint_name is not None:
-        return spec.endpoint_name
-    return default_endpoint_name(resolve_model(spec, resolve_region(spec)).name, spec.stage)
-
-
 def plan_target(clients: store.Clients, options: PromoteOptions, source: Source) -> Target:
     """The source's serving configuration with the target stage's own settings, planned
     once, and the target's current state (refused while SageMaker is changing it)."""
@@ -352,7 +250,9 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
             "a name for the target stage",
         )
     manifest = store.read_optional_manifest(clients, stage, name)
-    settings = target_stage_settings(options, manifest)
+    settings = target_stage_settings(
+        write_spec=options.write_spec, manifest=manifest, stage_file=options.stage_file
+    )
     doc.update(settings.values, stage=stage, endpoint_name=doc["endpoint_name"])
     if options.role_arn:
         doc["execution_role_arn"] = options.role_arn

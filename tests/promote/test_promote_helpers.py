@@ -18,10 +18,10 @@ from peagle_deploy.promote.runner import (
     StageState,
     _diff,
     _planned_gates,
-    derive_target_endpoint_name,
     render_result,
     write_stage_spec,
 )
+from peagle_deploy.promote.target import derive_target_endpoint_name
 
 
 def test_target_name_follows_the_stage_suffix() -> None:
