@@ -1,4 +1,4 @@
-"""The stage-name rule is one rule: spec, CDK stage map and gates file agree."""
+"""The stage-name rule is one rule: spec, CDK stage map, gates file and promote agree."""
 
 from __future__ import annotations
 
@@ -52,6 +52,20 @@ def _accepted_as_baseline_stage(name: str) -> bool:
     return True
 
 
+def _accepted_by_promote(name: str) -> bool:
+    """`peagle promote --from NAME --to ...`: refused before any AWS call, or let through."""
+    from peagle_deploy.promote.gates import StageGates
+    from peagle_deploy.promote.runner import PromoteOptions, check_inputs
+
+    other = "qa" if name != "qa" else "dev"
+    try:
+        check_inputs(PromoteOptions(source_stage=name, target_stage=other), StageGates(bench=None))
+    except SpecError as exc:
+        assert exc.field == "--from"
+        return False
+    return True
+
+
 @pytest.mark.parametrize("name", ACCEPTED + REFUSED)
 def test_every_user_of_stage_names_applies_the_same_rule(name: str, tmp_path: Path) -> None:
     expected = name in ACCEPTED
@@ -60,6 +74,7 @@ def test_every_user_of_stage_names_applies_the_same_rule(name: str, tmp_path: Pa
     assert _accepted_by_cdk_stages(name, tmp_path) is expected
     assert _accepted_by_gates_file(name) is expected
     assert _accepted_as_baseline_stage(name) is expected
+    assert _accepted_by_promote(name) is expected
 
 
 def test_a_refused_stage_says_what_is_allowed() -> None:
