@@ -40,8 +40,10 @@ DEMO_INSTANCE = "ml.g7e.2xlarge"
 DEMO_STEPS = 6
 
 # The rehearsal's gates, in the same YAML a repository would hold (parsed by the same
-# code). staging is reachable by the emulator's pacing; prod asks for a p99 TTFT of half
-# the emulated time to first token, which no request can meet, so it is refused.
+# code). staging is reachable by the emulator's pacing, with floors low enough to hold on
+# a busy machine (a shared 2-core CI runner measured 42 tok/s at concurrency 1); prod
+# asks for a p99 TTFT of half the emulated time to first token, which no request can
+# meet, so it is refused by that gate alone.
 DEMO_GATES_YAML = """
 version: 1
 stages:
@@ -49,14 +51,14 @@ stages:
     smoke: {{prompt: "Write a Python function that reverses a string.", max_tokens: 32}}
     bench: {{concurrency: {levels}, num_prompts: {prompts}, max_tokens: {max_tokens}, warmup: 1}}
     thresholds:
-      min_output_throughput: 50
+      min_output_throughput: 10
       max_p99_ttft_ms: 1000
       max_error_rate: 0.0
       min_acceptance_length: 1.5
   prod:
     bench: {{concurrency: {levels}, num_prompts: {prompts}, max_tokens: {max_tokens}, warmup: 1}}
     thresholds:
-      min_output_throughput: 50
+      min_output_throughput: 10
       min_throughput_ratio: 0.9
       max_p99_ttft_ms: {prod_ttft_ms}
       max_error_rate: 0.0
