@@ -118,7 +118,7 @@ def _cfn_schema(type_name: str) -> dict[str, object]:
 def test_cfn_routing_strategies_follow_the_cloudformation_schema() -> None:
     """Both lists of what AWS::SageMaker::EndpointConfig accepts match its schema."""
     from infra.endpoint import CFN_ROUTING_STRATEGIES as INFRA_LIST
-    from peagle_deploy.validation import CFN_ROUTING_STRATEGIES as PLAN_LIST
+    from peagle_deploy.validation.cloudformation import CFN_ROUTING_STRATEGIES as PLAN_LIST
 
     schema = _cfn_schema("AWS::SageMaker::EndpointConfig")
     definitions = schema["definitions"]

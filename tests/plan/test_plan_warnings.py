@@ -7,7 +7,7 @@ from typing import Any
 
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
-from peagle_deploy.validation import cdk_incompatibilities
+from peagle_deploy.validation.cloudformation import cdk_incompatibilities
 
 
 def _warnings(**overrides: Any) -> str:
@@ -25,7 +25,9 @@ def test_k_above_trained_parallel_tokens_warns() -> None:
 def test_kv_aware_routing_is_flagged_for_cdk() -> None:
     plan = build_plan(load_spec(model="gpt-oss-20b", routing_strategy="KV_AWARE"))
     assert any("KV_AWARE" in w for w in plan.warnings)
-    assert plan.cdk_incompatibilities and "routing_strategy" in plan.cdk_incompatibilities[0]
+    assert [p.field for p in plan.cdk_incompatibilities] == ["routing_strategy"]
+    assert "KV_AWARE" in plan.cdk_incompatibilities[0].message
+    assert any(w.field == "routing_strategy" for w in plan.warnings)
     assert (
         cdk_incompatibilities(plan)
         == cdk_incompatibilities(plan.spec)
