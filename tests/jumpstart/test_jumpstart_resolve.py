@@ -1,9 +1,10 @@
 """JumpStart ids resolve offline from a spec folder this test writes itself.
 
 The folder mimics the JumpStart bucket layout the sagemaker SDK reads
-(`models_manifest.json` + per-model spec JSON, FACTS.md 6): a P-EAGLE model with two
-inference configs (`lmi-optimized` ranked first, as the gpt-oss-20b spec does) whose
-drafter source carries a HostingEulaKey, and a gated model in the private bucket.
+(`models_manifest.json` + per-model spec JSON, docs/platform-facts.md "JumpStart"): a
+P-EAGLE model with two inference configs (`lmi-optimized` ranked first, as the
+gpt-oss-20b spec does) whose drafter source carries a HostingEulaKey, and a gated model in
+the private bucket.
 """
 
 from __future__ import annotations
