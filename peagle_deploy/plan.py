@@ -117,6 +117,11 @@ class Plan:
             "create_endpoint": self.create_endpoint,
             "update_endpoint": self.update_endpoint,
             "warnings": list(self.warnings),
+            "engine": {
+                "image": self.image_uri,
+                "vllm": self.vllm_version,
+                "known_by": self.engine_known_by,
+            },
             "names": self.names,
             "content_hash": self.content_hash,
         }

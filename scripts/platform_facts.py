@@ -721,6 +721,83 @@ def generate(excerpts: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+DOCS = ROOT / "docs" / "platform-facts.md"
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def doc_tables(files: Mapping[str, Any]) -> dict[str, str]:
+    """The tables of docs/platform-facts.md, from the data (and the catalog's values)."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "container"))
+    from peagle_deploy.catalog import INSTANCE_TYPES, MODELS
+    from peagle_deploy.catalog.facts import cite
+
+    rows = [
+        "| vLLM | parallel_drafting | per-batch-size K field | K schedule with parallel "
+        "drafting (vllm#45695) | mask-token keys read | Gemma4ForConditionalGeneration | "
+        "GptOssForCausalLM | Qwen3MoeForCausalLM | source |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for version, e in files["engines.json"]["engines"].items():
+        arch = set(e["architectures"])
+        keys = ", ".join(f"`{k}`" for k in e["mask_token_keys"])
+        rows.append(
+            f"| {version} | {_yes(e['parallel_drafting'])} | {_yes(e['k_schedule'])} | "
+            f"{_yes(e['k_schedule_with_parallel_drafting'])} | {keys} | "
+            f"{_yes('Gemma4ForConditionalGeneration' in arch)} | "
+            f"{_yes('GptOssForCausalLM' in arch)} | {_yes('Qwen3MoeForCausalLM' in arch)} | "
+            f"PyPI `vllm=={version}` (`{e['source']['wheel']}`, sha256 "
+            f"`{e['source']['sha256'][:12]}...`) |"
+        )
+    engines = "\n".join(rows)
+    rows = ["| tag (repository `vllm`) | vLLM | CUDA | regions | source |", "|---|---|---|---|---|"]
+    for image in files["images.json"]["images"]:
+        source = cite(image["source"])
+        if image.get("vllm_source"):
+            source += f"; vLLM: {cite(image['vllm_source'])}"
+        cuda = image["cuda"] or "?"
+        if image.get("cuda_from") == "line":
+            cuda += " (v2 line)"
+        rows.append(
+            f"| `{image['tag']}` | {image['vllm'] or 'not in the sources'} | {cuda} | "
+            f"{len(image['regions'])} | {source} |"
+        )
+    images = "\n".join(rows)
+    rows = ["| model | field | value | verified | source |", "|---|---|---|---|---|"]
+    for model in MODELS.values():
+        for name, v in model.sourced_fields().items():
+            value = v.value
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}={x}" for k, x in value.items()) or "-"
+            verified = "yes" if v.verified else "no (`*`)"
+            rows.append(f"| {model.key} | {name} | `{value}` | {verified} | {v.source} |")
+    models = "\n".join(rows)
+    rows = ["| instance | field | value | verified | source |", "|---|---|---|---|---|"]
+    for instance in INSTANCE_TYPES.values():
+        for name in ("gpu_count", "gpu_memory_gb", "ebs_volume", "host_memory_gib"):
+            v = getattr(instance, name)
+            verified = "yes" if v.verified else "no (`*`)"
+            rows.append(f"| {instance.name} | {name} | `{v.value}` | {verified} | {v.source} |")
+    return {"engines": engines, "images": images, "models": models, "instances": "\n".join(rows)}
+
+
+def with_doc_tables(text: str, tables: Mapping[str, str]) -> str:
+    """`text` with each `<!-- facts:NAME -->...<!-- /facts:NAME -->` block replaced."""
+    for name, table in tables.items():
+        start, end = f"<!-- facts:{name} -->", f"<!-- /facts:{name} -->"
+        head, found, rest = text.partition(start)
+        if not found:
+            raise ValueError(f"{DOCS.name}: no {start} marker")
+        _, found, tail = rest.partition(end)
+        if not found:
+            raise ValueError(f"{DOCS.name}: no {end} marker")
+        text = f"{head}{start}\n{table}\n{end}{tail}"
+    return text
+
+
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
@@ -758,13 +835,17 @@ def main(argv: list[str] | None = None) -> int:
         for n, d in files.items()
         if not (DATA_DIR / n).exists() or (DATA_DIR / n).read_text() != dumps(d)
     ]
+    docs = with_doc_tables(DOCS.read_text(), doc_tables(files))
     if args.check:
         for name in stale:
             print(f"{DATA_DIR / name} differs from its sources", file=sys.stderr)
-        return 1 if stale else 0
+        if docs != DOCS.read_text():
+            print(f"{DOCS} tables differ from the data", file=sys.stderr)
+        return 1 if stale or docs != DOCS.read_text() else 0
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (DATA_DIR / name).write_text(dumps(data))
+    DOCS.write_text(with_doc_tables(DOCS.read_text(), doc_tables(files)))
     print(f"wrote {', '.join(files)} in {DATA_DIR.relative_to(ROOT)}")
     return 0
 

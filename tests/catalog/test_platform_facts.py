@@ -172,3 +172,10 @@ def volume_size_supported(instance_type):
 """
     assert pf.alternate_domains(common) == {"cn-north-1": "amazonaws.com.cn"}
     assert pf.families_without_ebs(common) == ["g7e", "p6-b200"]
+
+
+def test_the_docs_tables_are_the_data() -> None:
+    """docs/platform-facts.md shows exactly what the data files and the catalog hold."""
+    files = {name: _data(name) for name in ("engines.json", "images.json")}
+    text = pf.DOCS.read_text()
+    assert pf.with_doc_tables(text, pf.doc_tables(files)) == text

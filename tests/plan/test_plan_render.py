@@ -226,6 +226,7 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
         "create_endpoint",
         "update_endpoint",
         "warnings",
+        "engine",
         "names",
         "content_hash",
     }
