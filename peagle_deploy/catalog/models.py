@@ -67,7 +67,9 @@ class ModelEntry:
     gated: Sourced[bool]
     model_data_download_timeout_s: Sourced[int]
     container_startup_health_check_timeout_s: Sourced[int]
-    isolated_env: Sourced[dict[str, str]] = field(default_factory=lambda: verified({}, "none"))
+    isolated_env: Sourced[dict[str, str]] = field(
+        default_factory=lambda: unverified({}, "no extra environment known to be needed offline")
+    )
     """Environment the model needs when the container has no network (network isolation)."""
 
     def sourced_fields(self) -> dict[str, Sourced[object]]:
