@@ -141,6 +141,8 @@ class EngineProblem:
     field: str
     problem: str
     allowed: str
+    rule: str = ""
+    """Which rule (the same for every engine): lets a caller compare refusals."""
 
 
 def _tags_where(predicate: Any) -> str:
@@ -164,6 +166,7 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
                 "image_uri",
                 f"{where} does not register the model's architecture {arch}",
                 _tags_where(lambda c: arch in c.architectures),
+                "architecture",
             )
         )
     if config.get("parallel_drafting") and not caps.parallel_drafting:
@@ -172,13 +175,17 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
                 "speculative.mode",
                 f"p-eagle needs parallel drafting, which {where} does not have",
                 "eagle3 or none on this image, or " + _tags_where(lambda c: c.parallel_drafting),
+                "parallel_drafting",
             )
         )
     method = config.get("method")
     if method and method not in caps.speculative_methods:
         out.append(
             EngineProblem(
-                "speculative.mode", f"{where} has no speculative method {method!r}", "none"
+                "speculative.mode",
+                f"{where} has no speculative method {method!r}",
+                "none",
+                "method",
             )
         )
     for key in sorted(set(config) - caps.speculative_fields):
@@ -189,6 +196,7 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
                 f"{where}'s SpeculativeConfig has no field {key!r} and refuses unknown fields",
                 f"leave {key} unset on this image, or "
                 + _tags_where(lambda c, k=key: k in c.speculative_fields),
+                f"field:{key}",
             )
         )
     if (
@@ -205,6 +213,7 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
                 f"reshapes with the scheduled K (fix {PARALLEL_DRAFTING_FIX} is not in it)",
                 "one K (num_speculative_tokens) with mode p-eagle, "
                 "or the schedule with mode eagle3",
+                "k_schedule_with_parallel_drafting",
             )
         )
     mask_key = needs.mask_token_key
@@ -215,6 +224,7 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
                 f"the drafter keeps its mask token in {mask_key!r}, which {where} does not read "
                 f"(it reads {', '.join(caps.mask_token_keys)})",
                 _tags_where(lambda c: mask_key in c.mask_token_keys),
+                "mask_token_key",
             )
         )
     return out
@@ -246,5 +256,5 @@ def choose_default_image(
         refusals.append(problems[0])
     # the reason most candidates give is the one that matters (an older image may also
     # lack a field, but that is not what stops the newer ones)
-    ranked = sorted(refusals, key=lambda p: -sum(r.problem == p.problem for r in refusals))
+    ranked = sorted(refusals, key=lambda p: -sum(r.rule == p.rule for r in refusals))
     return None, ranked[:1]

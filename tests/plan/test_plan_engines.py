@@ -47,7 +47,10 @@ def test_p_eagle_with_a_k_schedule_is_refused_on_every_engine_without_the_fix(
     with pytest.raises(SpecError) as info:
         build_plan(spec)
     assert info.value.field == "speculative.num_speculative_tokens_per_batch_size"
-    assert "45695" in str(info.value) or "no field" in str(info.value)
+    if image == TAG_018:  # 0.18.0 has no such field at all
+        assert "no field" in str(info.value)
+    else:  # the default choice reports what stops the engines that have the field
+        assert "45695" in str(info.value)
 
 
 def test_p_eagle_with_a_k_schedule_is_refused_on_an_unknown_engine() -> None:
