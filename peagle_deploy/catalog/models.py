@@ -25,7 +25,10 @@ _JS = "JumpStart gpt-oss-20b spec v" + _GPT_OSS_20B["version"] + ", " + cite(_GP
 _JS_TOP = f"{_JS}, top-ranked config {_GPT_OSS_20B['config']}"
 _CARD_20B = "https://huggingface.co/amazon/GPT-OSS-20B-P-EAGLE (model card)"
 _CARD_120B = "https://huggingface.co/amazon/gpt-oss-120b-p-eagle (model card)"
-_CARD_GEMMA = "https://huggingface.co/google/gemma-4-31B-it (model card, Apache-2.0)"
+_CARD_GEMMA = (
+    "https://docs.api.nvidia.com/nim/reference/google-gemma-4-31b-it (links the model card "
+    "huggingface.co/google/gemma-4-31B-it; Apache License 2.0)"
+)
 _HEAD_GUESS = "assumed like the GPT-OSS heads (~1.7-1.8B parameters, bf16); not published"
 _LIKE_20B = "assumed like gpt-oss-20b's JumpStart config"
 
@@ -219,7 +222,8 @@ _MODELS: tuple[ModelEntry, ...] = (
         hf_model_id=verified("google/gemma-4-31B-it", _CARD_GEMMA),
         architecture=unverified(
             "Gemma4ForConditionalGeneration",
-            "vLLM's Gemma-4 multimodal class (registered from 0.19.0); config.json not read",
+            "vLLM's Gemma-4 multimodal class (not in vLLM 0.18.0, in 0.27.1 and 0.30.0: "
+            "engines.json); the checkpoint's config.json not read",
         ),
         model_data_uri=unverified(
             f"s3://{JUMPSTART_BUCKET}/huggingface-vlm/huggingface-vlm-gemma-4-31b-it/"
