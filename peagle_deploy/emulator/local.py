@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_deploy.emulator.account_ext import AccountExtensions
 from peagle_deploy.emulator.moto_ext import MotoExtensions
 
 FAKE_ACCESS_KEY = "testing"
@@ -30,12 +31,15 @@ class LocalAWS(MotoExtensions):
     """Start with `with LocalAWS() as aws:`; point clients at `aws.endpoint_url`.
 
     Inherits the control API of `MotoExtensions` (`script_endpoint`, `set_stream`,
-    `set_spec_metrics`, `log_lines`). `reset=True` clears moto's state on entry and exit.
+    `set_spec_metrics`, `log_lines`); `account` holds the Service Quotas and IAM
+    simulation double (`AccountExtensions`). `reset=True` clears moto's state on entry
+    and exit.
     """
 
     region: str = "us-east-1"
     port: int = 0
     reset: bool = True
+    account: AccountExtensions = field(default_factory=AccountExtensions)
     endpoint_url: str = field(default="", init=False)
     _server: Any = field(default=None, init=False)
 
@@ -44,8 +48,14 @@ class LocalAWS(MotoExtensions):
             reset_moto_state()
         self.install()
         try:
+            self.account.install()
+        except BaseException:
+            self.uninstall()
+            raise
+        try:
             self._server = _QuietMotoServer("127.0.0.1", self.port)
         except BaseException:
+            self.account.uninstall()
             self.uninstall()
             raise
         host, port = self._server.address
@@ -58,6 +68,7 @@ class LocalAWS(MotoExtensions):
                 self._server.stop()
                 self._server = None
         finally:
+            self.account.uninstall()
             self.uninstall()
             if self.reset:
                 reset_moto_state()
