@@ -230,7 +230,6 @@ def _rehearse(
         f"1. deploy to dev: {settings.model}, P-EAGLE K={settings.num_speculative_tokens}, "
         f"{settings.instance_type}"
     ) as step:
-        from peagle_deploy.emulator.world import stage_world
         from peagle_deploy.plan import build_plan
         from peagle_deploy.spec import load_spec
 
@@ -251,7 +250,7 @@ def _rehearse(
             if stage == "dev":
                 # What a ready account holds (weights, drafter, role, image, quota), so
                 # deploy_peagle()'s doctor checks pass; the stages share all of it.
-                stage_world(stage_plan, aws.session(), aws.account)
+                aws.stage_world(stage_plan)
             name = stage_plan.endpoint_name
             aws.script_endpoint(name, creating_s=settings.creating_s)
             aws.set_spec_metrics(

@@ -101,16 +101,13 @@ def _bucket(ctx: DoctorContext, loc: DataLocation, check: str) -> None:
         )
 
 
-def _list(ctx: DoctorContext, loc: DataLocation, below: str = "") -> _Listing:
-    prefix = (loc.dir_key + below) if below else loc.key
-    page = ctx.client("s3").list_objects_v2(Bucket=loc.bucket, Prefix=prefix, MaxKeys=LIST_LIMIT)
-    base = loc.dir_key + below
-    sizes = {
-        str(item["Key"])[len(base) :]
-        if str(item["Key"]).startswith(base)
-        else str(item["Key"]): int(item.get("Size", 0))
-        for item in page.get("Contents", [])
-    }
+def _list(ctx: DoctorContext, loc: DataLocation) -> _Listing:
+    """What SageMaker would download: every object whose key starts with the prefix."""
+    page = ctx.client("s3").list_objects_v2(Bucket=loc.bucket, Prefix=loc.key, MaxKeys=LIST_LIMIT)
+    sizes: dict[str, int] = {}
+    for item in page.get("Contents", []):
+        key = str(item["Key"])
+        sizes[key.removeprefix(loc.dir_key)] = int(item.get("Size", 0))
     return _Listing(sizes, bool(page.get("IsTruncated")))
 
 
@@ -226,10 +223,10 @@ def _header(ctx: DoctorContext, bucket: str, key: str) -> dict[str, TensorInfo]:
 
 
 def _drafter_config(
-    ctx: DoctorContext, loc: DataLocation, below: str, files: dict[str, int]
+    ctx: DoctorContext, loc: DataLocation, files: dict[str, int]
 ) -> tuple[str, dict[str, Any]]:
     check = "drafter.config"
-    config_uri = loc.object_uri(below + "config.json")
+    config_uri = loc.object_uri("config.json")
     if "config.json" not in files:
         nested = sorted(
             name.split("/")[0]
@@ -238,7 +235,7 @@ def _drafter_config(
         )
         hint = (
             f"; found {nested[0]}/config.json: point the drafter URI at "
-            f"{loc.object_uri(below + nested[0] + '/')}"
+            f"{loc.object_uri(nested[0] + '/')}"
             if nested
             else ""
         )
@@ -253,7 +250,7 @@ def _drafter_config(
     config = _json(
         ctx,
         loc.bucket,
-        loc.dir_key + below + "config.json",
+        loc.dir_key + "config.json",
         check,
         "upload the drafter's config.json from its checkpoint",
     )
@@ -261,16 +258,16 @@ def _drafter_config(
 
 
 def _drafter_tensors(
-    ctx: DoctorContext, loc: DataLocation, below: str, files: dict[str, int]
+    ctx: DoctorContext, loc: DataLocation, files: dict[str, int]
 ) -> dict[str, TensorInfo] | None:
     """Tensors from the safetensors headers; None when the weights are not safetensors."""
     check = "drafter.weights"
-    base = loc.dir_key + below
-    weights_uri = loc.object_uri(below)
+    base = loc.dir_key
+    weights_uri = loc.uri
     if INDEX_FILE in files:
         index = _json(ctx, loc.bucket, base + INDEX_FILE, check, "re-upload the checkpoint")
         try:
-            names = index_shards(index, loc.object_uri(below + INDEX_FILE))
+            names = index_shards(index, loc.object_uri(INDEX_FILE))
         except SafetensorsError as exc:
             raise _StopCheckError(
                 failed(check, weights_uri, str(exc), "re-upload the checkpoint")
@@ -390,9 +387,8 @@ def check_drafter(ctx: DoctorContext) -> list[CheckResult]:
                 )
             )
             return results
-        below = locations.drafter_subpath(ctx.plan, loc)
-        files = _list(ctx, loc, below).sizes if below else listing.sizes
-        config_uri, config = _drafter_config(ctx, loc, below, files)
+        files = listing.sizes
+        config_uri, config = _drafter_config(ctx, loc, files)
         parallel = bool((ctx.plan.speculative_config or {}).get("parallel_drafting"))
         if parallel:
             # The keys the container's preflight accepts (drafter_rules.MASK_TOKEN_KEYS).
@@ -415,8 +411,8 @@ def check_drafter(ctx: DoctorContext) -> list[CheckResult]:
             )
         else:
             results.append(passed("drafter.config", config_uri, "readable EAGLE drafter config"))
-        weights_uri = loc.object_uri(below)
-        tensors = _drafter_tensors(ctx, loc, below, files)
+        weights_uri = loc.uri
+        tensors = _drafter_tensors(ctx, loc, files)
         if tensors is None:
             results.append(
                 warned(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,16 +89,3 @@ def all_locations(plan: Plan) -> list[DataLocation]:
     if d is not None:
         found.append(d)
     return found
-
-
-def drafter_subpath(plan: Plan, location: DataLocation) -> str:
-    """The drafter directory below the channel's mount that the engine is pointed at.
-
-    `model` in the speculative config is normally the mount itself; a path below it
-    (`.../eagle/head`) means the checkpoint lives under that sub-prefix in S3.
-    """
-    model = str((plan.speculative_config or {}).get("model", ""))
-    relative = posixpath.relpath(posixpath.normpath(model), location.mount) if model else "."
-    if relative == "." or relative.startswith(".."):
-        return ""
-    return relative.strip("/") + "/"

@@ -14,6 +14,7 @@ from typing import Any
 
 from peagle_deploy.emulator.account_ext import AccountExtensions
 from peagle_deploy.emulator.moto_ext import MotoExtensions
+from peagle_deploy.emulator.world import StagedWorld, stage_world
 
 FAKE_ACCESS_KEY = "testing"
 FAKE_SECRET_KEY = "testing"  # moto accepts any credentials
@@ -96,6 +97,19 @@ class LocalAWS(MotoExtensions):
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+    def stage_world(self, plan: Any, *, endpoint_quota: float = 4) -> StagedWorld:
+        """Give the emulated account what `plan` needs to pass `peagle doctor` (model data,
+        a P-EAGLE drafter, the execution role, the image, the quota): see `world`."""
+        if not self.endpoint_url:
+            raise RuntimeError("LocalAWS is not started")
+        return stage_world(
+            plan,
+            self.session(),
+            self.account,
+            endpoint_quota=endpoint_quota,
+            endpoint_url=self.endpoint_url,
+        )
 
     def session(self) -> Any:
         """A boto3 Session with the fake credentials and region (no endpoint baked in)."""

@@ -210,3 +210,14 @@ def test_listing_denied_is_a_warning_not_a_failure(inprocess: Account) -> None:
     assert report.ok
     line = by_check(report)["model-data.location"]
     assert line.status == "warn" and "could not check: no permission" in line.detail
+
+
+def test_model_archive_object(inprocess: Account) -> None:
+    plan = make_plan(**{"custom.model_data_uri": "s3://peagle-archives/qwen/model.tar.gz"})
+    inprocess.stage(plan)
+    results = by_check(inprocess.doctor(plan))
+    assert results["model-data.location"].status == "pass"
+    assert results["drafter.target"].status == "warn"  # an archive cannot be read in place
+    inprocess.client("s3").delete_object(Bucket="peagle-archives", Key="qwen/model.tar.gz")
+    line = by_check(inprocess.doctor(plan))["model-data.location"]
+    assert (line.status, line.detail) == ("fail", "the model data object does not exist")
