@@ -96,22 +96,3 @@ def test_cli_deploy_stops_and_no_doctor_goes_on(
     code = main(["deploy", MODEL, "--role-arn", ROLE, "--no-wait", "--no-doctor", "--json"])
     assert code == 0, capsys.readouterr().err
     assert len(local.client("sagemaker").list_endpoints()["Endpoints"]) == 1
-
-
-def test_demo_passes_the_real_gate() -> None:
-    """`peagle demo` stages its emulated account, so the doctor lets every deploy through."""
-    from peagle_deploy.demo import DemoSettings, run_demo
-
-    settings = DemoSettings(
-        levels=[1],
-        num_prompts=2,
-        max_tokens=4,
-        ttft_s=0.002,
-        token_delay_s=0.0005,
-        creating_s=0.05,
-        poll_interval_s=0.05,
-    )
-    from rich.console import Console
-
-    summary = run_demo(settings, console=Console(record=True, width=120))
-    assert summary.steps[0].ok and summary.promotions[0]["status"] == "promoted"
