@@ -204,6 +204,8 @@ def _json(ctx: DoctorContext, bucket: str, key: str, check: str, fix: str) -> di
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _StopCheckError(failed(check, uri, f"is not valid JSON ({exc})", fix)) from None
+    except RecursionError:
+        raise _StopCheckError(failed(check, uri, "is nested too deeply to be JSON", fix)) from None
     if not isinstance(value, dict):
         raise _StopCheckError(failed(check, uri, "is not a JSON object", fix))
     return value
@@ -216,6 +218,8 @@ def _header(ctx: DoctorContext, bucket: str, key: str) -> dict[str, TensorInfo]:
         return parse_header(_get(ctx, bucket, key, 8, 8 + n - 1), n, source)
     except SafetensorsError:
         raise
+    except RecursionError:
+        raise SafetensorsError(f"{source}: header is nested too deeply") from None
     except Exception as exc:
         if error_code(exc) == "InvalidRange":
             raise SafetensorsError(f"{source}: shorter than the 8-byte header length") from None

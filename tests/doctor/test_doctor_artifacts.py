@@ -221,3 +221,20 @@ def test_model_archive_object(inprocess: Account) -> None:
     inprocess.client("s3").delete_object(Bucket="peagle-archives", Key="qwen/model.tar.gz")
     line = by_check(inprocess.doctor(plan))["model-data.location"]
     assert (line.status, line.detail) == ("fail", "the model data object does not exist")
+
+
+def test_hostile_config_and_header_fail_cleanly(inprocess: Account) -> None:
+    plan = make_plan()
+    inprocess.stage(plan)
+    assert plan.drafter_uri is not None
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    s3 = inprocess.client("s3")
+    put_files(s3, plan.drafter_uri, {"config.json": deep})
+    line = only_failure(inprocess.doctor(plan))
+    assert (line.check, line.detail) == ("drafter.config", "is nested too deeply to be JSON")
+    header = b'{"a":' + deep + b"}"
+    blob = len(header).to_bytes(8, "little") + header
+    put_files(s3, plan.drafter_uri, {"config.json": json.dumps(drafter_config()).encode()})
+    put_files(s3, plan.drafter_uri, {"model.safetensors": blob})
+    line = only_failure(inprocess.doctor(plan))
+    assert line.check == "drafter.weights" and "nested too deeply" in line.detail
