@@ -1,18 +1,22 @@
 """Capacity: the account may run the instances the endpoint asks for, in its region.
 
 SageMaker limits hosting instances per type with one Service Quotas quota per instance
-type, service code `sagemaker`, named `<instance type> for endpoint usage`. CreateEndpoint
-over the limit fails with ResourceLimitExceeded "The account-level service limit
-'ml.m4.xlarge for endpoint usage' is 0 Instances, with current utilization of 0
-Instances and a request delta of 1 Instances" (quoted in aws/amazon-sagemaker-examples
-issue #307 and awsdocs/amazon-sagemaker-developer-guide issue #70); the quotas are
-listed on https://docs.aws.amazon.com/general/latest/gr/sagemaker.html. An instance type
-without such a quota in a region is not offered for hosting there.
+type, service code `sagemaker`, named `<instance type> for endpoint usage`: CreateEndpoint
+over it fails with ResourceLimitExceeded "The account-level service limit 'ml.m4.xlarge
+for endpoint usage' is 0 Instances, with current utilization of 0 Instances and a request
+delta of 1 Instances" (quoted in aws/amazon-sagemaker-examples#307 and
+awsdocs/amazon-sagemaker-developer-guide#70; for a current GPU type, "ml.g6e.2xlarge for
+endpoint usage" in https://rasa.com/docs/reference/deployment/deploy-fine-tuned-model/;
+no public page names a g7e quota yet); the SageMaker developer guide links its
+quotas at servicequotas/home/services/sagemaker/quotas
+(https://docs.aws.amazon.com/sagemaker/latest/dg/model-customize-mtrl-quotas.html).
+An instance type with no such quota where other endpoint quotas are listed is read as
+not offered for hosting in the region.
 
-The applied value comes from ListServiceQuotas; when Service Quotas has no applied value
-for a quota, the AWS default from ListAWSDefaultServiceQuotas is what applies. Instances
-that other endpoints of the account already run count against the same quota and are
-not looked at here.
+ListServiceQuotas returns applied values and leaves out quotas whose applied value is
+not available (botocore's service-quotas model); those are looked up in
+ListAWSDefaultServiceQuotas. Instances that other endpoints of the account already run
+count against the same quota and are not looked at here.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 the model data and drafter, pull the image and decrypt the keys involved.
 
 Permissions are asked of IAM's policy simulator (iam:SimulatePrincipalPolicy), which
-evaluates the role's identity policies, permissions boundary and the organization's
-SCPs. It does not read resource policies (bucket policies, KMS key policies, ECR
-repository policies): a grant or a deny there is not seen.
+evaluates the role's identity policies with its permissions boundary and the
+organization's SCPs (botocore's iam model: EvaluationResult.PermissionsBoundaryDecision-
+Detail, OrganizationsDecisionDetail). It takes a resource policy only for IAM users, so
+bucket, KMS key and ECR repository policies are not seen: a grant or deny there is not
+reported.
 """
 
 from __future__ import annotations
