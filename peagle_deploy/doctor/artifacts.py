@@ -387,7 +387,7 @@ def check_drafter(ctx: DoctorContext) -> list[CheckResult]:
                 warned(
                     "drafter.config",
                     loc.uri,
-                    "could not check: a compressed drafter cannot be read in place",
+                    "could not check: a drafter packed in one object cannot be read in place",
                 )
             )
             return results
