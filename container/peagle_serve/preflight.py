@@ -147,7 +147,7 @@ POSITIVE_INT_FIELDS: Final = (
     "prompt_lookup_min",
     "dspark_draft_topk",
 )
-V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+V2_RUNNER_ENV: Final = contract.V2_RUNNER_ENV
 # Tells the preflight how many parallel tokens the drafter was trained for when its
 # config.json does not say (e.g. 10 for amazon/GPT-OSS-20B-P-EAGLE, per its model card).
 TRAINED_TOKENS_ENV: Final = contract.DRAFTER_TRAINED_TOKENS_ENV
@@ -190,15 +190,6 @@ SPEC: Final = contract.SPECULATIVE_CONFIG_ENV
 
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _truthy_env(value: str) -> bool | None:
-    v = value.strip().lower()
-    if v in {"1", "true", "yes", "on"}:
-        return True
-    if v in {"0", "false", "no", "off", ""}:
-        return False
-    return None
 
 
 def parse_speculative_config(raw: str) -> dict[str, Any]:
@@ -255,27 +246,10 @@ def check_fields(cfg: Mapping[str, Any]) -> None:
 
 
 def _check_schedule(schedule: object) -> None:
-    """vLLM's rules (v1/spec_decode/dynamic/utils.py): [start, end, K] integers with
-    1 <= start <= end and K >= 0, non-overlapping, the first range starting at 1."""
-    name = "num_speculative_tokens_per_batch_size"
-    if not isinstance(schedule, list) or not schedule:
-        raise PreflightError(SPEC, name, "must be a non-empty list of [start, end, K]")
-    entries: list[tuple[int, int, int]] = []
-    for entry in schedule:
-        if not isinstance(entry, list) or len(entry) != 3 or not all(_is_int(v) for v in entry):
-            raise PreflightError(SPEC, name, f"entry {entry!r} is not [start, end, K] integers")
-        start, end, k = entry
-        if start < 1 or end < start or k < 0:
-            raise PreflightError(SPEC, name, f"entry {entry!r} needs 1 <= start <= end and K >= 0")
-        entries.append((start, end, k))
-    entries.sort()
-    previous_end = 0
-    for start, end, _ in entries:
-        if start <= previous_end:
-            raise PreflightError(SPEC, name, "batch-size ranges overlap")
-        previous_end = end
-    if entries[0][0] != 1:
-        raise PreflightError(SPEC, name, "the first batch-size range must start at 1")
+    """vLLM's schedule rules, as the plan applies them (contract.k_schedule_problem)."""
+    found = contract.k_schedule_problem(schedule, None)
+    if found is not None:
+        raise PreflightError(SPEC, contract.K_SCHEDULE_FIELD, found.problem)
 
 
 def max_k(cfg: Mapping[str, Any]) -> int | None:
@@ -434,7 +408,7 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
                 "must be false with parallel_drafting (vLLM raises NotImplementedError)",
             )
         v2 = env.get(V2_RUNNER_ENV)
-        if v2 is not None and _truthy_env(v2) is not False:
+        if not contract.v2_runner_off(v2):
             raise PreflightError(
                 V2_RUNNER_ENV,
                 None,

@@ -305,10 +305,10 @@ class _Deployer:
     def create_timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        s = self.plan.spec
+        p = self.plan
         return float(
-            s.model_data_download_timeout_s
-            + s.container_startup_health_check_timeout_s
+            p.model_data_download_timeout_s
+            + p.container_startup_health_check_timeout_s
             + PROVISIONING_MARGIN_S
         )
 
