@@ -24,8 +24,9 @@ EXCERPT_CHARS = 80
 MESSAGE_CHARS = 400
 """Longest error message part (problem, allowed values) shown."""
 
-# a run of non-space characters long enough to be a pasted value rather than prose
-_LONG_RUN = re.compile(rf"\S{{{EXCERPT_CHARS + 1},}}")
+LONG_RUN_CHARS = 256
+"""A run of non-space characters longer than this is a pasted value, not a path or URL."""
+_LONG_RUN = re.compile(rf"\S{{{LONG_RUN_CHARS + 1},}}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
