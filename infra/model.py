@@ -1,6 +1,6 @@
 """The SageMaker model as a custom resource fed by the renderer's CreateModel request.
 
-CloudFormation's AWS::SageMaker::Model has no AdditionalModelDataSources (FACTS.md 5),
+CloudFormation's AWS::SageMaker::Model has no AdditionalModelDataSources (docs/platform-facts.md),
 so a model with a P-EAGLE drafter cannot be a native resource. This custom resource
 calls CreateModel with the exact dictionary `peagle_deploy.plan.build_plan` renders for
 the SDK (only the execution role differs: it is the stack's own role), and DeleteModel

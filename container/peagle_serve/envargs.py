@@ -1,7 +1,7 @@
 """SM_VLLM_* environment -> `vllm serve` argv, with the AWS vLLM images' semantics.
 
 Users move to this container from AWS's vLLM SageMaker images, so every variable must
-mean exactly what it meant there (FACTS.md 3):
+mean exactly what it meant there (docs/container.md):
 
 - `SM_VLLM_<NAME>` becomes `--<name>` (lowercase, `_` -> `-`); `--port 8080` always.
 - `true` (any case) or an empty value -> bare flag; `false` (any case) -> flag omitted.

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, output, plan, promote
+from peagle_deploy.cli import bench, deploy, doctor, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ plan.register(app)  # models, plan
 deploy.register(app)  # deploy, status, invoke, list, delete
 app.add_typer(bench.bench_app, name="bench")
 promote.register(app)  # promote, demo
+doctor.register(app)
 
 
 def aws_error_message(exc: BaseException) -> str | None:

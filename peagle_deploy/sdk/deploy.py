@@ -114,6 +114,7 @@ def deploy_peagle(
     poll_interval_s: float = 2.0,
     progress: bool | None = None,
     deployed_by: str | None = None,
+    doctor: bool = True,
     **knobs: Any,
 ) -> PeagleEndpoint:
     """Deploy (create, update blue/green, or confirm) a P-EAGLE endpoint; see module doc.
@@ -125,6 +126,8 @@ def deploy_peagle(
     makes only read calls and reports the action in `.deployment`. `timeout_s` bounds
     the wait (default: the spec's download + start-up timeouts + 20 min; for updates the
     rollout's max execution time + 10 min). `progress`: None = only on a terminal.
+    `doctor=False` skips `peagle doctor`'s read-only checks, which otherwise run first
+    and raise DoctorFailedError before any create call when one fails.
     """
     if plan is None:
         plan = plan_for(model, spec=spec, spec_file=spec_file, boto_session=boto_session, **knobs)
@@ -132,6 +135,12 @@ def deploy_peagle(
         raise SpecError("plan", "give either plan= or what to plan (model, spec, spec_file, knobs)")
     if not dry_run:
         check_deployable_role(plan)
+    doctor_warnings: list[str] = []
+    if doctor:  # read-only; a failing check stops here, before any create call
+        from peagle_deploy.doctor import require_healthy
+
+        report = require_healthy(plan, boto_session=boto_session)
+        doctor_warnings = [f"doctor: {r.line()}" for r in report.warnings]
     handle = PeagleEndpoint(
         plan.endpoint_name, region=plan.region, boto_session=boto_session, plan=plan
     )
@@ -144,6 +153,7 @@ def deploy_peagle(
         progress=use_progress(progress),
         deployed_by=deployed_by,
     )
+    deployer.warnings += doctor_warnings
     handle.deployment = deployer.run(dry_run=dry_run)
     return handle
 
@@ -209,10 +219,10 @@ class _Deployer:
     def create_timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        s = self.plan.spec
+        p = self.plan
         return float(
-            s.model_data_download_timeout_s
-            + s.container_startup_health_check_timeout_s
+            p.model_data_download_timeout_s
+            + p.container_startup_health_check_timeout_s
             + PROVISIONING_MARGIN_S
         )
 

@@ -1,4 +1,4 @@
-"""The SM_VLLM_* -> `vllm serve` argv table (FACTS.md 3: the AWS vLLM images' semantics)."""
+"""The SM_VLLM_* -> `vllm serve` argv table (docs/container.md: the AWS vLLM images' semantics)."""
 
 from __future__ import annotations
 
