@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.table import Table
 
 
 class _Console(Console):
@@ -26,7 +25,9 @@ class _Console(Console):
             return
         if "soft_wrap" not in kwargs and all(isinstance(o, str) for o in objects):
             kwargs["soft_wrap"] = True
-        tables = [o for o in objects if isinstance(o, Table)]
+        # No table exists unless rich.table was imported: start-up does not import it.
+        table_module = sys.modules.get("rich.table")
+        tables = [o for o in objects if table_module and isinstance(o, table_module.Table)]
         wide = self.options.update_width(4096)
         needed = max((self.measure(t, options=wide).maximum for t in tables), default=0)
         if needed <= self.width:
