@@ -20,11 +20,12 @@ plain vLLM image, the tests' stand-in) still works. What peagle-serve adds aroun
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
+
+from peagle_serve import strict_json
 
 SERVER_COMMAND: Final = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 SUPERVISOR: Final = "standard-supervisor"
@@ -46,8 +47,12 @@ def server_command(env: Mapping[str, str]) -> list[str]:
     if not raw.startswith("["):
         return [raw]
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = strict_json.loads(
+            raw, what=SERVER_COMMAND_ENV, max_bytes=strict_json.ENV_VALUE_MAX_BYTES
+        )
+    except strict_json.JsonLimitError as e:
+        raise LaunchError(str(e)) from None
+    except strict_json.JsonSyntaxError:
         value = None
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise LaunchError(f"{SERVER_COMMAND_ENV}: must be one path or a JSON list of strings")

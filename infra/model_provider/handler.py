@@ -110,9 +110,17 @@ def require_additional_model_data_sources(session: botocore.session.Session) -> 
         )
 
 
-def sagemaker_client(session: botocore.session.Session | None = None) -> Any:
-    session = session or botocore.session.get_session()
-    require_additional_model_data_sources(session)
+_SESSION: list[botocore.session.Session] = []  # one per execution environment
+
+
+def sagemaker_client() -> Any:
+    """A SageMaker client; the session (and its parsed service model) is created once
+    per Lambda execution environment, the client once per event."""
+    if not _SESSION:
+        session = botocore.session.get_session()
+        require_additional_model_data_sources(session)
+        _SESSION.append(session)
+    session = _SESSION[0]
     config = Config(
         connect_timeout=CONNECT_TIMEOUT_S,
         read_timeout=READ_TIMEOUT_S,

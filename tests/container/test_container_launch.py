@@ -82,7 +82,9 @@ def test_server_command_override() -> None:
     assert wrapped == [SUPERVISOR, "/usr/bin/fake", *ARGS]
 
 
-@pytest.mark.parametrize("raw", ["[1, 2]", "[]", "[not json", '["a", 3]'])
+@pytest.mark.parametrize(
+    "raw", ["[1, 2]", "[]", "[not json", '["a", 3]', "[" * 1000 + "]" * 1000, '["a", NaN]']
+)
 def test_bad_server_command_override_is_refused(raw: str) -> None:
     with pytest.raises(LaunchError, match=SERVER_COMMAND_ENV):
         server_command({SERVER_COMMAND_ENV: raw})
