@@ -32,7 +32,28 @@ from docker_engine import CACHE, DEBOOTSTRAP, DockerUnavailableError, Engine
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).parent / "data" / "standin"
 SUITE = "bookworm"
-MIRROR = os.environ.get("PEAGLE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def host_mirror(sources: Path = Path("/etc/apt/sources.list.d/debian.sources")) -> str:
+    """The Debian mirror this machine's apt uses for SUITE (deb822 format, as Debian 12
+    writes it), so debootstrap reaches what apt-get reaches; else deb.debian.org."""
+    try:
+        stanzas = sources.read_text().split("\n\n")
+    except OSError:
+        return DEFAULT_MIRROR
+    for stanza in stanzas:
+        fields = dict(
+            line.split(":", 1) for line in stanza.splitlines() if ":" in line and line[0] != "#"
+        )
+        suites = fields.get("Suites", "").split()
+        uris = fields.get("URIs", "").split()
+        if SUITE in suites and uris and "main" in fields.get("Components", "").split():
+            return uris[0]
+    return DEFAULT_MIRROR
+
+
+MIRROR = os.environ.get("PEAGLE_DEBIAN_MIRROR") or host_mirror()
 INCLUDE = ("python3", "python3-pip")
 # What AWS's Dockerfile.amzn2023 installs (model-hosting-container-standards>=0.1.16,<1),
 # pinned to the version the CPU-only vLLM 0.30.0 environment resolves.
