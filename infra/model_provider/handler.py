@@ -14,9 +14,9 @@ resource with its message; a Delete must keep the physical id.
 - Create: CreateModel with exactly ResourceProperties["CreateModel"] (the renderer's
   request, JSON-encoded so CloudFormation keeps its booleans, with the stack's
   execution role in it). While IAM propagates a role created seconds earlier,
-  SageMaker answers ValidationException with one of RETRYABLE_MESSAGES; those are
-  retried on RETRY_DELAYS_S for at most RETRY_BUDGET_S, then the last message fails the
-  resource. A model of that name that already exists with the same request is adopted
+  SageMaker answers ValidationException with one of RETRYABLE_MESSAGES (or, for the
+  provider's own fresh policy, RETRYABLE_ACCESS_DENIED); those are retried on
+  RETRY_DELAYS_S for at most RETRY_BUDGET_S, then the last message fails the resource. A model of that name that already exists with the same request is adopted
   (a retried Create), one that differs is an error. The physical id is the model name.
 - Update: only Tags can change in place (every other field is in the name's digest);
   they are added with AddTags. Any other change is an error naming the field.
@@ -56,6 +56,11 @@ RETRYABLE_MESSAGES: Final = (
     "Could not access model data",
     "does not have BatchGetImage permission",
 )
+# The provider's own policy is attached just before the resource is created and
+# propagates the same way: "User: arn:aws:sts::...:assumed-role/... is not authorized to
+# perform: sagemaker:... because no identity-based policy allows ..."
+# (AccessDeniedException, philschmid/cdk-samples#2).
+RETRYABLE_ACCESS_DENIED: Final = ("AccessDeniedException", "is not authorized to perform")
 # The time a role needs is usually seconds, rarely a minute (DataDog/stratus-red-team#358
 # measured up to a minute); terraform-provider-aws retries CreateModel for 2 minutes
 # (internal/service/sagemaker/model.go). Five minutes leaves room for a slow region.
@@ -151,7 +156,10 @@ def _error(e: ClientError) -> tuple[str, str]:
 
 def _retryable(e: ClientError) -> bool:
     code, message = _error(e)
-    return code == "ValidationException" and any(m in message for m in RETRYABLE_MESSAGES)
+    if code == "ValidationException":
+        return any(m in message for m in RETRYABLE_MESSAGES)
+    denied_code, denied_text = RETRYABLE_ACCESS_DENIED
+    return code == denied_code and denied_text in message
 
 
 def _differences(requested: Any, described: Any, where: str) -> Iterator[str]:
@@ -197,26 +205,34 @@ def _adopt(client: Any, request: Mapping[str, Any], described: Mapping[str, Any]
     return str(described["ModelArn"])
 
 
-def create(client: Any, request: Mapping[str, Any], context: LambdaContext | None) -> str:
-    """CreateModel with retries on IAM propagation; returns the model ARN."""
+def _create_once(client: Any, request: Mapping[str, Any], attempt: int) -> str:
     name = request["ModelName"]
     existing = _describe(client, name)
     if existing is not None:
         return _adopt(client, request, existing)
+    try:
+        arn = str(client.create_model(**request)["ModelArn"])
+    except ClientError as e:
+        described = _describe(client, name) if ALREADY_EXISTS in _error(e)[1] else None
+        if described is None:
+            raise
+        return _adopt(client, request, described)  # created by a concurrent attempt
+    _log(event="created", model=name, attempts=attempt)
+    return arn
+
+
+def create(client: Any, request: Mapping[str, Any], context: LambdaContext | None) -> str:
+    """CreateModel (or adoption of an identical model) with retries on IAM propagation;
+    returns the model ARN."""
+    name = request["ModelName"]
     delays = iter(RETRY_DELAYS_S)
     attempt = 0
     while True:
         attempt += 1
         try:
-            arn = str(client.create_model(**request)["ModelArn"])
-            _log(event="created", model=name, attempts=attempt)
-            return arn
+            return _create_once(client, request, attempt)
         except ClientError as e:
             code, message = _error(e)
-            if ALREADY_EXISTS in message:
-                described = _describe(client, name)
-                if described is not None:
-                    return _adopt(client, request, described)
             if not _retryable(e):
                 raise RuntimeError(f"CreateModel {name}: {code}: {message}") from None
             delay = next(delays, None)

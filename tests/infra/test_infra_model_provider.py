@@ -145,6 +145,41 @@ def test_create_retries_two_assume_role_failures_then_creates_the_planned_model(
     assert described["ExecutionRoleArn"] == ROLE_PLACEHOLDER
 
 
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("ValidationException", "Could not access model data at s3://b/m/. Please ensure ..."),
+        ("ValidationException", "The role 'arn:...' does not have BatchGetImage permission"),
+        (
+            "AccessDeniedException",
+            "User: arn:aws:sts::123456789012:assumed-role/p/x is not authorized to perform: "
+            "sagemaker:CreateModel on resource: arn:aws:sagemaker:us-east-1:1:model/m",
+        ),
+    ],
+)
+@pytest.mark.usefixtures("moto_sagemaker")
+def test_every_propagation_error_is_retried(
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+    code: str,
+    message: str,
+) -> None:
+    module, waits = lambda_handler
+    requests: list[dict[str, Any]] = []
+    original = module.sagemaker_client
+
+    def client() -> Any:
+        c = original()
+        fail_first(c, 1, code, message, requests)
+        return c
+
+    monkeypatch.setattr(module, "sagemaker_client", client)
+    result = module.on_event(event("Create", props), FakeContext())
+    assert result["PhysicalResourceId"] == json.loads(props["CreateModel"])["ModelName"]
+    assert waits == [2.0] and len(requests) == 2
+
+
 def test_a_retried_create_adopts_the_identical_model(
     moto_sagemaker: None,
     props: dict[str, Any],
