@@ -16,8 +16,9 @@ resource with its message; a Delete must keep the physical id.
   execution role in it). While IAM propagates a role created seconds earlier,
   SageMaker answers ValidationException with one of RETRYABLE_MESSAGES (or, for the
   provider's own fresh policy, RETRYABLE_ACCESS_DENIED); those are retried on
-  RETRY_DELAYS_S for at most RETRY_BUDGET_S, then the last message fails the resource. A model of that name that already exists with the same request is adopted
-  (a retried Create), one that differs is an error. The physical id is the model name.
+  RETRY_DELAYS_S for at most RETRY_BUDGET_S, then the last message fails the resource.
+  A model of that name that already exists with the same request is adopted (a retried
+  Create), one that differs is an error. The physical id is the model name.
 - Update: only Tags can change in place (every other field is in the name's digest);
   they are added with AddTags. Any other change is an error naming the field.
 - Delete: DeleteModel; a model that is already gone is success, so a rollback after a
