@@ -7,7 +7,7 @@ Measures `peagle --help` (target <= 0.5 s) and `peagle plan <launch model> --jso
 (target <= 0.8 s) as subprocesses, each run a new interpreter, after one unmeasured
 warm-up run (so the OS file cache is warm, as it is for a user's second command).
 Then runs both commands once more in-process under a `sys.modules` probe and fails
-if either imported `sagemaker.serve` or `aws_cdk` (FACTS.md 5, 6: seconds each); it
+if either imported `sagemaker.serve` or `aws_cdk` (seconds each; docs/platform-facts.md); it
 also reports whether boto3, botocore, yaml or any sagemaker module was loaded.
 CPU time (user + sys of the child) is reported beside wall time: on a shared 2-core
 machine wall time includes waiting for a core, CPU time does not.

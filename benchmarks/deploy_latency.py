@@ -12,6 +12,8 @@ update.
     .venv/bin/python benchmarks/deploy_latency.py [--runs 5] [--json]
 
 Emulated figures: they measure the SDK's polling and call pattern, not SageMaker.
+The doctor gate is off here (`doctor=False`): its own time and calls are measured by
+benchmarks/doctor_time.py.
 For comparison, boto3's `endpoint_in_service` waiter polls every 30 s, so its lag is
 up to 30 s (uniform: 15 s on average); pass --boto3-waiter to measure one such run.
 """
@@ -95,6 +97,7 @@ def measure(runs: int, poll_interval_s: float, boto3_waiter: bool) -> dict[str, 
                 boto_session=session,
                 progress=False,
                 poll_interval_s=poll_interval_s,
+                doctor=False,
             )
             returned = time.monotonic()
             due = next(
@@ -112,7 +115,12 @@ def measure(runs: int, poll_interval_s: float, boto3_waiter: bool) -> dict[str, 
             }
             counter.reset()
             again = deploy_peagle(
-                MODEL, role_arn=ROLE, endpoint_name=name, boto_session=session, progress=False
+                MODEL,
+                role_arn=ROLE,
+                endpoint_name=name,
+                boto_session=session,
+                progress=False,
+                doctor=False,
             )
             assert again.deployment is not None and again.deployment.action == "noop"
             run["noop"] = counter.summary()
@@ -127,6 +135,7 @@ def measure(runs: int, poll_interval_s: float, boto3_waiter: bool) -> dict[str, 
                     boto_session=session,
                     progress=False,
                     poll_interval_s=poll_interval_s,
+                    doctor=False,
                 )
                 assert updated.deployment is not None
                 assert updated.deployment.action == "update"

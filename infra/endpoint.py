@@ -63,10 +63,10 @@ def check_cdk_expressible(plan: Plan) -> None:
     anything it does not know about.
     """
     if plan.cdk_incompatibilities:
-        field, _, problem = plan.cdk_incompatibilities[0].partition(": ")
+        first = plan.cdk_incompatibilities[0]
         raise SpecError(
-            field,
-            f"{problem}; CloudFormation cannot express it, deploy this spec with "
+            first.field,
+            f"{first.message}; CloudFormation cannot express it, deploy this spec with "
             "`peagle deploy` instead of `cdk deploy`",
         )
 

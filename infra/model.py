@@ -1,8 +1,8 @@
 """The SageMaker model as a custom resource fed by the renderer's CreateModel request.
 
 CloudFormation's AWS::SageMaker::Model has no AdditionalModelDataSources (cfn-lint's
-schemas, aws-cdk-lib's CfnModel), so a model with a P-EAGLE drafter cannot be a native
-resource. This custom resource runs the project's own Python handler
+schemas, aws-cdk-lib's CfnModel; docs/platform-facts.md), so a model with a P-EAGLE
+drafter cannot be a native resource. This custom resource runs the project's own Python handler
 (infra/model_provider/handler.py) through CDK's Provider framework: CreateModel with the
 exact dictionary `peagle_deploy.plan.build_plan` renders for the SDK (only the execution
 role differs: it is the stack's own role), retried while IAM propagates that role;

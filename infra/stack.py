@@ -74,7 +74,7 @@ class PeagleStack(Stack):
             Tags.of(self).add(tag["Key"], tag["Value"])
         removal = RemovalPolicy.RETAIN if stage.retain else RemovalPolicy.DESTROY
         for warning in plan.warnings:
-            if "execution_role_arn" in warning:
+            if warning.field == "execution_role_arn":
                 continue  # the stack creates its own role
             Annotations.of(self).add_warning_v2("peagle:plan", warning)
         if plan.spec.execution_role_arn:

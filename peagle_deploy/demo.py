@@ -34,7 +34,8 @@ from peagle_deploy.errors import PeagleError
 from peagle_deploy.promote.gates import GatesFile, parse_gates
 
 DEMO_ROLE_ARN = "arn:aws:iam::123456789012:role/peagle-demo"
-"""Looks like a real role; moto does not check IAM, and nothing is ever sent to AWS."""
+"""A role in the emulated account (created there for the doctor's checks); nothing is
+ever sent to AWS."""
 DEMO_MODEL = "qwen3-coder-30b-a3b-instruct"
 DEMO_INSTANCE = "ml.g7e.2xlarge"
 DEMO_STEPS = 6
@@ -236,7 +237,7 @@ def _rehearse(
         # the same planner the SDK uses): start-up time and the acceptance the emulated
         # container reports.
         for stage in ("dev", "staging", "prod"):
-            name = build_plan(
+            stage_plan = build_plan(
                 load_spec(
                     None,
                     model=settings.model,
@@ -245,7 +246,12 @@ def _rehearse(
                     region=settings.region,
                     execution_role_arn=settings.role_arn,
                 )
-            ).endpoint_name
+            )
+            if stage == "dev":
+                # What a ready account holds (weights, drafter, role, image, quota), so
+                # deploy_peagle()'s doctor checks pass; the stages share all of it.
+                aws.stage_world(stage_plan)
+            name = stage_plan.endpoint_name
             aws.script_endpoint(name, creating_s=settings.creating_s)
             aws.set_spec_metrics(
                 name,

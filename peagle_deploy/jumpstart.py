@@ -4,10 +4,12 @@ The SDK is imported only here, only when a spec names a JumpStart id (catalog ke
 reach this module: `import sagemaker...` costs seconds). Offline use: point
 AWS_JUMPSTART_MANIFEST_LOCAL_ROOT_DIR_OVERRIDE and AWS_JUMPSTART_SPECS_LOCAL_ROOT_DIR_OVERRIDE
 at a folder holding `models_manifest.json` and the spec files it names; the SDK then reads
-that folder instead of the JumpStart S3 bucket (FACTS.md 6).
+that folder instead of the JumpStart S3 bucket.
 
 What the SDK resolves and we keep: the image for the instance type, the model data
-location, the speculative-decoding additional data source, and the default environment.
+location, the speculative-decoding additional data source, the default environment, and
+the top-ranked config's model-download and health-check timeouts (its `deploy_kwargs`;
+3600 s for gpt-oss-20b's `lmi-optimized`, catalog/data/jumpstart.json).
 What we change: `HostingEulaKey` is removed (CreateModel rejects it); any source that has
 an EULA gets `ModelAccessConfig.AcceptEula` when the spec sets `accept_eula`, and is
 refused otherwise, as the SDK's own deploy does.
@@ -23,8 +25,8 @@ from typing import Any
 
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 
-from peagle_deploy.catalog.models import MODELS, ModelEntry
-from peagle_deploy.catalog.resolve import ResolvedModel
+from peagle_deploy.catalog.models import MODELS, catalog_match
+from peagle_deploy.catalog.resolved import ResolvedModel
 from peagle_deploy.errors import SpecError
 from peagle_deploy.spec.models import DrafterKind
 
@@ -38,13 +40,6 @@ _last_local_roots: tuple[str | None, str | None] | None = None
 def is_jumpstart_candidate(model: str) -> bool:
     """JumpStart ids are lowercase words joined by dashes (`openai-reasoning-gpt-oss-20b`)."""
     return bool(_JUMPSTART_ID.match(model))
-
-
-def _catalog_match(model_id: str) -> ModelEntry | None:
-    for entry in MODELS.values():
-        if entry.jumpstart_id.value == model_id:
-            return entry
-    return None
 
 
 def _s3_source(raw: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +82,12 @@ def _speculative_defaults(env: dict[str, str]) -> dict[str, Any]:
     except ValueError:
         return {}
     return config if isinstance(config, dict) else {}
+
+
+def _deploy_timeout(specs: Any, key: str) -> int | None:
+    """A timeout from the (config-resolved) spec's deploy_kwargs, when it sets one."""
+    value = (getattr(specs, "deploy_kwargs", None) or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _int_env(env: dict[str, str], key: str) -> int | None:
@@ -205,7 +206,7 @@ def resolve_jumpstart(
             drafter_source["ModelAccessConfig"] = {"AcceptEula": True}
         break  # one drafter channel per model
 
-    entry = _catalog_match(model_id)
+    entry = catalog_match(model_id)
     spec_defaults = _speculative_defaults(env)
     drafter_kind: DrafterKind | None
     if spec_defaults.get("parallel_drafting"):
@@ -233,6 +234,12 @@ def resolve_jumpstart(
         drafter_weights_gb=entry.drafter_weights_gb.value if entry else 0.0,
         kv_cache_gb_per_1k_tokens=entry.kv_cache_gb_per_1k_tokens.value if entry else None,
         gated=specs.is_gated_model(),
+        architecture=entry.architecture.value if entry else None,
+        drafter_mask_token_key=entry.drafter_mask_token_key.value if entry else None,
+        model_data_download_timeout_s=_deploy_timeout(specs, "model_data_download_timeout"),
+        container_startup_health_check_timeout_s=_deploy_timeout(
+            specs, "container_startup_health_check_timeout"
+        ),
         base_env=env,
         model_data_source=model_source,
         drafter_data_source=drafter_source,

@@ -14,11 +14,29 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from peagle_deploy import render, validation
+from peagle_deploy import render
+from peagle_deploy.catalog.engines import EngineNeeds
 from peagle_deploy.catalog.instances import INSTANCE_TYPES
-from peagle_deploy.catalog.resolve import ResolvedModel, resolve_model, resolve_region
+from peagle_deploy.catalog.resolve import resolve_model, resolve_region
+from peagle_deploy.catalog.resolved import ResolvedModel
 from peagle_deploy.errors import SpecError
+from peagle_deploy.findings import CdkIncompatibility, PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
+from peagle_deploy.validation import (
+    aws_shapes,
+    cloudformation,
+    engine,
+    fit,
+    network,
+    secrets,
+    speculative,
+    variant,
+)
+from peagle_deploy.validation import rollout as rollout_rules
+
+DEFAULT_TIMEOUT_S = 1800
+"""Model download and health-check timeout when neither the spec nor the model's source
+(catalog, JumpStart config) gives one."""
 
 PLACEHOLDER_ROLE_ARN = "arn:aws:iam::000000000000:role/peagle-placeholder-set-execution-role-arn"
 """Shown by `peagle plan` when no role is given; deploy refuses it (`has_placeholder_role`)."""
@@ -50,8 +68,12 @@ class Plan:
     tags: list[dict[str, str]]
     rollout: RolloutSpec
     """The spec's rollout with its default strategy resolved for the instance count."""
-    warnings: list[str]
+    warnings: list[PlanWarning]
     image_uri: str
+    vllm_version: str | None
+    """The vLLM the image carries, when the plan knows it (tag, own image, or the spec)."""
+    engine_known_by: str
+    """How the plan knows the image's vLLM (`unknown` when it does not)."""
     model_data_uri: str
     drafter_uri: str | None
     instance_type: str
@@ -62,8 +84,11 @@ class Plan:
     execution_role_arn: str
     has_placeholder_role: bool
     model_source: str
+    model_data_download_timeout_s: int
+    container_startup_health_check_timeout_s: int
+    inference_ami_version: str | None
     autoscaling: dict[str, Any] | None = None
-    cdk_incompatibilities: list[str] = field(default_factory=list)
+    cdk_incompatibilities: list[CdkIncompatibility] = field(default_factory=list)
     secret_env_keys: list[str] = field(default_factory=list)
     """Environment keys whose values look like credentials (shown redacted by `to_json`)."""
 
@@ -84,9 +109,7 @@ class Plan:
         `create_model` itself, which is never redacted.
         """
         create_model = (
-            validation.redact_environment(self.create_model)
-            if redact_secrets
-            else self.create_model
+            secrets.redact_environment(self.create_model) if redact_secrets else self.create_model
         )
         return {
             "create_model": create_model,
@@ -94,6 +117,11 @@ class Plan:
             "create_endpoint": self.create_endpoint,
             "update_endpoint": self.update_endpoint,
             "warnings": list(self.warnings),
+            "engine": {
+                "image": self.image_uri,
+                "vllm": self.vllm_version,
+                "known_by": self.engine_known_by,
+            },
             "names": self.names,
             "content_hash": self.content_hash,
         }
@@ -127,50 +155,73 @@ def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 def build_plan(spec: DeploymentSpec) -> Plan:
     """Validate `spec` against the catalog and render the requests; SpecError on refusal."""
-    warnings: list[str] = []
+    warnings: list[PlanWarning] = []
     region = resolve_region(spec)
-    validation.check_region(region)
+    aws_shapes.check_region(region)
     resolved = resolve_model(spec, region)
     warnings.extend(resolved.notes)
 
     endpoint_name = spec.endpoint_name or default_endpoint_name(resolved.name, spec.stage)
-    validation.check_names(spec, endpoint_name)
-
-    image_field = "image_uri" if spec.image_uri else "custom.image_uri"
-    warnings += validation.check_image(image_field, resolved.image_uri, region)
+    aws_shapes.check_names(spec, endpoint_name)
+    image_field = (
+        "image_uri"
+        if spec.image_uri
+        else "custom.image_uri"
+        if spec.custom is not None and spec.custom.image_uri
+        else "model"
+    )
+    if resolved.image_uri is not None:
+        warnings += aws_shapes.check_image(image_field, resolved.image_uri, region)
     model_data_source = _model_data_source(spec, resolved)
 
     instance_type = spec.instance_type or resolved.default_instance_type
     if instance_type is None:
         raise SpecError("instance_type", "is required for this model", list(INSTANCE_TYPES))
-    instance = validation.check_instance(instance_type)
+    instance = fit.check_instance(instance_type)
     tp = spec.tensor_parallel_size or resolved.default_tensor_parallel_size
-    warnings += validation.check_tensor_parallel(tp, instance)
+    warnings += fit.check_tensor_parallel(tp, instance)
     max_model_len = spec.max_model_len or resolved.default_max_model_len
 
     mode = spec.speculative.mode
     k = spec.speculative.num_speculative_tokens or resolved.default_num_speculative_tokens
+
     drafter_data_source: dict[str, Any] | None = None
     if mode != "none":
         drafter_field = (
             "speculative.drafter_uri" if spec.speculative.drafter_uri else "custom.drafter_uri"
         )
         if resolved.drafter_data_source is None:
-            validation.check_drafter_uri(drafter_field, resolved.drafter_uri)
+            aws_shapes.check_drafter_uri(drafter_field, resolved.drafter_uri)
             assert resolved.drafter_uri is not None
             drafter_data_source = render.s3_data_source(
                 resolved.drafter_uri, accept_eula=resolved.gated and spec.accept_eula
             )
         else:
             drafter_data_source = resolved.drafter_data_source
-    warnings += validation.check_speculative(
+    warnings += speculative.check_speculative(
         spec,
         k=k,
         drafter_kind=resolved.drafter_kind,
         drafter_parallel_tokens=resolved.drafter_parallel_tokens,
         drafter_field="custom.drafter_kind",
     )
-    warnings += validation.check_fit(
+    k_schedule = spec.speculative.num_speculative_tokens_per_batch_size
+    channel = spec.speculative.drafter_channel
+    choice = engine.choose_engine(
+        spec,
+        image_uri=resolved.image_uri,
+        image_field=image_field,
+        region=region,
+        needs=EngineNeeds(
+            speculative_config=render.speculative_config_for(mode, channel, k, k_schedule),
+            architecture=resolved.architecture,
+            mask_token_key=resolved.drafter_mask_token_key if mode == "p-eagle" else None,
+        ),
+    )
+    warnings += choice.warnings
+    ami, ami_warnings = engine.choose_ami(spec, choice.engine)
+    warnings += ami_warnings
+    warnings += fit.check_fit(
         weights_gb=resolved.weights_gb,
         drafter_gb=resolved.drafter_weights_gb if mode != "none" else 0.0,
         kv_gb_per_1k=resolved.kv_cache_gb_per_1k_tokens,
@@ -178,26 +229,43 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         tp=tp,
         instance=instance,
     )
-    warnings += validation.check_variant(spec, instance)
-    validation.check_kms_region(spec.kms_key_id, region)
-    validation.check_vpc(spec)
-    warnings += validation.check_network(spec)
-    warnings += validation.check_rollout(spec)
-    validation.check_role(spec.execution_role_arn)
+    warnings += variant.check_variant(spec, instance)
+    warnings += cloudformation.cdk_warnings(spec)
+    aws_shapes.check_kms_key_id(spec.kms_key_id, region)
+    aws_shapes.check_vpc_ids(spec)
+    warnings += network.check_network(spec)
+    warnings += rollout_rules.check_rollout(spec)
+    aws_shapes.check_role(spec.execution_role_arn)
     role = spec.execution_role_arn or PLACEHOLDER_ROLE_ARN
     if spec.execution_role_arn is None:
         warnings.append(
-            "no execution_role_arn given: the plan shows a placeholder role; "
-            "deploy needs --role-arn (or execution_role_arn in the spec)"
+            PlanWarning(
+                "execution_role_arn",
+                "no execution_role_arn given: the plan shows a placeholder role; "
+                "deploy needs --role-arn (or execution_role_arn in the spec)",
+            )
         )
-    validation.check_tags(spec.tags, MANAGED_TAG_COUNT)
-    validation.check_model_data_kms_keys(spec.model_data_kms_key_arns)
-    warnings += validation.check_secrets(spec)
+    aws_shapes.check_tags(spec.tags, MANAGED_TAG_COUNT)
+    aws_shapes.check_model_data_kms_keys(spec.model_data_kms_key_arns)
+    warnings += secrets.check_secrets(spec)
+    download_timeout = (
+        spec.model_data_download_timeout_s
+        or resolved.model_data_download_timeout_s
+        or DEFAULT_TIMEOUT_S
+    )
+    health_timeout = (
+        spec.container_startup_health_check_timeout_s
+        or resolved.container_startup_health_check_timeout_s
+        or DEFAULT_TIMEOUT_S
+    )
+    base_env = dict(resolved.base_env)
+    if spec.network_isolation:
+        base_env.update(resolved.isolated_env)
 
     rollout = spec.rollout.resolved(spec.initial_instance_count)
     vpc = spec.vpc
     ri = render.RenderInput(
-        image_uri=resolved.image_uri,
+        image_uri=choice.image_uri,
         model_data_source=model_data_source,
         drafter_data_source=drafter_data_source,
         drafter_channel=spec.speculative.drafter_channel,
@@ -206,7 +274,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         k_schedule=spec.speculative.num_speculative_tokens_per_batch_size,
         tensor_parallel_size=tp,
         max_model_len=max_model_len,
-        base_env=dict(resolved.base_env),
+        base_env=base_env,
         user_env=dict(spec.env),
         execution_role_arn=role,
         network_isolation=spec.network_isolation,
@@ -214,18 +282,18 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         security_group_ids=list(vpc.security_group_ids) if vpc else [],
         instance_type=instance_type,
         initial_instance_count=spec.initial_instance_count,
-        model_data_download_timeout_s=spec.model_data_download_timeout_s,
-        container_startup_health_check_timeout_s=spec.container_startup_health_check_timeout_s,
+        model_data_download_timeout_s=download_timeout,
+        container_startup_health_check_timeout_s=health_timeout,
         volume_size_gb=spec.volume_size_gb,
         kms_key_id=spec.kms_key_id,
         routing_strategy=spec.routing_strategy,
-        inference_ami_version=spec.inference_ami_version,
+        inference_ami_version=ami,
         rollout=rollout,
         scaling=spec.scaling,
         endpoint_name=endpoint_name,
         drafter_trained_tokens=resolved.drafter_parallel_tokens,
     )
-    validation.check_env(spec.env, render.environment(ri))
+    aws_shapes.check_env(spec.env, render.environment(ri))
 
     # Names from content: the model's request body (without name and tags) plus the
     # endpoint name (so two stages never share, and delete, one model).
@@ -251,7 +319,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         {"Key": MODEL_TAG, "Value": resolved.name},
         *({"Key": k_, "Value": v} for k_, v in sorted(spec.tags.items())),
     ]
-    cdk_problems = validation.cdk_incompatibilities(spec)
+    cdk_problems = cloudformation.cdk_incompatibilities(spec)
     return Plan(
         spec=spec,
         region=region,
@@ -266,7 +334,9 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         tags=tags,
         rollout=rollout,
         warnings=warnings,
-        image_uri=resolved.image_uri,
+        image_uri=choice.image_uri,
+        vllm_version=choice.engine.vllm,
+        engine_known_by=choice.engine.known_by,
         model_data_uri=str(model_data_source["S3Uri"]),
         drafter_uri=str(drafter_data_source["S3Uri"]) if drafter_data_source else None,
         instance_type=instance_type,
@@ -277,9 +347,12 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         execution_role_arn=role,
         has_placeholder_role=spec.execution_role_arn is None,
         model_source=resolved.source,
+        model_data_download_timeout_s=download_timeout,
+        container_startup_health_check_timeout_s=health_timeout,
+        inference_ami_version=ami,
         autoscaling=render.autoscaling(endpoint_name, spec.scaling),
         cdk_incompatibilities=cdk_problems,
-        secret_env_keys=validation.secret_env_keys(spec.env),
+        secret_env_keys=secrets.secret_env_keys(spec.env),
     )
 
 
@@ -293,6 +366,6 @@ def _model_data_source(spec: DeploymentSpec, resolved: ResolvedModel) -> dict[st
         )
     if resolved.model_data_source is not None:
         return resolved.model_data_source
-    validation.check_model_data_uri("custom.model_data_uri", resolved.model_data_uri)
+    aws_shapes.check_model_data_uri("custom.model_data_uri", resolved.model_data_uri)
     assert resolved.model_data_uri is not None
     return render.s3_data_source(resolved.model_data_uri, accept_eula=resolved.gated)

@@ -14,6 +14,7 @@ from typing import Any
 from peagle_serve.contract import (
     DRAFTER_TRAINED_TOKENS_ENV,
     ENDPOINT_NAME_ENV,
+    K_SCHEDULE_FIELD,
     MODEL_DIR,
     MODEL_ENV,
     SPECULATIVE_CONFIG_ENV,
@@ -78,22 +79,34 @@ def s3_data_source(uri: str, *, accept_eula: bool = False) -> dict[str, Any]:
 
 
 def speculative_config(ri: RenderInput) -> dict[str, Any] | None:
-    """The vLLM `--speculative-config` object, or None without speculation.
+    """The vLLM `--speculative-config` object of a deployment, or None without speculation."""
+    return speculative_config_for(
+        ri.mode, ri.drafter_channel, ri.num_speculative_tokens, ri.k_schedule
+    )
+
+
+def speculative_config_for(
+    mode: SpeculativeMode,
+    drafter_channel: str,
+    num_speculative_tokens: int,
+    k_schedule: list[tuple[int, int, int]] | None,
+) -> dict[str, Any] | None:
+    """The `--speculative-config` object, or None for mode `none`.
 
     `method` is always `eagle3` (P-EAGLE heads are EAGLE-3 heads; without an explicit
-    method vLLM guesses from the drafter's name and gets P-EAGLE wrong, FACTS.md 2).
+    method vLLM guesses from the drafter's name and gets P-EAGLE heads wrong).
     """
-    if ri.mode == "none":
+    if mode == "none":
         return None
     config: dict[str, Any] = {
         "method": "eagle3",
-        "model": drafter_mount_path(ri.drafter_channel),
-        "num_speculative_tokens": ri.num_speculative_tokens,
+        "model": drafter_mount_path(drafter_channel),
+        "num_speculative_tokens": num_speculative_tokens,
     }
-    if ri.mode == "p-eagle":
+    if mode == "p-eagle":
         config["parallel_drafting"] = True
-    if ri.k_schedule:
-        config["num_speculative_tokens_per_batch_size"] = [list(r) for r in ri.k_schedule]
+    if k_schedule:
+        config[K_SCHEDULE_FIELD] = [list(r) for r in k_schedule]
     return config
 
 

@@ -7,7 +7,7 @@
 # The version must equal the vLLM that the Dockerfile's base image carries (its
 # `org.opencontainers.image.vllm-version` LABEL); a test checks that.
 #
-# Recipe (FACTS.md 2): the CPU build of torch 2.13.0 first (pip finds it through the
+# Recipe (what installs on a CPU-only machine): the CPU build of torch 2.13.0 first (pip finds it through the
 # machine's find-links), then vLLM, then remove torchvision / torchaudio / torchcodec:
 # their native libraries do not load beside that torch and transformers imports
 # torchvision when present. VLLM_TARGET_DEVICE=cpu lets vLLM import with no GPU.

@@ -11,13 +11,13 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-# --- Where SageMaker mounts things (FACTS.md 4) -------------------------------------
+# --- Where SageMaker mounts things (docs/platform-facts.md, SageMaker API) ------------
 MODEL_DIR: Final = "/opt/ml/model"
 ADDITIONAL_DATA_ROOT: Final = "/opt/ml/additional-model-data-sources"
 DEFAULT_DRAFTER_CHANNEL: Final = "eagle"
 SERVING_PORT: Final = 8080
 
-# --- Environment variables the AWS vLLM images read (FACTS.md 3) ----------------------
+# --- Environment variables the AWS vLLM images read (docs/container.md) ---------------
 SM_VLLM_PREFIX: Final = "SM_VLLM_"
 SPECULATIVE_CONFIG_ENV: Final = "SM_VLLM_SPECULATIVE_CONFIG"
 MODEL_ENV: Final = "SM_VLLM_MODEL"
@@ -33,6 +33,92 @@ DRAFTER_TRAINED_TOKENS_ENV: Final = "PEAGLE_DRAFTER_TRAINED_TOKENS"
 def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:
     """Path at which SageMaker mounts an additional model data source channel."""
     return f"{ADDITIONAL_DATA_ROOT}/{channel}"
+
+
+# --- vLLM rules the plan and the container's preflight both enforce -----------------
+# vLLM's switch to its V2 model runner, which has no parallel drafting (it fell back to
+# sequential drafting; newer vLLM refuses the combination). P-EAGLE needs it off.
+V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+K_SCHEDULE_FIELD: Final = "num_speculative_tokens_per_batch_size"
+
+
+def env_flag(value: str) -> bool | None:
+    """An environment switch as vLLM reads it: True, False, or None when unrecognised."""
+    v = value.strip().lower()
+    if v in {"1", "true", "yes", "on"}:
+        return True
+    if v in {"0", "false", "no", "off", ""}:
+        return False
+    return None
+
+
+def v2_runner_off(value: str | None) -> bool:
+    """Whether V2_RUNNER_ENV's value (None: unset) leaves parallel drafting possible."""
+    return value is None or env_flag(value) is False
+
+
+class KScheduleProblem:
+    """What is wrong with a per-batch-size K schedule; `index` is the entry, if one."""
+
+    __slots__ = ("index", "problem")
+
+    def __init__(self, index: int | None, problem: str) -> None:
+        self.index = index
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"KScheduleProblem({self.index!r}, {self.problem!r})"
+
+
+def k_schedule_allowed(num_speculative_tokens: int | None) -> str:
+    """The allowed form of a schedule, for error messages."""
+    top = f" <= {num_speculative_tokens} (num_speculative_tokens)" if num_speculative_tokens else ""
+    return f"[[1, end, K], [end+1, end2, K2], ...] of integers with 0 <= K{top}"
+
+
+def k_schedule_problem(
+    schedule: object, num_speculative_tokens: int | None
+) -> KScheduleProblem | None:
+    """vLLM's rules for `[[start, end, K], ...]`, or None when the schedule is fine.
+
+    vLLM (v1/spec_decode/dynamic/utils.py): a non-empty list of 3-item entries with
+    1 <= start <= end and K >= 0; sorted by start, the ranges must not overlap and the
+    first must start at 1. Stricter here: entries are integers, and K may not exceed
+    num_speculative_tokens (vLLM silently caps it, so a larger K cannot mean what the
+    user wrote).
+    """
+    if not isinstance(schedule, list | tuple) or not schedule:
+        return KScheduleProblem(None, "must be a non-empty list of [start, end, K]")
+    entries: list[tuple[int, int, int, int]] = []
+    for i, entry in enumerate(schedule):
+        if (
+            not isinstance(entry, list | tuple)
+            or len(entry) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in entry)
+        ):
+            shown = list(entry) if isinstance(entry, tuple) else entry
+            return KScheduleProblem(i, f"entry {shown!r} is not [start, end, K] integers")
+        start, end, k = entry
+        if start < 1 or end < start:
+            return KScheduleProblem(i, f"batch range {start}-{end} is empty or starts below 1")
+        if k < 0:
+            return KScheduleProblem(i, f"K={k} is negative")
+        if num_speculative_tokens is not None and k > num_speculative_tokens:
+            return KScheduleProblem(
+                i, f"K={k} is above num_speculative_tokens ({num_speculative_tokens})"
+            )
+        entries.append((start, end, k, i))
+    entries.sort()
+    previous_end = 0
+    for start, end, _, i in entries:
+        if start <= previous_end:
+            return KScheduleProblem(i, f"batch range {start}-{end} overlaps another range")
+        previous_end = end
+    if entries[0][0] != 1:
+        return KScheduleProblem(
+            entries[0][3], f"the first batch range starts at {entries[0][0]}, not 1"
+        )
+    return None
 
 
 # --- The speculative-decoding metric line ------------------------------------------

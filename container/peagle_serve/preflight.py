@@ -37,9 +37,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeGuard
 
-from peagle_serve import contract, strict_json
+from peagle_serve import contract, drafter_rules, strict_json
+
+# Rules 8-11 are pure functions in drafter_rules (shared with `peagle doctor`);
+# mask_token_id and num_aux_hidden_states stay importable from here for older callers.
+from peagle_serve.drafter_rules import (
+    NON_SAFETENSORS_WEIGHT_SUFFIXES,
+    TRAINED_TOKENS_KEYS,
+    num_aux_hidden_states,  # noqa: F401
+    trained_tokens,
+)
+from peagle_serve.drafter_rules import find_mask_token as mask_token_id  # noqa: F401
 from peagle_serve.envargs import ModelChoice
-from peagle_serve.safetensors_header import SafetensorsError, TensorInfo, checkpoint_tensors
+from peagle_serve.safetensors_header import SafetensorsError, checkpoint_tensors
 
 # Fields of vllm.config.SpeculativeConfig (0.30.0) that a user may set through
 # --speculative-config. The engine fills target_/draft_ model and parallel configs
@@ -147,19 +157,10 @@ POSITIVE_INT_FIELDS: Final = (
     "prompt_lookup_min",
     "dspark_draft_topk",
 )
-V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+V2_RUNNER_ENV: Final = contract.V2_RUNNER_ENV
 # Tells the preflight how many parallel tokens the drafter was trained for when its
 # config.json does not say (e.g. 10 for amazon/GPT-OSS-20B-P-EAGLE, per its model card).
 TRAINED_TOKENS_ENV: Final = contract.DRAFTER_TRAINED_TOKENS_ENV
-# Where a drafter's config.json may record how many tokens it was trained to draft.
-# There is no P-EAGLE-specific standard key; these are the two that vLLM itself reads
-# as a drafter's native token count: the `speculators` format's proposal method
-# (vLLM's default K for such checkpoints) and `n_predict` (MTP/Medusa-style heads).
-TRAINED_TOKENS_KEYS: Final = (
-    "speculators_config.proposal_methods[0].speculative_tokens",
-    "n_predict",
-)
-MASK_TOKEN_KEYS: Final = ("mask_token_id", "ptd_token_id", "pard_token")
 
 
 class PreflightError(Exception):
@@ -190,15 +191,6 @@ SPEC: Final = contract.SPECULATIVE_CONFIG_ENV
 
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _truthy_env(value: str) -> bool | None:
-    v = value.strip().lower()
-    if v in {"1", "true", "yes", "on"}:
-        return True
-    if v in {"0", "false", "no", "off", ""}:
-        return False
-    return None
 
 
 def parse_speculative_config(raw: str) -> dict[str, Any]:
@@ -255,27 +247,10 @@ def check_fields(cfg: Mapping[str, Any]) -> None:
 
 
 def _check_schedule(schedule: object) -> None:
-    """vLLM's rules (v1/spec_decode/dynamic/utils.py): [start, end, K] integers with
-    1 <= start <= end and K >= 0, non-overlapping, the first range starting at 1."""
-    name = "num_speculative_tokens_per_batch_size"
-    if not isinstance(schedule, list) or not schedule:
-        raise PreflightError(SPEC, name, "must be a non-empty list of [start, end, K]")
-    entries: list[tuple[int, int, int]] = []
-    for entry in schedule:
-        if not isinstance(entry, list) or len(entry) != 3 or not all(_is_int(v) for v in entry):
-            raise PreflightError(SPEC, name, f"entry {entry!r} is not [start, end, K] integers")
-        start, end, k = entry
-        if start < 1 or end < start or k < 0:
-            raise PreflightError(SPEC, name, f"entry {entry!r} needs 1 <= start <= end and K >= 0")
-        entries.append((start, end, k))
-    entries.sort()
-    previous_end = 0
-    for start, end, _ in entries:
-        if start <= previous_end:
-            raise PreflightError(SPEC, name, "batch-size ranges overlap")
-        previous_end = end
-    if entries[0][0] != 1:
-        raise PreflightError(SPEC, name, "the first batch-size range must start at 1")
+    """vLLM's schedule rules, as the plan applies them (contract.k_schedule_problem)."""
+    found = contract.k_schedule_problem(schedule, None)
+    if found is not None:
+        raise PreflightError(SPEC, contract.K_SCHEDULE_FIELD, found.problem)
 
 
 def max_k(cfg: Mapping[str, Any]) -> int | None:
@@ -298,98 +273,6 @@ def _load_json(path: str, variable: str, field_name: str | None) -> dict[str, An
     if not isinstance(value, dict):
         raise PreflightError(variable, field_name, f"{path} is not a JSON object")
     return value
-
-
-def mask_token_id(config: Mapping[str, Any]) -> tuple[str, object] | None:
-    """The key and value vLLM takes the parallel-drafting mask token from, if any."""
-    dflash = config.get("dflash_config")
-    if isinstance(dflash, dict) and "mask_token_id" in dflash:
-        return "dflash_config.mask_token_id", dflash["mask_token_id"]
-    if config.get("mask_token_id") is not None:
-        return "mask_token_id", config["mask_token_id"]
-    for key in ("pard_token", "ptd_token_id"):
-        if key in config:
-            return key, config[key]
-    return None
-
-
-def drafter_target_hidden_size(config: Mapping[str, Any]) -> int | None:
-    """The target hidden size an EAGLE-3 drafter was built for.
-
-    vLLM uses `target_hidden_size`, else the drafter's `hidden_size`; checkpoints in
-    the `speculators` format keep the latter in `transformer_layer_config`.
-    """
-    for value in (
-        config.get("target_hidden_size"),
-        config.get("hidden_size"),
-        (config.get("transformer_layer_config") or {}).get("hidden_size")
-        if isinstance(config.get("transformer_layer_config"), dict)
-        else None,
-    ):
-        if _is_int(value):
-            return int(value)
-    return None
-
-
-def num_aux_hidden_states(config: Mapping[str, Any]) -> int:
-    """How many target hidden states an EAGLE-3 head concatenates (vLLM's rule)."""
-    if _is_int(config.get("num_aux_hidden_states")):
-        return int(config["num_aux_hidden_states"])
-    eagle_config = config.get("eagle_config")
-    for holder in (eagle_config if isinstance(eagle_config, dict) else {}, config):
-        layer_ids = holder.get("eagle_aux_hidden_state_layer_ids")
-        if isinstance(layer_ids, list) and layer_ids:
-            return len(layer_ids)
-    return 3
-
-
-def uses_aux_hidden_states(config: Mapping[str, Any]) -> bool:
-    eagle_config = config.get("eagle_config")
-    if isinstance(eagle_config, dict) and "use_aux_hidden_state" in eagle_config:
-        return bool(eagle_config["use_aux_hidden_state"])
-    return True
-
-
-def target_hidden_size(config: Mapping[str, Any]) -> int | None:
-    """`hidden_size`, or `text_config.hidden_size` for multimodal targets."""
-    if _is_int(config.get("hidden_size")):
-        return int(config["hidden_size"])
-    text = config.get("text_config")
-    if isinstance(text, dict) and _is_int(text.get("hidden_size")):
-        return int(text["hidden_size"])
-    return None
-
-
-def trained_tokens(config: Mapping[str, Any]) -> tuple[str, int] | None:
-    """Where (TRAINED_TOKENS_KEYS) and how many tokens the drafter was trained for."""
-    spec = config.get("speculators_config")
-    if isinstance(spec, dict):
-        methods = spec.get("proposal_methods")
-        if isinstance(methods, list) and methods and isinstance(methods[0], dict):
-            value = methods[0].get("speculative_tokens")
-            if _is_int(value) and value > 0:
-                return TRAINED_TOKENS_KEYS[0], int(value)
-    value = config.get("n_predict")
-    if _is_int(value) and value > 0:
-        return TRAINED_TOKENS_KEYS[1], int(value)
-    return None
-
-
-def has_mrope(config: Mapping[str, Any]) -> bool:
-    """An M-RoPE section anywhere vLLM looks (rope params of the config or its text config)."""
-    holders: list[Mapping[str, Any]] = [config]
-    if isinstance(config.get("text_config"), dict):
-        holders.append(config["text_config"])
-    for holder in holders:
-        if holder.get("mrope_section") is not None:
-            return True
-        for key in ("rope_scaling", "rope_parameters"):
-            rope = holder.get(key)
-            if isinstance(rope, dict) and (
-                rope.get("mrope_section") is not None or rope.get("xdrope_section") is not None
-            ):
-                return True
-    return False
 
 
 def _is_local_path(model: str) -> bool:
@@ -433,7 +316,7 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
                 "must be false with parallel_drafting (vLLM raises NotImplementedError)",
             )
         v2 = env.get(V2_RUNNER_ENV)
-        if v2 is not None and _truthy_env(v2) is not False:
+        if not contract.v2_runner_off(v2):
             raise PreflightError(
                 V2_RUNNER_ENV,
                 None,
@@ -518,81 +401,39 @@ def _check_eagle_drafter(
     config = _load_json(config_path, SPEC, "model")
 
     if parallel:
-        found = mask_token_id(config)
-        if found is None:
-            raise PreflightError(
-                SPEC,
-                "model",
-                f"{config_path} has no mask-token id ({', '.join(MASK_TOKEN_KEYS)}); "
-                "parallel drafting needs a P-EAGLE head, not a plain EAGLE-3 head",
-            )
-        key, value = found
-        if not _is_int(value) and not (isinstance(value, str) and value.isdigit()):
-            raise PreflightError(
-                SPEC, "model", f"{config_path}: {key} must be an integer token id, got {value!r}"
-            )
-        if has_mrope(config):
-            raise PreflightError(
-                SPEC,
-                "model",
-                f"{config_path} declares M-RoPE (mrope_section); vLLM's parallel drafting "
-                "does not support M-RoPE",
-            )
+        for problem in (
+            drafter_rules.mask_token_problem(config, config_path),
+            drafter_rules.mrope_problem(config, config_path),
+        ):
+            if problem:
+                raise PreflightError(SPEC, "model", problem)
 
-    drafter_hidden = drafter_target_hidden_size(config)
     try:
         tensors = checkpoint_tensors(path)
     except SafetensorsError as e:
         raise PreflightError(SPEC, "model", f"drafter weights: {e}") from e
     if not tensors:
-        other = [n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth"))]
+        other = [n for n in os.listdir(path) if n.endswith(NON_SAFETENSORS_WEIGHT_SUFFIXES)]
         if not other:
             raise PreflightError(SPEC, "model", f"drafter directory {path} has no weights")
         result.warnings.append(
             f"{SPEC}.model: {path} has no safetensors weights; mask_hidden not checked"
         )
     elif parallel:
-        _check_mask_hidden(tensors, config, drafter_hidden, path)
+        problem = drafter_rules.mask_hidden_problem(tensors, config, path)
+        if problem:
+            raise PreflightError(SPEC, "model", problem)
 
     target_config = _target_config(target)
-    if target_config is not None and drafter_hidden is not None:
-        want = target_hidden_size(target_config)
-        if want is not None and want != drafter_hidden:
-            raise PreflightError(
-                SPEC,
-                "model",
-                f"drafter {path} was built for hidden size {drafter_hidden} but the target "
-                f"model ({target.source}) has hidden size {want}: wrong drafter for this model",
-            )
-    elif target_config is None:
+    if target_config is not None:
+        problem = drafter_rules.hidden_size_problem(config, target_config, path, target.source)
+        if problem:
+            raise PreflightError(SPEC, "model", problem)
+    else:
         result.notes.append(
             f"target model {target.value!r} has no local config.json; hidden size not compared"
         )
     return config
-
-
-def _check_mask_hidden(
-    tensors: Mapping[str, TensorInfo], config: Mapping[str, Any], hidden: int | None, path: str
-) -> None:
-    matches = [t for name, t in tensors.items() if "mask_hidden" in name]
-    if not matches:
-        raise PreflightError(
-            SPEC,
-            "model",
-            f"drafter weights in {path} have no mask_hidden tensor; parallel drafting needs "
-            "a P-EAGLE head",
-        )
-    if hidden is None or not uses_aux_hidden_states(config):
-        return
-    expected = hidden * num_aux_hidden_states(config)
-    tensor = matches[0]
-    if tensor.numel != expected:
-        raise PreflightError(
-            SPEC,
-            "model",
-            f"mask_hidden in {os.path.basename(tensor.file)} has shape {list(tensor.shape)}, "
-            f"expected {expected} values ([1, {num_aux_hidden_states(config)} x {hidden}])",
-        )
 
 
 def _target_config(target: ModelChoice) -> dict[str, Any] | None:
@@ -628,9 +469,6 @@ def _check_trained_tokens(
                 "unset); K not compared"
             )
         return
-    where, count = trained
-    if k > count:
-        result.warnings.append(
-            f"{SPEC}.num_speculative_tokens: K={k} is above the {count} tokens the drafter "
-            f"was trained for ({where}); positions past {count} rarely get accepted"
-        )
+    warning = drafter_rules.trained_tokens_warning(k, trained)
+    if warning:
+        result.warnings.append(f"{SPEC}.num_speculative_tokens: {warning}")

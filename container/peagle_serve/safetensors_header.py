@@ -41,40 +41,62 @@ class TensorInfo:
         return n
 
 
-def read_header(path: str) -> dict[str, TensorInfo]:
-    """Tensor name -> TensorInfo for one .safetensors file (header bytes only)."""
-    try:
-        with open(path, "rb") as f:
-            raw_len = f.read(8)
-            if len(raw_len) != 8:
-                raise SafetensorsError(f"{path}: shorter than the 8-byte header length")
-            (n,) = struct.unpack("<Q", raw_len)
-            if n == 0 or n > MAX_HEADER_BYTES:
-                raise SafetensorsError(f"{path}: implausible header length {n}")
-            data = f.read(n)
-    except OSError as e:
-        raise SafetensorsError(f"{path}: {e.strerror or e}") from e
+def header_length(first8: bytes, source: str) -> int:
+    """N from a file's first 8 bytes (refused when absent or implausible)."""
+    if len(first8) != 8:
+        raise SafetensorsError(f"{source}: shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", first8)
+    if n == 0 or n > MAX_HEADER_BYTES:
+        raise SafetensorsError(f"{source}: implausible header length {n}")
+    return int(n)
+
+
+def parse_header(data: bytes, n: int, source: str) -> dict[str, TensorInfo]:
+    """Tensor name -> TensorInfo from the N header bytes that follow the length.
+
+    Pure (no I/O): the preflight feeds it from a local file, `peagle doctor` from a
+    ranged S3 GET. `source` names the file in messages and in TensorInfo.file.
+    """
     if len(data) != n:
-        raise SafetensorsError(f"{path}: header truncated ({len(data)} of {n} bytes)")
+        raise SafetensorsError(f"{source}: header truncated ({len(data)} of {n} bytes)")
     try:
         header: Any = strict_json.load_bytes(
-            data, what=f"{path}: header", max_bytes=MAX_HEADER_BYTES
+            data, what=f"{source}: header", max_bytes=MAX_HEADER_BYTES
         )
     except strict_json.JsonInputError as e:
         raise SafetensorsError(str(e)) from None
     if not isinstance(header, dict):
-        raise SafetensorsError(f"{path}: header is not a JSON object")
+        raise SafetensorsError(f"{source}: header is not a JSON object")
     out: dict[str, TensorInfo] = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         if not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
-            raise SafetensorsError(f"{path}: tensor {name!r} has no shape")
+            raise SafetensorsError(f"{source}: tensor {name!r} has no shape")
         shape = entry["shape"]
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise SafetensorsError(f"{path}: tensor {name!r} has a bad shape {shape!r}")
-        out[name] = TensorInfo(name, str(entry.get("dtype", "")), tuple(shape), path)
+            raise SafetensorsError(f"{source}: tensor {name!r} has a bad shape {shape!r}")
+        out[name] = TensorInfo(name, str(entry.get("dtype", "")), tuple(shape), source)
     return out
+
+
+def read_header(path: str) -> dict[str, TensorInfo]:
+    """Tensor name -> TensorInfo for one .safetensors file (header bytes only)."""
+    try:
+        with open(path, "rb") as f:
+            n = header_length(f.read(8), path)
+            data = f.read(n)
+    except OSError as e:
+        raise SafetensorsError(f"{path}: {e.strerror or e}") from e
+    return parse_header(data, n, path)
+
+
+def index_shards(index: object, source: str) -> list[str]:
+    """The shard file names a `model.safetensors.index.json` document names."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise SafetensorsError(f"{source}: has no weight_map")
+    return sorted({str(v) for v in weight_map.values()})
 
 
 def checkpoint_tensors(directory: str) -> dict[str, TensorInfo]:
@@ -92,10 +114,7 @@ def checkpoint_tensors(directory: str) -> dict[str, TensorInfo]:
             raise SafetensorsError(f"{index_path}: {e.strerror or e}") from e
         except strict_json.JsonInputError as e:
             raise SafetensorsError(str(e)) from None
-        weight_map = index.get("weight_map") if isinstance(index, dict) else None
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise SafetensorsError(f"{index_path}: has no weight_map")
-        files = sorted({str(v) for v in weight_map.values()})
+        files = index_shards(index, index_path)
     else:
         files = sorted(
             name

@@ -1,9 +1,10 @@
 """The P-EAGLE launch models and the GPU instance types peagle-deploy knows.
 
-Plain Python data (no YAML, no AWS SDK) so that `peagle plan` starts fast. Every value
-carries where it came from: `verified` values are confirmed by FACTS.md (the project's
-checked platform facts); everything else is a default that is marked unverified in the
-data and in `peagle models`, and that a spec can override.
+Plain Python data plus the sourced JSON in catalog/data (no YAML, no AWS SDK) so that
+`peagle plan` starts fast. Every value carries where it came from: `verified` values are
+confirmed by a public source named in `source` (docs/platform-facts.md lists them all);
+everything else is a default that is marked unverified in the data and in
+`peagle models`, and that a spec can override.
 """
 
 from __future__ import annotations

@@ -1,14 +1,36 @@
-"""SageMaker GPU instance types that can host the launch models (FACTS.md 4)."""
+"""SageMaker GPU instance types that can host the launch models (docs/platform-facts.md).
+
+Whether a family attaches an EBS volume (and so takes VolumeSizeInGB) follows the
+sagemaker SDK's own rule, recorded in catalog/data/instances.json.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from peagle_deploy.catalog.facts import cite, load
 from peagle_deploy.catalog.sourced import Sourced, unverified, verified
 
-_GPU_TABLE = "FACTS.md 4 (instance table)"
-_NO_EBS = "FACTS.md 4 (VolumeSizeInGB not allowed on g5/g6/g6e/g7e/p5/p6-b200)"
+_G7E = (
+    "AWS News Blog, 'Announcing Amazon EC2 G7e instances' (2026-01-20); per-size GPUs, "
+    "96 GB GDDR7 each and host memory: tsaol/aws-gpu data/g7e_instances.js "
+    "(instances.vantage.sh data, 2026-01-21)"
+)
+_GPU_TABLE = "EC2 instance type specifications (GPU count, GPU model and memory per GPU)"
+
+
+def attaches_ebs(family: str) -> Sourced[bool]:
+    """Whether SageMaker attaches an EBS volume to this family (VolumeSizeInGB allowed).
+
+    The sagemaker SDK's `volume_size_supported`: no family with a `d` in its name, and
+    none of the listed family prefixes (g5, g6, g7e, p5, p6-b200, trn1, trn2).
+    """
+    facts = load("instances.json")
+    no_ebs = ("d" in family and facts["families_with_d_have_no_ebs"]) or any(
+        family.startswith(prefix) for prefix in facts["families_without_ebs"]
+    )
+    return verified(not no_ebs, cite(facts["source"]))
 
 
 @dataclass(frozen=True)
@@ -37,7 +59,7 @@ class InstanceType:
         return self.gpu_count.value * self.gpu_memory_gb.value
 
     def unverified_fields(self) -> list[str]:
-        """Names of the values not confirmed by FACTS.md."""
+        """Names of the values no recorded source confirms."""
         fields = ("gpu_count", "gpu_memory_gb", "ebs_volume", "host_memory_gib")
         return [f for f in fields if not getattr(self, f).verified]
 
@@ -45,32 +67,32 @@ class InstanceType:
 def _g7e(size: str, gpus: int, host_gib: int) -> InstanceType:
     return InstanceType(
         name=f"ml.g7e.{size}",
-        gpu_count=verified(gpus, _GPU_TABLE),
-        gpu_memory_gb=verified(96.0, _GPU_TABLE),
+        gpu_count=verified(gpus, _G7E),
+        gpu_memory_gb=verified(96.0, _G7E),
         gpu_model="RTX PRO 6000 Blackwell",
-        ebs_volume=verified(False, _NO_EBS),
-        host_memory_gib=verified(host_gib, "FACTS.md 4 (g7e host memory)"),
+        ebs_volume=attaches_ebs("g7e"),
+        host_memory_gib=verified(host_gib, _G7E),
     )
 
 
 def _g6e(size: str, gpus: int) -> InstanceType:
     return InstanceType(
         name=f"ml.g6e.{size}",
-        gpu_count=verified(gpus, _GPU_TABLE),
-        gpu_memory_gb=verified(48.0, _GPU_TABLE),
+        gpu_count=unverified(gpus, _GPU_TABLE + "; not re-read for this release"),
+        gpu_memory_gb=unverified(48.0, "L40S: 48 GB; not re-read for this release"),
         gpu_model="L40S",
-        ebs_volume=verified(False, _NO_EBS),
+        ebs_volume=attaches_ebs("g6e"),
         host_memory_gib=unverified(None, "not recorded"),
     )
 
 
-def _p(name: str, gpu_mem: Sourced[float], model: str, ebs: Sourced[bool]) -> InstanceType:
+def _p(name: str, gpu_mem: Sourced[float], model: str) -> InstanceType:
     return InstanceType(
         name=name,
-        gpu_count=verified(8, _GPU_TABLE),
+        gpu_count=unverified(8, _GPU_TABLE + "; not re-read for this release"),
         gpu_memory_gb=gpu_mem,
         gpu_model=model,
-        ebs_volume=ebs,
+        ebs_volume=attaches_ebs(name.split(".")[1]),
         host_memory_gib=unverified(None, "not recorded"),
     )
 
@@ -84,23 +106,16 @@ _ALL: tuple[InstanceType, ...] = (
     _g7e("48xlarge", 8, 2048),
     _p(
         "ml.p6-b200.48xlarge",
-        unverified(180.0, "FACTS.md 4 says 'about 180 GB' (B200)"),
+        unverified(
+            180.0,
+            "public readings differ (179 GiB, 183 GB in nvidia-smi, 192 GB nominal); "
+            "the lowest is kept for the fit check",
+        ),
         "B200",
-        verified(False, _NO_EBS),
     ),
-    _p("ml.p5.48xlarge", verified(80.0, _GPU_TABLE), "H100", verified(False, _NO_EBS)),
-    _p(
-        "ml.p5e.48xlarge",
-        verified(141.0, _GPU_TABLE),
-        "H200",
-        unverified(False, "assumed like p5 (local NVMe only); not in FACTS.md"),
-    ),
-    _p(
-        "ml.p5en.48xlarge",
-        verified(141.0, _GPU_TABLE),
-        "H200",
-        unverified(False, "assumed like p5 (local NVMe only); not in FACTS.md"),
-    ),
+    _p("ml.p5.48xlarge", unverified(80.0, "H100 SXM: 80 GB"), "H100"),
+    _p("ml.p5e.48xlarge", unverified(141.0, "H200: 141 GB"), "H200"),
+    _p("ml.p5en.48xlarge", unverified(141.0, "H200: 141 GB"), "H200"),
     _g6e("xlarge", 1),
     _g6e("2xlarge", 1),
     _g6e("4xlarge", 1),

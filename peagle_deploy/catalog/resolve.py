@@ -9,47 +9,15 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
-from peagle_deploy.catalog.images import vllm_image_uri
 from peagle_deploy.catalog.models import MODELS, ModelEntry, get_model
+from peagle_deploy.catalog.resolved import ResolvedModel
 from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.models import DeploymentSpec, DrafterKind
+from peagle_deploy.findings import PlanWarning
+from peagle_deploy.spec.models import DeploymentSpec
 
 DEFAULT_REGION = "us-east-1"
 CUSTOM = "custom"
-
-
-@dataclass
-class ResolvedModel:
-    """Concrete sources and defaults for one spec, before spec overrides are applied."""
-
-    name: str
-    """Short name used in resource names and tags."""
-    source: Literal["catalog", "jumpstart", "custom"]
-    image_uri: str
-    model_data_uri: str | None
-    drafter_uri: str | None
-    drafter_kind: DrafterKind | None
-    drafter_parallel_tokens: int | None
-    default_num_speculative_tokens: int
-    default_instance_type: str | None
-    default_tensor_parallel_size: int
-    default_max_model_len: int | None
-    weights_gb: float | None
-    drafter_weights_gb: float
-    kv_cache_gb_per_1k_tokens: float | None
-    gated: bool
-    base_env: dict[str, str] = field(default_factory=dict)
-    """Environment the model's source prescribes (JumpStart); rendered keys override it."""
-    model_data_source: dict[str, Any] | None = None
-    """A ready S3DataSource (JumpStart); else one is built from `model_data_uri`."""
-    drafter_data_source: dict[str, Any] | None = None
-    """A ready drafter S3DataSource (JumpStart); else built from `drafter_uri`."""
-    catalog: ModelEntry | None = None
-    notes: list[str] = field(default_factory=list)
-    """Warnings about what was resolved (unverified values, assumptions)."""
 
 
 def resolve_region(spec: DeploymentSpec) -> str:
@@ -66,7 +34,7 @@ def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
     return ResolvedModel(
         name=entry.key,
         source="catalog",
-        image_uri=vllm_image_uri(region),
+        image_uri=None,
         model_data_uri=entry.model_data_uri_for(region),
         drafter_uri=entry.drafter_uri_for(region),
         drafter_kind=entry.drafter_kind,
@@ -79,22 +47,32 @@ def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
         drafter_weights_gb=entry.drafter_weights_gb.value,
         kv_cache_gb_per_1k_tokens=entry.kv_cache_gb_per_1k_tokens.value,
         gated=entry.gated.value,
+        architecture=entry.architecture.value,
+        drafter_mask_token_key=entry.drafter_mask_token_key.value,
+        model_data_download_timeout_s=entry.model_data_download_timeout_s.value,
+        container_startup_health_check_timeout_s=(
+            entry.container_startup_health_check_timeout_s.value
+        ),
+        isolated_env=dict(entry.isolated_env.value),
         catalog=entry,
     )
 
 
 def _catalog_notes(
     entry: ModelEntry, resolved: ResolvedModel, region: str, uses_drafter: bool
-) -> list[str]:
+) -> list[PlanWarning]:
     """Warn about unverified catalog locations the spec did not override."""
     notes = []
     if not entry.model_data_uri.verified and resolved.model_data_uri == entry.model_data_uri_for(
         region
     ):
         notes.append(
-            f"model data for {entry.key} is an unverified default "
-            f"({resolved.model_data_uri}); set custom.model_data_uri to your copy "
-            f"of {entry.hf_model_id.value}"
+            PlanWarning(
+                "custom.model_data_uri",
+                f"model data for {entry.key} is an unverified default "
+                f"({resolved.model_data_uri}); set custom.model_data_uri to your copy "
+                f"of {entry.hf_model_id.value}",
+            )
         )
     if (
         uses_drafter
@@ -103,17 +81,20 @@ def _catalog_notes(
         and resolved.drafter_data_source is None
     ):
         notes.append(
-            f"drafter location for {entry.key} is an unverified default "
-            f"({resolved.drafter_uri}); set custom.drafter_uri to be sure"
+            PlanWarning(
+                "custom.drafter_uri",
+                f"drafter location for {entry.key} is an unverified default "
+                f"({resolved.drafter_uri}); set custom.drafter_uri to be sure",
+            )
         )
     return notes
 
 
-def _custom(region: str) -> ResolvedModel:
+def _custom() -> ResolvedModel:
     return ResolvedModel(
         name=CUSTOM,
         source="custom",
-        image_uri=vllm_image_uri(region),
+        image_uri=None,
         model_data_uri=None,
         drafter_uri=None,
         drafter_kind=None,
@@ -161,6 +142,9 @@ def _apply_custom(spec: DeploymentSpec, resolved: ResolvedModel) -> None:
         resolved.drafter_kind = s.drafter_kind
     if spec.image_uri:
         resolved.image_uri = spec.image_uri
+    if s.drafter_uri or (c is not None and c.drafter_uri):
+        # a drafter the catalog does not describe: its mask-token key is unknown
+        resolved.drafter_mask_token_key = None
     if resolved.source == "custom" and resolved.drafter_uri and resolved.drafter_kind is None:
         resolved.drafter_kind = "p-eagle"
 
@@ -189,7 +173,7 @@ def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
     if entry is not None:
         resolved = _from_catalog(entry, region)
     elif spec.model == CUSTOM:
-        resolved = _custom(region)
+        resolved = _custom()
     else:
         resolved = _jumpstart(spec, region)
     _apply_custom(spec, resolved)

@@ -12,9 +12,10 @@ T = TypeVar("T")
 class Sourced(Generic[T]):
     """One catalog value and its provenance.
 
-    `verified` is True only when the value is confirmed by a checked source (FACTS.md
-    section named in `source`). Unverified values are sensible defaults that users must
-    be able to override; `peagle models` marks them.
+    `verified` is True only when the value is confirmed by the public source named in
+    `source` (a URL, a repository + commit + path, or a PyPI wheel + path). Unverified
+    values are sensible defaults that users must be able to override; `peagle models`
+    marks them.
     """
 
     value: T
@@ -27,7 +28,7 @@ class Sourced(Generic[T]):
 
 
 def verified(value: T, source: str) -> Sourced[T]:
-    """A value confirmed by `source` (a FACTS.md section or an API model)."""
+    """A value confirmed by `source` (a public document, repository file or wheel)."""
     return Sourced(value, True, source)
 
 

@@ -34,6 +34,7 @@ def _register() -> None:
     from peagle_deploy.cli import deploy, plan  # noqa: F401
 
     __import__("peagle_deploy.cli.promote")  # promote, demo
+    __import__("peagle_deploy.cli.doctor")
 
 
 _register()

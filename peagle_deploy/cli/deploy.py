@@ -77,6 +77,9 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only read: say what deploy would do.")
     ] = False,
+    no_doctor: Annotated[
+        bool, typer.Option("--no-doctor", help="Skip the read-only checks of `peagle doctor`.")
+    ] = False,
     timeout: TimeoutOpt = None,
     no_progress: ProgressOpt = False,
     as_json: JsonOpt = False,
@@ -130,6 +133,7 @@ def deploy_command(  # noqa: PLR0917 (one parameter per CLI flag)
             timeout_s=timeout,
             progress=False if (no_progress or as_json) else None,
             deployed_by="peagle deploy",
+            doctor=not no_doctor,
         )
     except WaitInterrupted as exc:
         raise _interrupted(exc) from None

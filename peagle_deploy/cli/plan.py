@@ -121,6 +121,7 @@ def _print_plan(plan: Any) -> None:
         ("speculative", plan.spec.speculative.mode),
         ("K", str(plan.num_speculative_tokens) if spec_cfg else "-"),
         ("image", plan.image_uri),
+        ("engine", f"vLLM {plan.vllm_version or '(unknown)'}: {plan.engine_known_by}"),
         ("model data", plan.model_data_uri),
         ("drafter", plan.drafter_uri or "-"),
         ("execution role", plan.execution_role_arn),

@@ -3,6 +3,8 @@
 Nothing here talks to AWS. `MotoExtensions` closes moto's SageMaker gaps (GPU instance
 types, UpdateEndpoint with rollback, scripted Creating/Failed lifecycles, OpenAI chat on
 InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framing);
+`AccountExtensions` adds the Service Quotas and iam:SimulatePrincipalPolicy answers
+`peagle doctor` reads, and `world.stage_world` an account a plan would deploy into;
 `LocalAWS` runs them behind a moto server on 127.0.0.1.
 
     from peagle_deploy.emulator import LocalAWS
@@ -14,6 +16,7 @@ InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framin
 
 from __future__ import annotations
 
+from peagle_deploy.emulator.account_ext import AccountExtensions
 from peagle_deploy.emulator.chat import (
     DEFAULT_MODEL_ID,
     ChatRequest,
@@ -41,6 +44,7 @@ from peagle_deploy.emulator.moto_ext import (
 
 __all__ = [
     "DEFAULT_MODEL_ID",
+    "AccountExtensions",
     "ChatRequest",
     "ChatRequestError",
     "EndpointScript",

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_deploy.emulator.account_ext import AccountExtensions
 from peagle_deploy.emulator.moto_ext import MotoExtensions
+from peagle_deploy.emulator.world import StagedWorld, stage_world
 
 FAKE_ACCESS_KEY = "testing"
 FAKE_SECRET_KEY = "testing"  # moto accepts any credentials
@@ -30,12 +32,15 @@ class LocalAWS(MotoExtensions):
     """Start with `with LocalAWS() as aws:`; point clients at `aws.endpoint_url`.
 
     Inherits the control API of `MotoExtensions` (`script_endpoint`, `set_stream`,
-    `set_spec_metrics`, `log_lines`). `reset=True` clears moto's state on entry and exit.
+    `set_spec_metrics`, `log_lines`); `account` holds the Service Quotas and IAM
+    simulation double (`AccountExtensions`). `reset=True` clears moto's state on entry
+    and exit.
     """
 
     region: str = "us-east-1"
     port: int = 0
     reset: bool = True
+    account: AccountExtensions = field(default_factory=AccountExtensions)
     endpoint_url: str = field(default="", init=False)
     _server: Any = field(default=None, init=False)
 
@@ -44,8 +49,14 @@ class LocalAWS(MotoExtensions):
             reset_moto_state()
         self.install()
         try:
+            self.account.install()
+        except BaseException:
+            self.uninstall()
+            raise
+        try:
             self._server = _QuietMotoServer("127.0.0.1", self.port)
         except BaseException:
+            self.account.uninstall()
             self.uninstall()
             raise
         host, port = self._server.address
@@ -58,6 +69,7 @@ class LocalAWS(MotoExtensions):
                 self._server.stop()
                 self._server = None
         finally:
+            self.account.uninstall()
             self.uninstall()
             if self.reset:
                 reset_moto_state()
@@ -85,6 +97,19 @@ class LocalAWS(MotoExtensions):
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+    def stage_world(self, plan: Any, *, endpoint_quota: float = 4) -> StagedWorld:
+        """Give the emulated account what `plan` needs to pass `peagle doctor` (model data,
+        a P-EAGLE drafter, the execution role, the image, the quota): see `world`."""
+        if not self.endpoint_url:
+            raise RuntimeError("LocalAWS is not started")
+        return stage_world(
+            plan,
+            self.session(),
+            self.account,
+            endpoint_quota=endpoint_quota,
+            endpoint_url=self.endpoint_url,
+        )
 
     def session(self) -> Any:
         """A boto3 Session with the fake credentials and region (no endpoint baked in)."""

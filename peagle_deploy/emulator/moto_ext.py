@@ -1,4 +1,4 @@
-"""Stand-in extensions for moto's SageMaker (FACTS.md 7): clearly a test double.
+"""Stand-in extensions for moto's SageMaker (docs/platform-facts.md, moto): clearly a test double.
 
 moto 5.2.5 lacks what a P-EAGLE deployment exercises. `MotoExtensions` patches moto's
 classes in place (and undoes every patch on exit) to add:

@@ -8,8 +8,8 @@ so a typo in CI fails in a second instead of after a 10-minute benchmark.
 
 Thresholds that depend on load (output tokens/s, p99 TTFT) can be one number for every
 concurrency level or a mapping `{concurrency: value}`: P-EAGLE's throughput at
-concurrency 1 and 32 differs by an order of magnitude (FACTS.md 9), so one floor for
-all levels would be either useless or unreachable.
+concurrency 1 and 32 differs by an order of magnitude (docs/platform-facts.md,
+"Published results"), so one floor for all levels would be either useless or unreachable.
 """
 
 from __future__ import annotations

@@ -192,6 +192,7 @@ def deploy_peagle(
     poll_interval_s: float = 2.0,
     progress: bool | None = None,
     deployed_by: str | None = None,
+    doctor: bool = True,
     **spec_overrides: Any,
 ) -> PeagleEndpoint:
     """Deploy (create, update blue/green, or confirm) a P-EAGLE endpoint; see module doc.
@@ -202,7 +203,9 @@ def deploy_peagle(
     or dict; `alarms` sets `rollout.alarms` (auto-rollback). `dry_run=True` makes only
     read calls and reports the action in `.deployment`. `timeout_s` bounds the wait
     (default: the spec's download + start-up timeouts + 20 min; for updates the rollout's
-    max execution time + 10 min). `progress`: None = only on a terminal.
+    max execution time + 10 min). `progress`: None = only on a terminal. `doctor=False`
+    skips `peagle doctor`'s read-only checks, which otherwise run first and raise
+    DoctorFailedError before any create call when one fails.
     """
     plan = plan_for(
         model,
@@ -221,6 +224,12 @@ def deploy_peagle(
     )
     if not dry_run:
         check_deployable_role(plan)
+    doctor_warnings: list[str] = []
+    if doctor:  # read-only; a failing check stops here, before any create call
+        from peagle_deploy.doctor import require_healthy
+
+        report = require_healthy(plan, boto_session=boto_session)
+        doctor_warnings = [f"doctor: {r.line()}" for r in report.warnings]
     handle = PeagleEndpoint(
         plan.endpoint_name, region=plan.region, boto_session=boto_session, plan=plan
     )
@@ -233,6 +242,7 @@ def deploy_peagle(
         progress=use_progress(progress),
         deployed_by=deployed_by,
     )
+    deployer.warnings += doctor_warnings
     handle.deployment = deployer.run(dry_run=dry_run)
     return handle
 
@@ -305,10 +315,10 @@ class _Deployer:
     def create_timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        s = self.plan.spec
+        p = self.plan
         return float(
-            s.model_data_download_timeout_s
-            + s.container_startup_health_check_timeout_s
+            p.model_data_download_timeout_s
+            + p.container_startup_health_check_timeout_s
             + PROVISIONING_MARGIN_S
         )
 

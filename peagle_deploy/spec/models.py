@@ -130,7 +130,11 @@ class DeploymentSpec(_Strict):
     custom: CustomModel | None = None
     """Image and S3 sources; required for `custom`, overrides for catalog keys."""
     image_uri: str | None = None
-    """Override the serving image (default: the AWS vLLM SageMaker image of the region)."""
+    """Override the serving image (default: an AWS vLLM SageMaker image of the region whose
+    vLLM can serve the model and the speculative setup)."""
+    vllm_version: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+[0-9A-Za-z.+]*$")
+    """The vLLM version the serving image carries, for images peagle-deploy cannot identify
+    by their tag (your own builds); validation then checks the spec against that engine."""
     accept_eula: bool = False
     """Accept the model's end-user license; gated models are refused without it."""
     speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
@@ -145,10 +149,11 @@ class DeploymentSpec(_Strict):
     """Maximum sequence length vLLM serves (default: the catalog's)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra container environment (`SM_VLLM_*` become vLLM flags)."""
-    model_data_download_timeout_s: int = Field(default=1800, ge=60, le=3600)
-    """ModelDataDownloadTimeoutInSeconds (60-3600)."""
-    container_startup_health_check_timeout_s: int = Field(default=1800, ge=60, le=3600)
-    """ContainerStartupHealthCheckTimeoutInSeconds (60-3600)."""
+    model_data_download_timeout_s: int | None = Field(default=None, ge=60, le=3600)
+    """ModelDataDownloadTimeoutInSeconds (60-3600; default: the model source's, else 1800)."""
+    container_startup_health_check_timeout_s: int | None = Field(default=None, ge=60, le=3600)
+    """ContainerStartupHealthCheckTimeoutInSeconds (60-3600; default: the model source's,
+    else 1800)."""
     volume_size_gb: int | None = Field(default=None, ge=1, le=512)
     """VolumeSizeInGB (1-512); only for instance families that attach EBS volumes."""
     network_isolation: bool = True
@@ -165,7 +170,8 @@ class DeploymentSpec(_Strict):
     routing_strategy: RoutingStrategy | None = None
     """Request routing across instances; KV_AWARE cannot be expressed by CloudFormation."""
     inference_ami_version: str | None = None
-    """InferenceAmiVersion, e.g. `al2023-ami-sagemaker-inference-gpu-4-1` (CUDA 13)."""
+    """InferenceAmiVersion (default: `al2023-ami-sagemaker-inference-gpu-4-1`, driver 580,
+    when the image is known to be CUDA 13; else SageMaker's default)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Extra tags on every resource (peagle:* tags are added and reserved)."""
     execution_role_arn: str | None = None

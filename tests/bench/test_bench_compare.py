@@ -1,4 +1,5 @@
-"""Comparison table and K recommendation, fed with the published results (FACTS.md 9)."""
+"""Comparison table and K recommendation, fed with the published results
+(docs/platform-facts.md, "Published results")."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import botocore.session
 
 from peagle_deploy.catalog import INSTANCE_TYPES, MODELS, get_instance, get_model
-from peagle_deploy.catalog.images import vllm_image_uri
-from peagle_deploy.validation import GPU_MEMORY_UTILIZATION, required_memory_gb
+from peagle_deploy.catalog.images import images
+from peagle_deploy.validation.fit import GPU_MEMORY_UTILIZATION, required_memory_gb
 
 
 def test_launch_model_keys() -> None:
@@ -28,7 +28,7 @@ def test_facts_values_are_verified_and_guesses_are_not() -> None:
     assert m.default_instance_type.value == "ml.g7e.2xlarge" and m.default_instance_type.verified
     assert MODELS["gpt-oss-120b"].drafter_parallel_tokens.value == 8
     qwen = MODELS["qwen3-coder-30b-a3b-instruct"]
-    assert not qwen.jumpstart_id.verified  # FACTS.md 6: Qwen id unverified
+    assert not qwen.jumpstart_id.verified  # no JumpStart spec for Qwen was read
     assert "jumpstart_id" in qwen.unverified_fields()
     assert not MODELS["gemma-4-31b-it"].drafter_hf_id.verified
     for model in MODELS.values():
@@ -66,6 +66,12 @@ def test_drafter_locations_follow_the_jumpstart_bucket() -> None:
     assert m.drafter_uri_for("eu-west-1") == (
         "s3://jumpstart-cache-prod-eu-west-1/lmi-eagle-heads/models/gpt-oss-20b-p-eagle/"
     )
-    assert vllm_image_uri("us-west-2") == (
-        "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+    tag = "0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+    assert (
+        images()[tag].uri("us-west-2") == f"763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:{tag}"
+    )
+    # DLC registries differ by region; China has its own domain
+    assert images()[tag].uri("af-south-1").startswith("626614931356.dkr.ecr.af-south-1.")
+    assert images()[tag].uri("cn-north-1") == (
+        f"727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/vllm:{tag}"
     )

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from peagle_deploy.catalog import INSTANCE_TYPES, MODELS
 from peagle_deploy.cli.app import main
 from peagle_deploy.cli.spec_options import spec_overrides
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
+
+GEMMA_ON_0_18 = (  # vLLM 0.18.0 does not register Gemma-4
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -105,7 +110,7 @@ def test_human_output_has_tables_requests_and_warnings(capsys: pytest.CaptureFix
         (["plan", "gpt-oss-20b", "--kms-key-id", "not a key"], "kms_key_id"),
         (["plan", "gpt-oss-20b", "--subnet", "subnet-0123abcd"], "vpc.security_group_ids"),
         (["plan", "gpt-oss-20b", "--routing-strategy", "FASTEST"], "routing_strategy"),
-        (["plan", "gemma-4-31b-it"], "accept_eula"),
+        (["plan", "gemma-4-31b-it", "--image-uri", GEMMA_ON_0_18], "image_uri"),
         (["plan", "gpt-oss-20b", "--image-uri", "nginx:latest"], "image_uri"),
     ],
 )
@@ -153,12 +158,16 @@ def test_models_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert models["gpt-oss-20b"]["drafter_parallel_tokens"] == {
         "value": 10,
         "verified": True,
-        "source": "FACTS.md 2 (trained for 10 parallel tokens)",
+        "source": MODELS["gpt-oss-20b"].drafter_parallel_tokens.source,
     }
     code, out, _ = _run(capsys, "models", "--instances", "--json")
     instances = {i["name"]: i for i in json.loads(out)}
     assert instances["ml.g7e.12xlarge"]["gpu_count"]["value"] == 2
-    assert instances["ml.p5e.48xlarge"]["ebs_volume"]["verified"] is False
+    assert instances["ml.p5e.48xlarge"]["ebs_volume"] == {
+        "value": False,
+        "verified": True,
+        "source": INSTANCE_TYPES["ml.p5e.48xlarge"].ebs_volume.source,
+    }
     code, out, _ = _run(capsys, "models", "--instances")
     assert code == 0 and "ml.p6-b200.48xlarge" in out
 

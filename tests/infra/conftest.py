@@ -22,7 +22,8 @@ from infra.stages import STAGES_CONTEXT_KEY, stage_configs
 
 class _EbsInstance:
     """Stands in for a catalog entry of an EBS-backed instance family (the catalog
-    only lists local-NVMe GPU families, FACTS.md 4), to reach the volume-key branch."""
+    only lists families without EBS, catalog/data/instances.json), to reach the volume-key
+    branch."""
 
     class ebs_volume:  # noqa: N801  (mirrors InstanceType.ebs_volume.value)
         value = True

@@ -44,7 +44,8 @@ def test_cfn_lint_every_template(all_synths: list[Synthesized]) -> None:
 
 def test_cfn_lint_catches_what_the_model_resource_avoids(stage_synth: Synthesized) -> None:
     """The reason the model is a custom resource: a native AWS::SageMaker::Model with
-    AdditionalModelDataSources fails cfn-lint (FACTS.md 5). Proves the linter runs."""
+    AdditionalModelDataSources fails cfn-lint (docs/platform-facts.md, "SageMaker API and
+    CloudFormation"). Proves the linter runs."""
     stack = "PeagleEndpoint-dev"
     template = json.loads(json.dumps(stage_synth.templates[stack]))
     create = stage_synth.stacks[stack].plan.create_model

@@ -71,7 +71,7 @@ def test_rolling_update_policy_is_not_silently_dropped() -> None:
 
 
 def test_volume_key_only_for_known_ebs_families() -> None:
-    assert volume_kms_allowed("ml.g7e.2xlarge") is False  # local NVMe (FACTS.md 4)
+    assert volume_kms_allowed("ml.g7e.2xlarge") is False  # no EBS (catalog/data/instances.json)
     assert volume_kms_allowed("ml.p5.48xlarge") is False
     assert volume_kms_allowed("ml.m5.xlarge") is False  # unknown to the catalog
 
@@ -118,7 +118,7 @@ def _cfn_schema(type_name: str) -> dict[str, object]:
 def test_cfn_routing_strategies_follow_the_cloudformation_schema() -> None:
     """Both lists of what AWS::SageMaker::EndpointConfig accepts match its schema."""
     from infra.endpoint import CFN_ROUTING_STRATEGIES as INFRA_LIST
-    from peagle_deploy.validation import CFN_ROUTING_STRATEGIES as PLAN_LIST
+    from peagle_deploy.validation.cloudformation import CFN_ROUTING_STRATEGIES as PLAN_LIST
 
     schema = _cfn_schema("AWS::SageMaker::EndpointConfig")
     definitions = schema["definitions"]

@@ -1,9 +1,10 @@
 """JumpStart ids resolve offline from a spec folder this test writes itself.
 
 The folder mimics the JumpStart bucket layout the sagemaker SDK reads
-(`models_manifest.json` + per-model spec JSON, FACTS.md 6): a P-EAGLE model with two
-inference configs (`lmi-optimized` ranked first, as the gpt-oss-20b spec does) whose
-drafter source carries a HostingEulaKey, and a gated model in the private bucket.
+(`models_manifest.json` + per-model spec JSON, docs/platform-facts.md "JumpStart"): a
+P-EAGLE model with two inference configs (`lmi-optimized` ranked first, as the
+gpt-oss-20b spec does) whose drafter source carries a HostingEulaKey, and a gated model in
+the private bucket.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from peagle_deploy.spec import load_spec
 VLLM_IMAGE = (
     "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
 )
+VLLM_030_IMAGE = (
+    "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker"
+)
 P_EAGLE_CONFIG = (
     '{"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3", '
     '"num_speculative_tokens": 4, "parallel_drafting": true}'
@@ -39,9 +43,9 @@ def _env(name: str, value: str) -> dict[str, Any]:
     }
 
 
-def _variants(regions: list[str]) -> dict[str, Any]:
+def _variants(regions: list[str], image: str = VLLM_IMAGE) -> dict[str, Any]:
     return {
-        "regional_aliases": {r: {"vllm_image": VLLM_IMAGE.format(region=r)} for r in regions},
+        "regional_aliases": {r: {"vllm_image": image.format(region=r)} for r in regions},
         "variants": {
             "g7e": {"regional_properties": {"image_uri": "$vllm_image"}},
             "g6e": {"regional_properties": {"image_uri": "$vllm_image"}},
@@ -92,6 +96,11 @@ def _p_eagle_spec() -> dict[str, Any]:
                     _env("SM_VLLM_SPECULATIVE_CONFIG", P_EAGLE_CONFIG),
                 ],
                 "hosting_additional_data_sources": {"speculative_decoding": [drafter]},
+                # as in the real gpt-oss-20b spec's top-ranked config (jumpstart.json)
+                "deploy_kwargs": {
+                    "model_data_download_timeout": 3600,
+                    "container_startup_health_check_timeout": 3600,
+                },
             },
         },
         "inference_config_rankings": {
@@ -100,7 +109,7 @@ def _p_eagle_spec() -> dict[str, Any]:
     }
 
 
-def _gated_spec() -> dict[str, Any]:
+def _gated_spec(image: str = VLLM_030_IMAGE) -> dict[str, Any]:
     return {
         "model_id": "huggingface-vlm-gemma-4-31b-it",
         "version": "1.0.0",
@@ -114,7 +123,7 @@ def _gated_spec() -> dict[str, Any]:
         "default_inference_instance_type": "ml.g7e.2xlarge",
         "supported_inference_instance_types": ["ml.g7e.2xlarge"],
         "inference_environment_variables": [_env("SM_VLLM_MAX_MODEL_LEN", "4096")],
-        "hosting_instance_type_variants": _variants(["us-east-1"]),
+        "hosting_instance_type_variants": _variants(["us-east-1"], image),
     }
 
 
@@ -183,6 +192,39 @@ def test_p_eagle_model_resolves_offline(jumpstart_folder: Path) -> None:
     }
     assert container["Environment"]["SM_VLLM_MAX_MODEL_LEN"] == "8192"
     assert plan.create_model["EnableNetworkIsolation"] is True
+    # the top-ranked config's deploy_kwargs, not a flat 1800
+    (variant,) = plan.create_endpoint_config["ProductionVariants"]
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 3600
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+    # the 0.18.0 image is CUDA 12.9: SageMaker's default AMI serves it
+    assert plan.vllm_version == "0.18.0" and "InferenceAmiVersion" not in variant
+
+
+def test_spec_timeouts_win_over_the_jumpstart_config(jumpstart_folder: Path) -> None:
+    plan = build_plan(
+        load_spec(
+            model="openai-reasoning-gpt-oss-20b",
+            accept_eula=True,
+            model_data_download_timeout_s=900,
+        )
+    )
+    (variant,) = plan.create_endpoint_config["ProductionVariants"]
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+
+
+def test_gemma_4_on_a_0_18_image_is_refused(jumpstart_folder: Path) -> None:
+    """vLLM 0.18.0 registers no Gemma4ForConditionalGeneration (engines.json)."""
+    spec = {
+        "model": "huggingface-vlm-gemma-4-31b-it",
+        "accept_eula": True,
+        "speculative": {"mode": "none"},
+    }
+    assert build_plan(load_spec(**spec)).vllm_version == "0.30.0"
+    with pytest.raises(SpecError) as info:
+        build_plan(load_spec(**spec, image_uri=VLLM_IMAGE.format(region="us-east-1")))
+    assert info.value.field == "image_uri"
+    assert "Gemma4ForConditionalGeneration" in str(info.value)
 
 
 def test_spec_overrides_win_over_jumpstart(jumpstart_folder: Path) -> None:

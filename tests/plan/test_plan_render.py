@@ -87,6 +87,7 @@ def test_k_schedule_and_custom_channel() -> None:
         load_spec(
             model="gpt-oss-20b",
             speculative={
+                "mode": "eagle3",
                 "num_speculative_tokens": 7,
                 "num_speculative_tokens_per_batch_size": [[1, 4, 7], [5, 64, 3]],
                 "drafter_channel": "drafter.v2",
@@ -98,6 +99,10 @@ def test_k_schedule_and_custom_channel() -> None:
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 4, 7], [5, 64, 3]]
     assert config["model"] == "/opt/ml/additional-model-data-sources/drafter.v2"
     assert container["AdditionalModelDataSources"][0]["ChannelName"] == "drafter.v2"
+    # vLLM 0.18.0 (the first default) has no per-batch-size K: the next default image runs
+    assert plan.vllm_version == "0.30.0" and plan.image_uri.endswith(
+        "/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker"
+    )
 
 
 def test_names_are_content_derived() -> None:
@@ -221,6 +226,7 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
         "create_endpoint",
         "update_endpoint",
         "warnings",
+        "engine",
         "names",
         "content_hash",
     }

@@ -19,7 +19,8 @@ from peagle_deploy.catalog import MODELS
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 from peagle_deploy.spec.models import RoutingStrategy
-from peagle_deploy.validation import CFN_ROUTING_STRATEGIES, INFERENCE_AMI_VERSIONS
+from peagle_deploy.validation.aws_shapes import INFERENCE_AMI_VERSIONS
+from peagle_deploy.validation.cloudformation import CFN_ROUTING_STRATEGIES
 
 SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-exec"
@@ -34,12 +35,13 @@ SPECS: dict[str, dict[str, Any]] = {
         "custom": {
             "image_uri": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/peagle-vllm:1.0",
             "model_data_uri": "s3://acme-models/qwen3/model.tar.gz",
-            "drafter_uri": "s3://acme-drafters/qwen3-p-eagle/",
-            "drafter_kind": "p-eagle",
+            "drafter_uri": "s3://acme-drafters/qwen3-eagle3/",
+            "drafter_kind": "eagle3",
             "weights_gb": 20,
             "name": "qwen3.coder_v2",
         },
         "speculative": {
+            "mode": "eagle3",
             "num_speculative_tokens": 5,
             "num_speculative_tokens_per_batch_size": [[1, 8, 5], [9, 256, 2]],
             "drafter_channel": "p-eagle.head_1",

@@ -7,7 +7,7 @@ from typing import Any
 
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
-from peagle_deploy.validation import cdk_incompatibilities
+from peagle_deploy.validation.cloudformation import cdk_incompatibilities
 
 
 def _warnings(**overrides: Any) -> str:
@@ -25,7 +25,9 @@ def test_k_above_trained_parallel_tokens_warns() -> None:
 def test_kv_aware_routing_is_flagged_for_cdk() -> None:
     plan = build_plan(load_spec(model="gpt-oss-20b", routing_strategy="KV_AWARE"))
     assert any("KV_AWARE" in w for w in plan.warnings)
-    assert plan.cdk_incompatibilities and "routing_strategy" in plan.cdk_incompatibilities[0]
+    assert [p.field for p in plan.cdk_incompatibilities] == ["routing_strategy"]
+    assert "KV_AWARE" in plan.cdk_incompatibilities[0].message
+    assert any(w.field == "routing_strategy" for w in plan.warnings)
     assert (
         cdk_incompatibilities(plan)
         == cdk_incompatibilities(plan.spec)
@@ -147,3 +149,35 @@ def test_giving_up_network_isolation_warns() -> None:
         vpc={"subnet_ids": ["subnet-0123abcd"], "security_group_ids": ["sg-0123abcd"]},
     )
     assert "network_isolation is false" in in_vpc and "VPC's routes" in in_vpc
+
+
+def test_every_warning_names_its_field() -> None:
+    """Readers act on `.field` (the CDK stack skips the role warning), never on the text."""
+    import pickle
+
+    from peagle_deploy.findings import PlanWarning
+
+    plan = build_plan(
+        load_spec(
+            model="gpt-oss-20b",
+            instance_type="ml.g7e.12xlarge",
+            kms_key_id="alias/k",
+            routing_strategy="KV_AWARE",
+            network_isolation=False,
+            env={"HF_TOKEN": "x"},
+            speculative={"num_speculative_tokens": 11},
+        )
+    )
+    fields = {w.field for w in plan.warnings}
+    assert all(isinstance(w, PlanWarning) and w.field and w.message == w for w in plan.warnings)
+    assert {
+        "execution_role_arn",
+        "kms_key_id",
+        "routing_strategy",
+        "network_isolation",
+        "env.HF_TOKEN",
+        "tensor_parallel_size",
+        "speculative.num_speculative_tokens",
+    } <= fields
+    again = pickle.loads(pickle.dumps(plan.warnings[0]))
+    assert again == plan.warnings[0] and again.field == plan.warnings[0].field

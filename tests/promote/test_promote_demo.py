@@ -22,6 +22,7 @@ def _fast(**changes: object) -> DemoSettings:
     return base.model_copy(update=changes)
 
 
+@pytest.mark.doctor_gate  # the demo stages its emulated account: the real doctor lets it deploy
 def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     console = Console(record=True, width=120)
     summary = run_demo(_fast(), console=console)

@@ -105,6 +105,7 @@ def test_spec_round_trips_through_json_dump() -> None:
     spec = load_spec(
         model="gpt-oss-20b",
         speculative={
+            "mode": "eagle3",  # a K schedule with P-EAGLE is refused (vllm#45695)
             "num_speculative_tokens": 5,
             "num_speculative_tokens_per_batch_size": [[1, 8, 5]],
         },

@@ -230,7 +230,6 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         },
         "speculative.num_speculative_tokens_per_batch_size[0][2]",
     ),
-    ("gated-without-eula", {"model": "gemma-4-31b-it"}, "accept_eula"),
     (
         "image-not-ecr",
         {"model": "gpt-oss-20b", "image_uri": "docker.io/vllm/vllm-openai:latest"},

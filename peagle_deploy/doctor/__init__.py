@@ -1,0 +1,23 @@
+"""`peagle doctor`: read-only checks, in seconds, of what a plan would deploy.
+
+What SageMaker reports 10-20 minutes after CreateEndpoint (an empty drafter prefix, a
+drafter that is not a P-EAGLE head, a role that cannot read the weights, a quota of 0,
+an image tag that does not exist) is visible from the deploying account before anything
+is created. One module per concern: `artifacts`, `role`, `capacity`, `image`; `runner`
+runs them concurrently; `gate` stops a deployment when one fails.
+"""
+
+from __future__ import annotations
+
+from peagle_deploy.doctor.gate import DoctorFailedError, require_healthy
+from peagle_deploy.doctor.result import CheckResult, DoctorReport, Status
+from peagle_deploy.doctor.runner import run_doctor
+
+__all__ = [
+    "CheckResult",
+    "DoctorFailedError",
+    "DoctorReport",
+    "Status",
+    "require_healthy",
+    "run_doctor",
+]

@@ -1,0 +1,98 @@
+"""What every check shares: the plan, AWS clients, the caller's account, error triage."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from peagle_deploy.plan import Plan
+
+# Error codes that mean "you may not look", not "it is broken": the check becomes a
+# warning, never a failure.
+ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthorizationError",
+        "AuthorizationErrorException",
+        "UnauthorizedOperation",
+        "Forbidden",
+        "403",
+    }
+)
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def error_code(exc: BaseException) -> str:
+    from peagle_deploy.aws import error_code as code
+
+    return code(exc)
+
+
+def is_access_denied(exc: BaseException) -> bool:
+    return error_code(exc) in ACCESS_DENIED_CODES
+
+
+def short_error(exc: BaseException) -> str:
+    """`Code: message` of an AWS error, else the exception's own text (one line)."""
+    from peagle_deploy.aws import error_message
+
+    code = error_code(exc)
+    text = error_message(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{code}: {text}" if code else f"{type(exc).__name__}: {text}"
+
+
+@dataclass
+class DoctorContext:
+    """Shared by the checks, which run in parallel threads.
+
+    boto3 clients are thread-safe but creating them from one Session is not, so clients
+    are made under a lock and cached per (service, region).
+    """
+
+    plan: Plan
+    session: Any
+    _clients: dict[tuple[str, str], Any] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _account_id: str | None = field(default=None, init=False)
+
+    @property
+    def region(self) -> str:
+        return self.plan.region
+
+    @property
+    def partition(self) -> str:
+        return partition_of(self.plan.region)
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        from peagle_deploy.aws import client_config
+
+        where = region or self.plan.region
+        with self._lock:
+            cached = self._clients.get((service, where))
+            if cached is None:
+                # Few attempts: a read that throttles is better reported than waited for.
+                cached = self.session.client(
+                    service,
+                    region_name=where,
+                    config=client_config(retries={"mode": "standard", "total_max_attempts": 3}),
+                )
+                self._clients[(service, where)] = cached
+            return cached
+
+    @property
+    def account_id(self) -> str:
+        """The caller's account (sts:GetCallerIdentity needs no permission)."""
+        if self._account_id is None:
+            identity = self.client("sts").get_caller_identity()
+            self._account_id = str(identity["Account"])
+        return self._account_id

@@ -1,0 +1,185 @@
+"""Image: the serving image exists and its tag resolves, in the registry the region needs.
+
+A private image (in the caller's account) is looked up with ecr:DescribeImages. An
+image in another account (an AWS Deep Learning Containers image, or a shared registry)
+is looked up with ecr:BatchGetImage, the read that pulls use and that registry policies
+grant across accounts. The vLLM DLC image must come from the DLC registry account of the
+endpoint's region, as `peagle_deploy.catalog.images` knows it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
+from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
+
+_IMAGE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr(?P<fips>-fips)?\.(?P<region>[a-z0-9-]+)\."
+    r"(?P<domain>amazonaws\.com(?:\.cn)?)/(?P<repository>[a-z0-9._/-]+?)"
+    r"(?::(?P<tag>[A-Za-z0-9_.-]+)|@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A parsed ECR image URI."""
+
+    account: str
+    region: str
+    domain: str
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def image_id(self) -> dict[str, str]:
+        """The ECR imageIds entry (`latest` when neither tag nor digest is given)."""
+        if self.digest:
+            return {"imageDigest": self.digest}
+        return {"imageTag": self.tag or "latest"}
+
+    @property
+    def reference(self) -> str:
+        return self.digest or self.tag or "latest"
+
+    def repository_arn(self, partition: str) -> str:
+        return f"arn:{partition}:ecr:{self.region}:{self.account}:repository/{self.repository}"
+
+
+def parse_image(uri: str) -> ImageRef | None:
+    """The ECR parts of an image URI; None for anything that is not a private ECR image."""
+    match = _IMAGE.match(uri)
+    if match is None:
+        return None
+    return ImageRef(
+        account=match["account"],
+        region=match["region"],
+        domain=match["domain"],
+        repository=match["repository"],
+        tag=match["tag"],
+        digest=match["digest"],
+    )
+
+
+def expected_dlc(region: str) -> ImageRef | None:
+    """The vLLM DLC image the catalog picks for `region` (its account and domain)."""
+    from peagle_deploy.catalog.images import vllm_image_uri
+
+    return parse_image(vllm_image_uri(region))
+
+
+def _dlc_problem(ctx: DoctorContext, image: ImageRef) -> CheckResult | None:
+    """A vLLM DLC image from the wrong registry account or domain for the region."""
+    dlc = expected_dlc(ctx.region)
+    if dlc is None or image.repository != dlc.repository or image.account == ctx.account_id:
+        return None
+    if (image.account, image.domain) != (dlc.account, dlc.domain):
+        right = (
+            f"{dlc.account}.dkr.ecr.{ctx.region}.{dlc.domain}/{image.repository}:{image.reference}"
+        )
+        return failed(
+            "image.exists",
+            ctx.plan.image_uri,
+            f"the vLLM DLC image of {ctx.region} is in account {dlc.account} ({dlc.domain}), "
+            f"not {image.account} ({image.domain})",
+            f"use {right}",
+        )
+    return None
+
+
+def check_image(ctx: DoctorContext) -> list[CheckResult]:
+    """The image's registry, region and tag."""
+    uri = ctx.plan.image_uri
+    image = parse_image(uri)
+    if image is None:
+        return [
+            failed(
+                "image.exists",
+                uri,
+                "not a private ECR image; SageMaker hosting pulls from ECR",
+                "push the image to ECR in the endpoint's region",
+            )
+        ]
+    if image.region != ctx.region:
+        # botocore's sagemaker model (ContainerDefinition.Image): the image must be in
+        # the region of the model or endpoint.
+        return [
+            failed(
+                "image.exists",
+                uri,
+                f"the image is in {image.region}, the endpoint in {ctx.region}",
+                f"use an image from ECR in {ctx.region}",
+            )
+        ]
+    wrong_registry = _dlc_problem(ctx, image)
+    if wrong_registry is not None:
+        return [wrong_registry]
+    ecr = ctx.client("ecr", image.region)
+    own = image.account == ctx.account_id
+    try:
+        if own:
+            ecr.describe_images(
+                registryId=image.account, repositoryName=image.repository, imageIds=[image.image_id]
+            )
+        else:
+            response = ecr.batch_get_image(
+                registryId=image.account,
+                repositoryName=image.repository,
+                imageIds=[image.image_id],
+                acceptedMediaTypes=[
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                    "application/vnd.oci.image.manifest.v1+json",
+                    "application/vnd.oci.image.index.v1+json",
+                    "application/vnd.docker.distribution.manifest.list.v2+json",
+                ],
+            )
+            failures = response.get("failures") or []
+            if failures and not response.get("images"):
+                code = str(failures[0].get("failureCode", ""))
+                if code in ("ImageNotFound", "ImageTagDoesNotMatchDigest"):
+                    return [_tag_missing(image, uri)]
+                return [
+                    warned(
+                        "image.exists",
+                        uri,
+                        f"could not check: {code}: {failures[0].get('failureReason', '')}",
+                    )
+                ]
+    except Exception as exc:
+        code = error_code(exc)
+        if code == "ImageNotFoundException":
+            return [_tag_missing(image, uri)]
+        if code == "RepositoryNotFoundException":
+            return [
+                failed(
+                    "image.exists",
+                    uri,
+                    f"repository {image.repository} does not exist in registry {image.account}",
+                    "push the image, or fix the image URI",
+                )
+            ]
+        what = "ecr:DescribeImages" if own else "ecr:BatchGetImage"
+        if is_access_denied(exc):
+            return [
+                warned(
+                    "image.exists",
+                    uri,
+                    f"could not check: the caller may not call {what} on the repository "
+                    f"({short_error(exc)})",
+                    f"grant the caller {what} on {image.repository_arn(ctx.partition)}",
+                )
+            ]
+        return [warned("image.exists", uri, f"could not check: {what} failed ({short_error(exc)})")]
+    where = "private image" if own else f"image in registry {image.account}"
+    return [passed("image.exists", uri, f"{where}; {image.reference} resolves")]
+
+
+def _tag_missing(image: ImageRef, uri: str) -> CheckResult:
+    return failed(
+        "image.exists",
+        uri,
+        f"{image.reference} does not resolve in {image.repository} (registry {image.account})",
+        "push the image with that tag, or use a tag that exists",
+    )

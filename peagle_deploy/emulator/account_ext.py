@@ -1,0 +1,318 @@
+"""Stand-in extensions for moto's account-level APIs that `peagle doctor` reads: a test double.
+
+moto 5.2.5 implements Service Quotas only for `vpc` (ListAWSDefaultServiceQuotas and
+GetServiceQuota) and has no ListServiceQuotas, and it does not implement
+iam:SimulatePrincipalPolicy at all. `AccountExtensions` patches moto's response classes
+in place (every patch is undone on exit) to add:
+
+- Service Quotas: ListServiceQuotas, ListAWSDefaultServiceQuotas, GetServiceQuota and
+  GetAWSDefaultServiceQuota for quotas the test sets (`set_quota`,
+  `set_endpoint_quota`), with NextToken paging. Services nobody set keep moto's answers.
+- IAM: SimulatePrincipalPolicy for roles, evaluated by `iam_policy.evaluate` over the
+  role's inline and attached managed policies (and its permissions boundary) as moto
+  stores them.
+
+Like `MotoExtensions`, it serves `moto.mock_aws()` in-process and a moto server in this
+process (`LocalAWS` installs both); only one can be installed at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from peagle_deploy.emulator.iam_policy import (
+    NamedPolicy,
+    UnsupportedPolicyError,
+    evaluate,
+)
+
+SAGEMAKER = "sagemaker"
+_MISSING = object()
+
+
+def endpoint_quota_name(instance_type: str) -> str:
+    """The name SageMaker gives the per-instance-type hosting quota (see doctor.capacity)."""
+    return f"{instance_type} for endpoint usage"
+
+
+def fake_quota_code(service_code: str, name: str) -> str:
+    """A stable `L-XXXXXXXX` code for an emulated quota (real codes are opaque)."""
+    digest = hashlib.sha256(f"{service_code}/{name}".encode()).hexdigest()[:8].upper()
+    return f"L-{digest}"
+
+
+@dataclass
+class _Quota:
+    service_code: str
+    name: str
+    code: str
+    value: float
+    applied: bool
+
+    def shape(self, account_id: str, region: str, *, default: bool = False) -> dict[str, Any]:
+        """The ServiceQuota structure of the API (botocore's service-quotas model)."""
+        return {
+            "ServiceCode": self.service_code,
+            "ServiceName": "Amazon SageMaker" if self.service_code == SAGEMAKER else "",
+            "QuotaArn": (
+                f"arn:aws:servicequotas:{region}:{'' if default else account_id}:"
+                f"{self.service_code}/{self.code}"
+            ),
+            "QuotaCode": self.code,
+            "QuotaName": self.name,
+            "Value": float(self.value),
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+        }
+
+
+class _Registry:
+    active: AccountExtensions | None = None
+    lock = threading.Lock()
+
+
+def _active() -> AccountExtensions:
+    ext = _Registry.active
+    if ext is None:  # pragma: no cover - patches are removed with the registration
+        raise RuntimeError("peagle account extensions are not installed")
+    return ext
+
+
+@dataclass
+class AccountExtensions:
+    """Install with `with AccountExtensions() as account:` (inside or outside `mock_aws`)."""
+
+    default_page_size: int = 100
+    """Quotas per page when the caller gives no MaxResults (real default not documented)."""
+    _quotas: dict[tuple[str, str, str], dict[str, _Quota]] = field(default_factory=dict, init=False)
+    _patches: list[tuple[Any, str, Any]] = field(default_factory=list, init=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+
+    # --- control API ------------------------------------------------------------------
+    def set_quota(
+        self,
+        service_code: str,
+        name: str,
+        value: float,
+        *,
+        region: str = "us-east-1",
+        account_id: str | None = None,
+        code: str | None = None,
+        applied: bool = True,
+    ) -> str:
+        """Set one quota; returns its code. `applied=False`: only the AWS default is known
+        (ListServiceQuotas and GetServiceQuota leave it out, as the real API may)."""
+        account = account_id or _default_account()
+        quota = _Quota(
+            service_code, name, code or fake_quota_code(service_code, name), value, applied
+        )
+        with self._lock:
+            self._quotas.setdefault((account, region, service_code), {})[name] = quota
+        return quota.code
+
+    def set_endpoint_quota(
+        self, instance_type: str, value: float, *, region: str = "us-east-1", **kwargs: Any
+    ) -> str:
+        """The SageMaker hosting quota of one instance type (`<type> for endpoint usage`)."""
+        return self.set_quota(
+            SAGEMAKER, endpoint_quota_name(instance_type), value, region=region, **kwargs
+        )
+
+    def quotas(self, account_id: str, region: str, service_code: str) -> list[_Quota] | None:
+        """The quotas set for a service, sorted by name (None: nothing set, use moto's)."""
+        with self._lock:
+            table = self._quotas.get((account_id, region, service_code))
+            return None if table is None else [table[k] for k in sorted(table)]
+
+    # --- install / uninstall ----------------------------------------------------------
+    def __enter__(self) -> AccountExtensions:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        with _Registry.lock:
+            if _Registry.active is not None:
+                raise RuntimeError("another AccountExtensions is already installed")
+            _Registry.active = self
+        try:
+            self._install_patches()
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def uninstall(self) -> None:
+        while self._patches:
+            owner, name, old = self._patches.pop()
+            if old is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)
+        with _Registry.lock:
+            if _Registry.active is self:
+                _Registry.active = None
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        self._patches.append((owner, name, owner.__dict__.get(name, _MISSING)))
+        setattr(owner, name, value)
+
+    def _install_patches(self) -> None:
+        from moto.iam.responses import IamResponse
+        from moto.servicequotas.responses import ServiceQuotasResponse
+
+        cls = ServiceQuotasResponse
+        orig_defaults = cls.list_aws_default_service_quotas
+        orig_get = cls.get_service_quota
+        self._patch(cls, "list_service_quotas", _list_quotas(applied_only=True, fallback=None))
+        self._patch(
+            cls,
+            "list_aws_default_service_quotas",
+            _list_quotas(applied_only=False, fallback=orig_defaults),
+        )
+        self._patch(cls, "get_service_quota", _get_quota(applied_only=True, fallback=orig_get))
+        self._patch(
+            cls, "get_aws_default_service_quota", _get_quota(applied_only=False, fallback=None)
+        )
+        self._patch(IamResponse, "simulate_principal_policy", _simulate_principal_policy)
+
+
+def _default_account() -> str:
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    return str(DEFAULT_ACCOUNT_ID)
+
+
+def _no_such_resource() -> Exception:
+    from moto.servicequotas.exceptions import NoSuchResource
+
+    return NoSuchResource()
+
+
+def _list_quotas(*, applied_only: bool, fallback: Any) -> Any:
+    def handler(self: Any) -> str:
+        params = json.loads(self.body or "{}")
+        service = str(params.get("ServiceCode"))
+        quotas = _active().quotas(self.current_account, self.region, service)
+        if quotas is None:
+            if fallback is not None:
+                return str(fallback(self))
+            quotas = []
+        if applied_only:
+            quotas = [q for q in quotas if q.applied]
+        if params.get("QuotaCode"):
+            quotas = [q for q in quotas if q.code == params["QuotaCode"]]
+        size = int(params.get("MaxResults") or _active().default_page_size)
+        start = int(params.get("NextToken") or 0)
+        page = quotas[start : start + size]
+        body: dict[str, Any] = {
+            "Quotas": [
+                q.shape(self.current_account, self.region, default=not applied_only) for q in page
+            ]
+        }
+        if start + size < len(quotas):
+            body["NextToken"] = str(start + size)
+        return json.dumps(body)
+
+    return handler
+
+
+def _get_quota(*, applied_only: bool, fallback: Any) -> Any:
+    def handler(self: Any) -> str:
+        params = json.loads(self.body or "{}")
+        service = str(params.get("ServiceCode"))
+        quotas = _active().quotas(self.current_account, self.region, service)
+        if quotas is None and fallback is not None:
+            return str(fallback(self))
+        for quota in quotas or []:
+            if quota.code == params.get("QuotaCode") and (quota.applied or not applied_only):
+                shape = quota.shape(self.current_account, self.region, default=not applied_only)
+                return json.dumps({"Quota": shape})
+        raise _no_such_resource()
+
+    return handler
+
+
+# --- iam:SimulatePrincipalPolicy ------------------------------------------------------
+
+
+def _members(value: Any) -> list[Any]:
+    """A query-protocol list as moto parses it (a list, or {"member": [...]})."""
+    if value is None:
+        return []
+    if isinstance(value, dict) and "member" in value:
+        value = value["member"]
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _document(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    from urllib.parse import unquote
+
+    text = str(raw)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = json.loads(unquote(text))
+    if not isinstance(value, dict):
+        raise UnsupportedPolicyError("policy document is not a JSON object")
+    return value
+
+
+def _managed(backend: Any, arn: str) -> NamedPolicy:
+    policy = backend.get_policy(arn)
+    version = next(v for v in policy.versions if v.is_default)
+    kind = "aws-managed" if ":iam::aws:policy/" in arn else "user-managed"
+    return NamedPolicy(arn, kind, _document(version.document))
+
+
+def _simulate_principal_policy(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+    from moto.iam.exceptions import InvalidInput
+
+    params = self._get_params()
+    source = str(params.get("PolicySourceArn", ""))
+    if ":role/" not in source:
+        raise InvalidInput(f"emulator: SimulatePrincipalPolicy supports roles only, got {source}")
+    role = self.backend.get_role_by_arn(source)
+    policies = [
+        NamedPolicy(name, "role", _document(doc)) for name, doc in sorted(role.policies.items())
+    ]
+    policies += [_managed(self.backend, arn) for arn in sorted(role.managed_policies)]
+    boundary = (
+        [_managed(self.backend, role.permissions_boundary_arn)]
+        if role.permissions_boundary_arn
+        else None
+    )
+    context = {
+        str(entry["ContextKeyName"]): [str(v) for v in _members(entry.get("ContextKeyValues"))]
+        for entry in _members(params.get("ContextEntries"))
+    }
+    resources = [str(r) for r in _members(params.get("ResourceArns"))] or ["*"]
+    results = []
+    for action in (str(a) for a in _members(params.get("ActionNames"))):
+        for resource in resources:
+            try:
+                outcome = evaluate(policies, action, resource, context, boundary)
+            except UnsupportedPolicyError as exc:
+                raise InvalidInput(f"emulator: unsupported policy construct: {exc}") from exc
+            results.append(
+                {
+                    "EvalActionName": action,
+                    "EvalResourceName": resource,
+                    "EvalDecision": outcome.decision,
+                    "MatchedStatements": [
+                        {"SourcePolicyId": p.policy_id, "SourcePolicyType": p.policy_type}
+                        for p in outcome.matched
+                    ],
+                    "MissingContextValues": outcome.missing_context,
+                }
+            )
+    return ActionResult({"EvaluationResults": results, "IsTruncated": False})

@@ -1,0 +1,279 @@
+"""Shapes and limits of the SageMaker API (botocore's `sagemaker/2017-07-24` model).
+
+Names, S3 URIs, image URIs, ARNs, tags and the container environment: what botocore
+does not check client-side (patterns, maxima) is checked here.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+
+from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
+
+from peagle_deploy.catalog.images import domains, parse_image_uri
+from peagle_deploy.errors import SpecError
+from peagle_deploy.findings import PlanWarning
+from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
+from peagle_deploy.spec.models import DeploymentSpec
+
+REGION_RE = re.compile(r"^[a-z]{2,4}(-gov|-iso[a-z]?)?(-[a-z]+){1,2}-\d{1,2}$")
+NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+STAGE_RE = re.compile(r"^[a-z0-9](-?[a-z0-9]){0,19}$")
+CHANNEL_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+S3_BUCKET = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+S3_PREFIX_RE = re.compile(rf"^s3://{S3_BUCKET}/(\S+/)?$")
+S3_TARGZ_RE = re.compile(rf"^s3://{S3_BUCKET}/\S+\.tar\.gz$")
+ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
+KMS_RE = re.compile(
+    r"^(arn:aws[a-z\-]*:kms:[a-z0-9\-]+:\d{12}:(key|alias)/[a-zA-Z0-9/_\-]+"
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|alias/[a-zA-Z0-9/_\-]+)$"
+)
+SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+SG_RE = re.compile(r"^sg-[0-9a-f]{8,17}$")
+KMS_KEY_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:kms:[a-z0-9\-]+:\d{12}:key/[a-zA-Z0-9\-]+$")
+ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+CUSTOM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,62}$")
+TAG_EXTRA_CHARS = frozenset("_.:/=+-@")
+"""Tag keys/values are `[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*` (botocore TagKey/TagValue): letters,
+separators (space, not tab or newline) and numbers of any script, plus these."""
+MAX_MODEL_DATA_KMS_KEYS = 5
+
+INFERENCE_AMI_VERSIONS = (
+    "al2-ami-sagemaker-inference-gpu-2",
+    "al2-ami-sagemaker-inference-gpu-2-1",
+    "al2-ami-sagemaker-inference-gpu-3-1",
+    "al2023-ami-sagemaker-inference-gpu-4-1",
+)
+"""GPU values of botocore's ProductionVariantInferenceAmiVersion enum (neuron left out)."""
+
+MAX_ENV_ENTRIES = 100
+MAX_ENV_BYTES = 1024
+MAX_ENV_TOTAL_BYTES = 32 * 1024
+MAX_TAGS = 50
+RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
+
+
+def check_region(region: str) -> None:
+    """Region names look like `us-east-1`, `eu-central-2`, `us-gov-west-1`."""
+    if not REGION_RE.match(region):
+        raise SpecError("region", f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
+
+
+def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
+    """Stage, endpoint and custom model names must fit SageMaker names and tag values.
+
+    `custom.name` becomes the `peagle:model` tag value on every resource (TagValue
+    pattern, 256 characters) and part of the default endpoint name.
+    """
+    custom_name = spec.custom.name if spec.custom is not None else None
+    if custom_name is not None and not CUSTOM_NAME_RE.match(custom_name):
+        raise SpecError(
+            "custom.name",
+            f"{custom_name!r} is not a short model name",
+            "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
+        )
+    if not STAGE_RE.match(spec.stage):
+        raise SpecError(
+            "stage", f"{spec.stage!r} is not a valid stage", "lowercase letters, digits, '-'; 1-20"
+        )
+    if not NAME_RE.match(endpoint_name):
+        raise SpecError(
+            "endpoint_name",
+            f"{endpoint_name!r} is not a valid endpoint name",
+            "1-63 of [a-zA-Z0-9-], starting and ending with a letter or digit",
+        )
+
+
+def check_image(field: str, image: str, region: str) -> list[PlanWarning]:
+    """SageMaker pulls serving images from ECR in the endpoint's region."""
+    parsed = parse_image_uri(image)
+    if parsed is None or len(image) > 255 or parsed.domain not in domains():
+        raise SpecError(
+            field,
+            f"{image!r} is not an ECR image URI",
+            "<account>.dkr.ecr.<region>.<domain>/<repo>:<tag> (max 255 chars; domain "
+            f"{', '.join(sorted(domains()))})",
+        )
+    if parsed.region != region:
+        return [
+            PlanWarning(
+                field,
+                f"{field}: image is in {parsed.region} but the endpoint is in {region}; "
+                "SageMaker needs the image in the endpoint's region",
+            )
+        ]
+    return []
+
+
+def check_model_data_uri(field: str, uri: str | None) -> None:
+    """Target weights: an S3 prefix ending in `/`, or a `.tar.gz` object."""
+    if uri is None:
+        raise SpecError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
+    if len(uri) > 1024 or not (S3_PREFIX_RE.match(uri) or S3_TARGZ_RE.match(uri)):
+        raise SpecError(
+            field,
+            f"{uri!r} is not an S3 prefix or .tar.gz object",
+            "s3://bucket/prefix/ or s3://bucket/key.tar.gz",
+        )
+
+
+def check_drafter_uri(field: str, uri: str | None) -> None:
+    """Drafters are uncompressed checkpoints: an S3 prefix ending in `/`."""
+    if uri is None:
+        raise SpecError(field, "is required for speculative decoding", "s3://bucket/prefix/")
+    if len(uri) > 1024 or not S3_PREFIX_RE.match(uri):
+        raise SpecError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
+
+
+def check_channel(channel: str) -> None:
+    """AdditionalModelDataSources ChannelName: 1-64 of [A-Za-z0-9.-_]."""
+    if not CHANNEL_RE.match(channel):
+        raise SpecError(
+            "speculative.drafter_channel",
+            f"{channel!r} is not a valid channel name",
+            "1-64 of [A-Za-z0-9.-_]",
+        )
+
+
+def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
+    """Environment limits (100 entries, 1024 bytes per key or value, 32 KB in total) and
+    the keys only the renderer may set."""
+    owners = {
+        SPECULATIVE_CONFIG_ENV: "speculative.*",
+        TENSOR_PARALLEL_ENV: "tensor_parallel_size",
+        MAX_MODEL_LEN_ENV: "max_model_len",
+    }
+    for key, value in user_env.items():
+        if key in owners:
+            raise SpecError(f"env.{key}", "is set by peagle-deploy", f"use {owners[key]} instead")
+        if not ENV_KEY_RE.match(key):
+            raise SpecError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
+        if len(key.encode()) > MAX_ENV_BYTES or len(str(value).encode()) > MAX_ENV_BYTES:
+            raise SpecError(f"env.{key}", "key or value is longer than 1024 bytes", "<= 1024 bytes")
+    for key, value in rendered.items():
+        # the renderer's own values (e.g. a long K schedule in the speculative config)
+        # must fit too; name the spec field that produced them
+        if key not in user_env and len(value.encode()) > MAX_ENV_BYTES:
+            field = {SPECULATIVE_CONFIG_ENV: "speculative.num_speculative_tokens_per_batch_size"}
+            raise SpecError(
+                field.get(key, f"env.{key}"),
+                f"renders {key} as {len(value.encode())} bytes; SageMaker allows 1024 per value",
+                "fewer batch-size ranges" if key == SPECULATIVE_CONFIG_ENV else "<= 1024 bytes",
+            )
+    if len(rendered) > MAX_ENV_ENTRIES:
+        raise SpecError(
+            "env",
+            f"{len(rendered)} variables in total (with peagle's own)",
+            f"<= {MAX_ENV_ENTRIES}",
+        )
+    total = sum(len(k.encode()) + len(v.encode()) for k, v in rendered.items())
+    if total > MAX_ENV_TOTAL_BYTES:
+        raise SpecError("env", f"{total} bytes in total", f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)")
+
+
+def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
+    """A key id, key ARN, alias or alias ARN; an ARN must be in the endpoint's region."""
+    if kms_key_id is None:
+        return
+    if not KMS_RE.match(kms_key_id):
+        raise SpecError(
+            "kms_key_id",
+            f"{kms_key_id!r} is not a KMS key id, key ARN, alias or alias ARN",
+            "1234abcd-..., arn:aws:kms:<region>:<account>:key/<id>, alias/<name>",
+        )
+    if kms_key_id.startswith("arn:"):
+        key_region = kms_key_id.split(":")[3]
+        if key_region != region:
+            raise SpecError(
+                "kms_key_id",
+                f"the key is in {key_region} but the endpoint is in {region}; "
+                "KMS keys are regional",
+                f"a key or alias in {region}",
+            )
+
+
+def check_role(role: str | None) -> None:
+    """Execution role ARN shape (IAM role ARNs only)."""
+    if role is not None and not ROLE_ARN_RE.match(role):
+        raise SpecError(
+            "execution_role_arn",
+            f"{role!r} is not an IAM role ARN",
+            "arn:aws:iam::<12 digits>:role/<name>",
+        )
+
+
+def check_vpc_ids(spec: DeploymentSpec) -> None:
+    """Both subnets and security groups, within SageMaker's counts, with valid ids."""
+    vpc = spec.vpc
+    if vpc is None or (not vpc.subnet_ids and not vpc.security_group_ids):
+        return
+    if not 1 <= len(vpc.subnet_ids) <= 16:
+        raise SpecError("vpc.subnet_ids", f"{len(vpc.subnet_ids)} subnets given", "1-16 subnet ids")
+    if not 1 <= len(vpc.security_group_ids) <= 5:
+        raise SpecError(
+            "vpc.security_group_ids",
+            f"{len(vpc.security_group_ids)} security groups given",
+            "1-5 security group ids",
+        )
+    for i, subnet in enumerate(vpc.subnet_ids):
+        if not SUBNET_RE.match(subnet):
+            raise SpecError(
+                f"vpc.subnet_ids[{i}]", f"{subnet!r} is not a subnet id", "subnet-<hex>"
+            )
+    for i, group in enumerate(vpc.security_group_ids):
+        if not SG_RE.match(group):
+            raise SpecError(
+                f"vpc.security_group_ids[{i}]", f"{group!r} is not a security group id", "sg-<hex>"
+            )
+
+
+def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
+    """User tags: SageMaker's shape and limits; `aws:` and `peagle:` keys are reserved."""
+    if len(tags) + managed_count > MAX_TAGS:
+        raise SpecError(
+            "tags",
+            f"{len(tags)} tags plus {managed_count} peagle tags",
+            f"<= {MAX_TAGS - managed_count}",
+        )
+    for key, value in tags.items():
+        if key.lower().startswith(RESERVED_TAG_PREFIXES):
+            raise SpecError(
+                f"tags.{key}", "uses a reserved prefix", "keys not starting with aws: or peagle:"
+            )
+        if not 1 <= len(key) <= 128 or not _tag_text_ok(key):
+            raise SpecError(
+                f"tags.{key}",
+                "is not a valid tag key",
+                "1-128 of letters, digits, spaces, _.:/=+-@",
+            )
+        if len(value) > 256 or not _tag_text_ok(value):
+            raise SpecError(
+                f"tags.{key}",
+                f"value {value!r} is not valid",
+                "0-256 of letters, digits, spaces, _.:/=+-@",
+            )
+
+
+def _tag_text_ok(text: str) -> bool:
+    """Whether every character is a letter, separator or number (any script) or _.:/=+-@."""
+    return all(c in TAG_EXTRA_CHARS or unicodedata.category(c)[0] in ("L", "Z", "N") for c in text)
+
+
+def check_model_data_kms_keys(arns: list[str]) -> None:
+    """SSE-KMS keys of the model data: key ARNs (IAM grants Decrypt by key ARN, not alias)."""
+    if len(arns) > MAX_MODEL_DATA_KMS_KEYS:
+        raise SpecError(
+            "model_data_kms_key_arns",
+            f"{len(arns)} keys given",
+            f"<= {MAX_MODEL_DATA_KMS_KEYS} key ARNs",
+        )
+    for i, arn in enumerate(arns):
+        if not KMS_KEY_ARN_RE.match(arn):
+            raise SpecError(
+                f"model_data_kms_key_arns[{i}]",
+                f"{arn!r} is not a KMS key ARN (aliases and key ids cannot be granted in IAM)",
+                "arn:aws:kms:<region>:<account>:key/<key id>",
+            )

@@ -1,0 +1,93 @@
+"""Instance type, tensor parallelism and GPU memory: will the model fit?"""
+
+from __future__ import annotations
+
+from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, get_instance, is_gpu_less
+from peagle_deploy.errors import SpecError
+from peagle_deploy.findings import PlanWarning
+
+GPU_MEMORY_UTILIZATION = 0.9
+"""vLLM's default share of each GPU it may use."""
+OVERHEAD_GB_PER_GPU = 1.5
+"""CUDA context, activations and graphs per GPU (estimate; keeps the fit check honest)."""
+
+
+def check_instance(instance_type: str) -> InstanceType:
+    """The instance must be one the catalog knows, with NVIDIA GPUs."""
+    instance = get_instance(instance_type)
+    if instance is not None:
+        return instance
+    if is_gpu_less(instance_type):
+        problem = f"{instance_type!r} has no NVIDIA GPU; vLLM needs one"
+    else:
+        problem = f"unknown instance type {instance_type!r}"
+    raise SpecError("instance_type", problem, list(INSTANCE_TYPES))
+
+
+def check_tensor_parallel(tp: int, instance: InstanceType) -> list[PlanWarning]:
+    """TP must not exceed the GPUs and must divide them (one replica per instance)."""
+    gpus = instance.gpu_count.value
+    divisors = [str(d) for d in range(1, gpus + 1) if gpus % d == 0]
+    if tp > gpus or gpus % tp:
+        raise SpecError(
+            "tensor_parallel_size",
+            f"{tp} does not fit {instance.name} ({gpus} GPU{'s' if gpus > 1 else ''})",
+            divisors,
+        )
+    if tp < gpus:
+        return [
+            PlanWarning(
+                "tensor_parallel_size",
+                f"tensor_parallel_size={tp} uses {tp} of {instance.name}'s {gpus} GPUs; "
+                "the rest stay idle",
+            )
+        ]
+    return []
+
+
+def required_memory_gb(
+    weights_gb: float,
+    drafter_gb: float,
+    kv_gb_per_1k: float | None,
+    max_model_len: int | None,
+    tp: int,
+) -> float:
+    """Weights + drafter + KV cache for one full-length sequence + per-GPU overhead."""
+    kv_floor = (kv_gb_per_1k or 0.0) * (max_model_len or 0) / 1000.0
+    return weights_gb + drafter_gb + kv_floor + OVERHEAD_GB_PER_GPU * tp
+
+
+def check_fit(
+    *,
+    weights_gb: float | None,
+    drafter_gb: float,
+    kv_gb_per_1k: float | None,
+    max_model_len: int | None,
+    tp: int,
+    instance: InstanceType,
+) -> list[PlanWarning]:
+    """Refuse a model whose weights plus a KV-cache floor exceed the GPUs it spans."""
+    if weights_gb is None:
+        return [
+            PlanWarning(
+                "custom.weights_gb",
+                "fit check skipped: weight size unknown (set custom.weights_gb)",
+            )
+        ]
+    need = required_memory_gb(weights_gb, drafter_gb, kv_gb_per_1k, max_model_len, tp)
+    have = instance.gpu_memory_gb.value * tp * GPU_MEMORY_UTILIZATION
+    if need <= have:
+        return []
+    fits = [
+        i.name
+        for i in INSTANCE_TYPES.values()
+        if need - OVERHEAD_GB_PER_GPU * tp + OVERHEAD_GB_PER_GPU * i.gpu_count.value
+        <= i.total_gpu_memory_gb * GPU_MEMORY_UTILIZATION
+    ]
+    raise SpecError(
+        "instance_type",
+        f"model needs about {need:.0f} GB (weights {weights_gb:g} GB + drafter + KV cache for "
+        f"{max_model_len} tokens) but {instance.name} with tensor_parallel_size={tp} offers "
+        f"{have:.0f} GB",
+        fits or ["none of the known instance types"],
+    )

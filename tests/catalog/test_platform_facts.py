@@ -1,0 +1,181 @@
+"""The platform facts (catalog/data/*.json) equal what scripts/platform_facts.py derives.
+
+What this proves:
+- PyPI-derived values (vLLM capabilities, image tags, regions, registry accounts and
+  domains, EBS families): the script re-reads the exact wheels the data names (sha256
+  checked) and must produce the same values. Needs PyPI (pip download, cached in
+  ~/.cache/peagle-deploy/wheels: 3 vLLM wheels of ~300-430 MB and sagemaker-core,
+  downloaded once); never skipped under CI=true.
+- GitHub-derived values (the vLLM of the `server-sagemaker-cuda-v2.x` builds, the legacy
+  0.18.0 tag's regions, JumpStart's gpt-oss-20b config): the script's parsing of the
+  recorded excerpts (repository + commit + path + sha256 in
+  scripts/platform_sources/github_excerpts.json) must give the data. That the excerpts
+  equal the files at those commits is proven by `--verify-excerpts` against a checkout;
+  CI has none, so CI proves the derivation, not the excerpts' fidelity.
+- The parsers themselves on small sources, including the case each one must detect.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "peagle_deploy" / "catalog" / "data"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "platform_facts", ROOT / "scripts/platform_facts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["platform_facts"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+pf = _script()
+
+
+def _data(name: str) -> Any:
+    return json.loads((DATA / name).read_text())
+
+
+def _excerpts() -> dict[str, Any]:
+    return json.loads(pf.EXCERPTS.read_text())
+
+
+def test_github_derived_values_follow_from_the_recorded_excerpts() -> None:
+    excerpts = _excerpts()
+    assert _data("jumpstart.json") == {"models": pf.jumpstart_facts(excerpts)}
+    builds = pf.dlc_server_builds(excerpts)
+    images = {i["tag"]: i for i in _data("images.json")["images"]}
+    for tag, build in builds.items():
+        if tag in images:
+            assert images[tag]["vllm"] == build["vllm"] and images[tag]["cuda"] == build["cuda"]
+    assert builds["server-sagemaker-cuda-v2.4"]["vllm"] == "0.27.1"
+    legacy = images["0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"]
+    js = pf.jumpstart_facts(excerpts)["openai-reasoning-gpt-oss-20b"]
+    assert legacy["regions"] == sorted(js["image_regions"])
+    for entry in excerpts.values():
+        assert len(entry["commit"]) == 40
+        for file in entry["files"].values():
+            assert len(file["sha256"]) == 64
+
+
+def test_every_value_names_its_source() -> None:
+    for version, engine in _data("engines.json")["engines"].items():
+        source = engine["source"]
+        assert source["pypi"] == f"vllm=={version}" and len(source["sha256"]) == 64
+        assert set(source["paths"]) >= {"speculative_fields", "mask_token_keys", "architectures"}
+    images = _data("images.json")
+    for image in images["images"]:
+        assert image["source"].get("pypi") or image["source"].get("repository"), image["tag"]
+    for region in images["regions"].values():
+        assert region["source"]["pypi"].startswith("sagemaker-core==")
+
+
+@pytest.mark.slow
+def test_pypi_derived_values_match_the_wheels() -> None:
+    try:
+        for version, engine in _data("engines.json")["engines"].items():
+            pf.fetch_wheel("vllm", version, engine["source"]["wheel"])
+        pf.fetch_wheel("sagemaker-core", pf.SAGEMAKER_CORE_VERSION)
+    except (subprocess.CalledProcessError, OSError) as e:
+        if os.environ.get("CI", "").lower() == "true":
+            raise
+        pytest.skip(f"PyPI not reachable for the wheels: {e}")
+    files = pf.generate(_excerpts())
+    for name, data in files.items():
+        assert pf.dumps(data) == (DATA / name).read_text(), f"{name} differs from its sources"
+    for version, engine in files["engines.json"]["engines"].items():
+        wheel = pf.fetch_wheel("vllm", version, engine["source"]["wheel"])
+        assert pf._sha256(wheel) == _data("engines.json")["engines"][version]["source"]["sha256"]
+
+
+def test_capability_parsers_on_small_sources() -> None:
+    spec_src = """
+from typing import Literal
+MTP = Literal["mtp"]
+EagleModelTypes = Literal["eagle", "eagle3", MTP]
+SpeculativeMethod = Literal["ngram", EagleModelTypes]
+class SpeculativeConfig:
+    num_speculative_tokens: int = None
+    parallel_drafting: bool = False
+    target_model_config: object = field(default=None, init=False)
+    _private: int = 0
+"""
+    assert pf.speculative_fields(spec_src) == ["num_speculative_tokens", "parallel_drafting"]
+    assert pf.speculative_methods(spec_src) == ["eagle", "eagle3", "mtp", "ngram"]
+    registry_src = """
+_TEXT = {"GptOssForCausalLM": ("gpt_oss", "X")}
+_MM = {"Gemma4ForConditionalGeneration": ("gemma4", "Y")}
+_VLLM_MODELS = {**_TEXT, **_MM}
+"""
+    assert pf.registered_architectures(registry_src) == [
+        "Gemma4ForConditionalGeneration",
+        "GptOssForCausalLM",
+    ]
+    proposer = """
+class P:
+    def _init_parallel_drafting_params(self):
+        cfg = self.draft_model_config.hf_config
+        dflash_config = getattr(cfg, "dflash_config", None)
+        if dflash_config and "mask_token_id" in dflash_config:
+            self.t = 1
+        elif getattr(cfg, "mask_token_id", None) is not None:
+            self.t = 2
+        elif hasattr(cfg, "ptd_token_id"):
+            self.t = 3
+        else:
+            raise ValueError("none")
+"""
+    assert pf.mask_token_keys(proposer) == [
+        "dflash_config.mask_token_id",
+        "mask_token_id",
+        "ptd_token_id",
+    ]
+
+
+def test_the_fix_detection_can_see_the_fix() -> None:
+    """vllm#45695 resizes the slots at propose(); releases set them once in __init__."""
+    released = """
+class P:
+    def __init__(self):
+        self.extra_slots_per_request = self.k
+    def propose(self, k):
+        return k
+"""
+    fixed = released.replace("return k", "self.extra_slots_per_request = k\n        return k")
+    assert pf.resizes_slots_at_propose([released]) is False
+    assert pf.resizes_slots_at_propose([fixed]) is True
+
+
+def test_cuda_and_ebs_parsers() -> None:
+    assert pf._cuda("cu130-ubuntu24.04-sagemaker") == "13.0"
+    assert pf._cuda("cu129") == "12.9"
+    common = """
+ALTERNATE_DOMAINS = {"cn-north-1": "amazonaws.com.cn"}
+def volume_size_supported(instance_type):
+    family = instance_type
+    unsupported_families = ["g7e", "p6-b200"]
+    return "d" not in family and not any(family.startswith(p) for p in unsupported_families)
+"""
+    assert pf.alternate_domains(common) == {"cn-north-1": "amazonaws.com.cn"}
+    assert pf.families_without_ebs(common) == ["g7e", "p6-b200"]
+
+
+def test_the_docs_tables_are_the_data() -> None:
+    """docs/platform-facts.md shows exactly what the data files and the catalog hold."""
+    files = {name: _data(name) for name in ("engines.json", "images.json")}
+    text = pf.DOCS.read_text()
+    assert pf.with_doc_tables(text, pf.doc_tables(files)) == text

@@ -1,0 +1,98 @@
+"""`deploy_peagle()` and `peagle deploy` run the doctor first and stop before any create."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from doctor_testkit import MODEL, REGION, ROLE, make_plan
+
+from peagle_deploy.aws import make_session
+from peagle_deploy.cli.app import main
+from peagle_deploy.doctor import DoctorFailedError
+from peagle_deploy.emulator import LocalAWS
+from peagle_deploy.emulator.world import clear_prefix, stage_world
+from peagle_deploy.sdk import deploy_peagle
+
+pytestmark = pytest.mark.doctor_gate
+READS = ("Get", "List", "Describe", "Head", "Simulate", "BatchGet")
+
+
+@pytest.fixture
+def local(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAWS]:
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with LocalAWS(region=REGION) as aws:
+        for key, value in aws.env().items():
+            monkeypatch.setenv(key, value)
+        stage_world(make_plan(), aws.session(), aws.account)
+        yield aws
+
+
+def _recorded(session: Any) -> list[str]:
+    calls: list[str] = []
+    session.events.register("before-call", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def _break_drafter(aws: LocalAWS) -> str:
+    drafter = make_plan().drafter_uri
+    assert drafter is not None
+    clear_prefix(aws.client("s3"), drafter)
+    return drafter
+
+
+def test_failing_check_stops_before_any_create(local: LocalAWS) -> None:
+    drafter = _break_drafter(local)
+    session = make_session(REGION)
+    calls = _recorded(session)
+    with pytest.raises(DoctorFailedError) as caught:
+        deploy_peagle(MODEL, role_arn=ROLE, boto_session=session, wait=False, progress=False)
+    assert calls and all(name.startswith(READS) for name in calls), calls
+    assert "DescribeEndpoint" not in calls  # the gate runs before the deployment looks
+    message = str(caught.value)
+    assert f"FAIL drafter.location {drafter}" in message and "nothing was created" in message
+    assert local.client("sagemaker").list_models()["Models"] == []
+
+
+def test_ready_account_deploys(local: LocalAWS) -> None:
+    endpoint = deploy_peagle(
+        MODEL, role_arn=ROLE, boto_session=make_session(REGION), wait=False, progress=False
+    )
+    assert endpoint.deployment is not None and endpoint.deployment.action == "create"
+
+
+def test_doctor_false_skips_the_gate(local: LocalAWS) -> None:
+    _break_drafter(local)
+    endpoint = deploy_peagle(
+        MODEL,
+        role_arn=ROLE,
+        boto_session=make_session(REGION),
+        wait=False,
+        progress=False,
+        doctor=False,
+    )
+    assert endpoint.deployment is not None and endpoint.deployment.action == "create"
+
+
+def test_warnings_reach_the_outcome(local: LocalAWS) -> None:
+    local.account._quotas.clear()  # no quota information: could not check
+    endpoint = deploy_peagle(
+        MODEL, role_arn=ROLE, boto_session=make_session(REGION), wait=False, progress=False
+    )
+    assert endpoint.deployment is not None
+    assert any(w.startswith("doctor: WARN capacity.quota") for w in endpoint.deployment.warnings)
+
+
+def test_cli_deploy_stops_and_no_doctor_goes_on(
+    local: LocalAWS, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drafter = _break_drafter(local)
+    code = main(["deploy", MODEL, "--role-arn", ROLE, "--no-wait", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"FAIL drafter.location {drafter}" in " ".join(err.split())
+    assert local.client("sagemaker").list_endpoints()["Endpoints"] == []
+    code = main(["deploy", MODEL, "--role-arn", ROLE, "--no-wait", "--no-doctor", "--json"])
+    assert code == 0, capsys.readouterr().err
+    assert len(local.client("sagemaker").list_endpoints()["Endpoints"]) == 1
