@@ -80,7 +80,9 @@ def _check_depth(text: str, what: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise JsonLimitError(
-                    what, f"nested more than {MAX_DEPTH} levels deep (at character {match.start()})"
+                    what,
+                    f"nested too deeply (more than {MAX_DEPTH} levels, at character "
+                    f"{match.start()})",
                 )
         elif token in "]}":
             depth -= 1
@@ -144,7 +146,7 @@ def loads(text: str, *, what: str, max_bytes: int) -> Any:
     try:
         return decoder().decode(text)
     except RecursionError:  # defensive: _check_depth should have caught it
-        raise JsonLimitError(what, f"nested more than {MAX_DEPTH} levels deep") from None
+        raise JsonLimitError(what, f"nested too deeply (more than {MAX_DEPTH} levels)") from None
     except ValueError as e:
         raise parse_error(what, e) from None
 

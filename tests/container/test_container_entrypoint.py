@@ -97,9 +97,9 @@ def test_preflight_failure_is_one_line_and_exit_2(
 @pytest.mark.parametrize(
     ("variable", "value", "problem"),
     [
-        ("SM_VLLM_SPECULATIVE_CONFIG", '{"a":' * 5000 + "1" + "}" * 5000, "nested more than"),
+        ("SM_VLLM_SPECULATIVE_CONFIG", '{"a":' * 5000 + "1" + "}" * 5000, "nested too deeply"),
         ("SM_VLLM_SPECULATIVE_CONFIG", '{"model": "/a", "model": "/b"}', "duplicate key"),
-        ("SM_VLLM_CUDA_GRAPH_SIZES", "[" * 20000 + "]" * 20000, "nested more than"),
+        ("SM_VLLM_CUDA_GRAPH_SIZES", "[" * 20000 + "]" * 20000, "nested too deeply"),
         ("SM_VLLM_HF_OVERRIDES", '{"a": 1} {"b": NaN}', "NaN is not a JSON number"),
     ],
 )
@@ -125,7 +125,7 @@ def test_a_deeply_nested_drafter_config_is_one_line(
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert "config.json: nested more than 64 levels deep" in line
+    assert "config.json: nested too deeply (more than 64 levels" in line
 
 
 @pytest.mark.parametrize("args", [["train"], ["serve", "extra"]])

@@ -232,7 +232,7 @@ def test_a_bare_prefix_names_no_flag() -> None:
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        ("[" * 5000 + "]" * 5000, "nested more than 64 levels"),
+        ("[" * 5000 + "]" * 5000, "nested too deeply (more than 64 levels"),
         ('[{"a": 1, "a": 2}]', "duplicate key 'a'"),
         ('{"a": 1} {"b": 1, "b": 2}', "duplicate key 'b'"),
         ("[NaN]", "NaN is not a JSON number"),

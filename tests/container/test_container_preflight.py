@@ -557,21 +557,21 @@ def _hostile_header(path: Path, header: bytes) -> None:
 @pytest.mark.parametrize(
     ("where", "content", "problem"),
     [
-        ("spec", DEEP, "nested more than 64 levels deep"),
+        ("spec", DEEP, "nested too deeply (more than 64 levels"),
         ("spec", '{"model": "/d", "model": "/e"}', "duplicate key 'model'"),
         ("spec", '{"num_speculative_tokens": NaN}', "NaN is not a JSON number"),
         ("spec", "[" * 100_000, "the limit is 64.0 KiB"),
-        ("config", DEEP.encode(), "nested more than 64 levels deep"),
+        ("config", DEEP.encode(), "nested too deeply (more than 64 levels"),
         ("config", b'{"mask_token_id": 1, "mask_token_id": 2}', "duplicate key"),
         ("config", b'{"hidden_size": Infinity}', "Infinity is not a JSON number"),
         ("config", b'{"a": "\xc3\x28"}', "not valid UTF-8 (byte 0xc3 at offset 7)"),
         ("config", b'\xef\xbb\xbf{"a": 1}', "byte-order mark"),
-        ("header", DEEP.encode(), "nested more than 64 levels deep"),
+        ("header", DEEP.encode(), "nested too deeply (more than 64 levels"),
         ("header", b'{"w": {"shape": [1]}, "w": {"shape": [2]}}', "duplicate key 'w'"),
         ("header", b'{"w": "\xff"}', "not valid UTF-8"),
-        ("index", DEEP.encode(), "nested more than 64 levels deep"),
+        ("index", DEEP.encode(), "nested too deeply (more than 64 levels"),
         ("index", b'{"weight_map": {}, "weight_map": {}}', "duplicate key 'weight_map'"),
-        ("target", DEEP.encode(), "nested more than 64 levels deep"),
+        ("target", DEEP.encode(), "nested too deeply (more than 64 levels"),
     ],
 )
 def test_hostile_json_is_one_line_naming_the_variable(

@@ -37,7 +37,7 @@ def test_deep_nesting_is_one_line_not_a_recursion_error(depth: int) -> None:
     text = '{"a":' * depth + "1" + "}" * depth
     with pytest.raises(JsonLimitError) as e:
         loads(text, what="SM_VLLM_X", max_bytes=10**7)
-    assert str(e.value).startswith("SM_VLLM_X: nested more than 64 levels deep")
+    assert str(e.value).startswith("SM_VLLM_X: nested too deeply (more than 64 levels, at ")
     assert "\n" not in str(e.value)
 
 
@@ -123,7 +123,7 @@ def test_errors_are_value_errors_with_what_and_problem() -> None:
 
 def test_megabytes_of_brackets_are_refused_by_the_depth_check() -> None:
     for text in ("[" * 10_000_000, '{"a":' * 2_000_000):
-        with pytest.raises(JsonLimitError, match="nested more than"):
+        with pytest.raises(JsonLimitError, match="nested too deeply"):
             loads(text, what="doc", max_bytes=strict_json.INDEX_MAX_BYTES)
 
 
