@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from peagle_deploy.redaction import safe_message
+
 
 class PeagleError(Exception):
     """Base of every error peagle-deploy raises on purpose."""
@@ -15,7 +17,9 @@ class SpecError(PeagleError):
     """A deployment spec that is refused before any AWS call.
 
     `field` is the dotted path of the offending field (`speculative.num_speculative_tokens`),
-    `allowed` says what would have been accepted.
+    `allowed` says what would have been accepted. The message (`str()`) cuts each part to
+    a short, credential-free, one-line excerpt (`redaction.safe_message`): it echoes a
+    value only as context, so a pasted file or token never comes back whole.
     """
 
     exit_code = 2
@@ -26,9 +30,9 @@ class SpecError(PeagleError):
         if allowed is not None and not isinstance(allowed, str):
             allowed = ", ".join(str(a) for a in allowed)
         self.allowed = allowed
-        text = f"{field}: {problem}"
+        text = f"{safe_message(field, 120)}: {safe_message(problem)}"
         if allowed:
-            text += f" (allowed: {allowed})"
+            text += f" (allowed: {safe_message(allowed, 1200)})"
         super().__init__(text)
 
 

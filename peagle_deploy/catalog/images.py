@@ -18,9 +18,9 @@ OWN_IMAGE_REPOSITORY = "peagle-vllm"
 """Repository name the README builds the project's own image (Dockerfile) into."""
 
 ECR_IMAGE_RE = re.compile(
-    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.(?P<domain>[a-z0-9.-]+)/"
+    r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.(?P<domain>[a-z0-9.-]+)/"
     r"(?P<repository>[a-z0-9][a-z0-9._/\-]*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})|@sha256:[0-9a-f]{64})$"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})|@(?P<digest>sha256:[0-9a-f]{64}))$"
 )
 
 
@@ -59,6 +59,7 @@ class ParsedImage:
     domain: str
     repository: str
     tag: str | None
+    digest: str | None = None
 
 
 @cache
@@ -112,6 +113,7 @@ def parse_image_uri(image: str) -> ParsedImage | None:
         domain=match["domain"],
         repository=match["repository"],
         tag=match["tag"],
+        digest=match["digest"],
     )
 
 

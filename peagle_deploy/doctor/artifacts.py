@@ -226,6 +226,25 @@ def _header(ctx: DoctorContext, bucket: str, key: str) -> dict[str, TensorInfo]:
         raise
 
 
+def engine_mask_token_keys(vllm_version: str | None) -> tuple[drafter_rules.MaskTokenKey, ...]:
+    """Where the plan's engine reads the mask token from (catalog/data/engines.json).
+
+    A drafter whose mask token sits under a key only newer engines read passes the
+    container's preflight (which knows every key) but fails inside the older engine;
+    with an unknown engine, the preflight's keys are the best guess.
+    """
+    from peagle_deploy.catalog.engines import capabilities_for
+
+    caps = capabilities_for(vllm_version)
+    if caps is None:
+        return drafter_rules.MASK_TOKEN_KEYS
+    # vLLM skips a top-level `mask_token_id: null` (drafter_rules.MaskTokenKey)
+    return tuple(
+        drafter_rules.MaskTokenKey(key, none_is_absent=key == "mask_token_id")
+        for key in caps.mask_token_keys
+    )
+
+
 def _drafter_config(
     ctx: DoctorContext, loc: DataLocation, files: dict[str, int]
 ) -> tuple[str, dict[str, Any]]:
@@ -395,8 +414,7 @@ def check_drafter(ctx: DoctorContext) -> list[CheckResult]:
         config_uri, config = _drafter_config(ctx, loc, files)
         parallel = bool((ctx.plan.speculative_config or {}).get("parallel_drafting"))
         if parallel:
-            # The keys the container's preflight accepts (drafter_rules.MASK_TOKEN_KEYS).
-            keys = drafter_rules.MASK_TOKEN_KEYS
+            keys = engine_mask_token_keys(ctx.plan.vllm_version)
             problem = drafter_rules.mask_token_problem(
                 config, config_uri, keys
             ) or drafter_rules.mrope_problem(config, config_uri)

@@ -9,17 +9,11 @@ endpoint's region, as `peagle_deploy.catalog.images` knows it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from peagle_deploy.catalog.images import VLLM_REPOSITORY, Registry, parse_image_uri, registries
 from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
-
-_IMAGE = re.compile(
-    r"^(?P<account>\d{12})\.dkr\.ecr(?P<fips>-fips)?\.(?P<region>[a-z0-9-]+)\."
-    r"(?P<domain>amazonaws\.com(?:\.cn)?)/(?P<repository>[a-z0-9._/-]+?)"
-    r"(?::(?P<tag>[A-Za-z0-9_.-]+)|@(?P<digest>sha256:[a-f0-9]{64}))?$"
-)
 
 
 @dataclass(frozen=True)
@@ -50,30 +44,28 @@ class ImageRef:
 
 def parse_image(uri: str) -> ImageRef | None:
     """The ECR parts of an image URI; None for anything that is not a private ECR image."""
-    match = _IMAGE.match(uri)
-    if match is None:
+    parsed = parse_image_uri(uri)
+    if parsed is None:
         return None
     return ImageRef(
-        account=match["account"],
-        region=match["region"],
-        domain=match["domain"],
-        repository=match["repository"],
-        tag=match["tag"],
-        digest=match["digest"],
+        account=parsed.account,
+        region=parsed.region,
+        domain=parsed.domain,
+        repository=parsed.repository,
+        tag=parsed.tag,
+        digest=parsed.digest,
     )
 
 
-def expected_dlc(region: str) -> ImageRef | None:
-    """The vLLM DLC image the catalog picks for `region` (its account and domain)."""
-    from peagle_deploy.catalog.images import vllm_image_uri
-
-    return parse_image(vllm_image_uri(region))
+def expected_dlc(region: str) -> Registry | None:
+    """The Deep Learning Containers registry of `region` (account and domain), if any."""
+    return registries().get(region)
 
 
 def _dlc_problem(ctx: DoctorContext, image: ImageRef) -> CheckResult | None:
     """A vLLM DLC image from the wrong registry account or domain for the region."""
     dlc = expected_dlc(ctx.region)
-    if dlc is None or image.repository != dlc.repository or image.account == ctx.account_id:
+    if dlc is None or image.repository != VLLM_REPOSITORY or image.account == ctx.account_id:
         return None
     if (image.account, image.domain) != (dlc.account, dlc.domain):
         right = (

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from peagle_deploy.findings import PlanWarning
+from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
 from peagle_deploy.spec.models import DeploymentSpec
 
 _SECRET_KEY_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL"})
 _SECRET_KEY_WORDS |= {"CREDENTIALS", "PASSPHRASE"}
 _SECRET_KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
-_SECRET_VALUE_RE = re.compile(
-    r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face access token
-    r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
-    r"|\bsk-[A-Za-z0-9_\-]{20,}"  # OpenAI-style API key
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
-)
-REDACTED = "<redacted>"
+REDACTED = MASK
 
 
 def looks_like_secret(key: str, value: str) -> bool:
@@ -34,7 +27,7 @@ def looks_like_secret(key: str, value: str) -> bool:
         return True
     if any(pair in _SECRET_KEY_PAIRS for pair in itertools.pairwise(words)):
         return True
-    return bool(_SECRET_VALUE_RE.search(value))
+    return bool(SECRET_VALUE_RE.search(value))
 
 
 def secret_env_keys(env: Mapping[str, str]) -> list[str]:

@@ -76,6 +76,30 @@ def test_plain_eagle3_head_fails_the_mask_token_rule(inprocess: Account) -> None
     assert "has no mask-token id" in failure.detail and "--mode eagle3" in failure.fix
 
 
+def test_mask_token_key_follows_the_plan_engine(inprocess: Account) -> None:
+    """vLLM 0.18.0 (the default image) reads pard_token / ptd_token_id only; 0.27.1 adds
+    dflash_config.mask_token_id (catalog/data/engines.json)."""
+    config = drafter_config(ptd_token_id=None, dflash_config={"mask_token_id": 255})
+    old = make_plan()
+    assert old.vllm_version == "0.18.0"
+    inprocess.stage(old)
+    assert old.drafter_uri is not None
+    put_files(inprocess.client("s3"), old.drafter_uri, drafter_files(config=config))
+    failure = only_failure(inprocess.doctor(old))
+    assert failure.check == "drafter.config"
+    assert "ptd_token_id" in failure.detail
+
+    newer = make_plan(
+        image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:"
+        "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker"
+    )
+    assert newer.vllm_version == "0.27.1"
+    assert newer.drafter_uri == old.drafter_uri  # staged above, with the dflash key
+    results = by_check(inprocess.doctor(newer))
+    assert results["drafter.config"].status == "pass", results["drafter.config"].line()
+    assert "dflash_config.mask_token_id=255" in results["drafter.config"].detail
+
+
 def test_plain_eagle3_head_passes_in_eagle3_mode(inprocess: Account) -> None:
     plan = make_plan(**{"speculative.mode": "eagle3"})
     inprocess.stage(plan)

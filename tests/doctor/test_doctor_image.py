@@ -92,8 +92,8 @@ def test_lookup_denied_is_a_warning(inprocess: Account) -> None:
             ),
         ),
         (
-            f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/img",
-            (ACCOUNT, "eu-west-1", "amazonaws.com", "img", None, None),
+            f"{ACCOUNT}.dkr.ecr-fips.us-east-1.amazonaws.com/img:1",
+            (ACCOUNT, "us-east-1", "amazonaws.com", "img", "1", None),
         ),
     ],
 )
@@ -105,11 +105,19 @@ def test_parse_image(uri: str, parts: tuple[object, ...]) -> None:
 
 def test_non_ecr_images_are_not_parsed() -> None:
     assert parse_image("docker.io/vllm/vllm-openai:latest") is None
+    # no tag and no digest: the plan refuses it before doctor runs (validation.aws_shapes)
+    assert parse_image(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/img") is None
 
 
-def test_expected_dlc_follows_the_catalog() -> None:
-    from peagle_deploy.catalog.images import vllm_image_uri
-
-    for region in ("us-east-1", "eu-west-1", "cn-north-1"):
-        dlc = expected_dlc(region)
-        assert dlc is not None and parse_image(vllm_image_uri(region)) == dlc
+@pytest.mark.parametrize(
+    ("region", "account", "domain"),
+    [
+        ("us-east-1", "763104351884", "amazonaws.com"),
+        ("af-south-1", "626614931356", "amazonaws.com"),
+        ("cn-north-1", "727897471807", "amazonaws.com.cn"),
+    ],
+)
+def test_expected_dlc_follows_the_region_table(region: str, account: str, domain: str) -> None:
+    dlc = expected_dlc(region)
+    assert dlc is not None
+    assert (dlc.account, dlc.domain) == (account, domain)

@@ -9,6 +9,7 @@ import pytest
 
 from peagle_deploy.errors import SpecError
 from peagle_deploy.plan import build_plan
+from peagle_deploy.redaction import safe_message
 from peagle_deploy.spec import load_spec
 
 CUSTOM = {
@@ -382,7 +383,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
 def test_bad_spec_is_refused_naming_the_field(overrides: dict[str, Any], field: str) -> None:
     error = _refuse(**overrides)
     assert error.field == field
-    assert str(error).startswith(f"{field}: ")
+    # the printed line shows control characters escaped (one line, no terminal escapes)
+    assert str(error).startswith(f"{safe_message(field, 120)}: ")
 
 
 def test_unicode_tags_and_limits_that_sagemaker_accepts_pass() -> None:

@@ -1,0 +1,57 @@
+"""What an error message may echo of a user's value: short, and with credentials masked.
+
+Every refusal names the field and what is allowed; the value itself is only context.
+A 5 MB endpoint name, a tokenizer.json passed as a spec, or an `hf_...` token that
+landed in the wrong field must not come back on the terminal or in CI logs.
+"""
+
+from __future__ import annotations
+
+import re
+
+SECRET_VALUE_RE = re.compile(
+    r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face access token
+    r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bsk-[A-Za-z0-9_\-]{20,}"  # OpenAI-style API key
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
+"""Values that are credentials whatever key they sit under."""
+
+MASK = "<redacted>"
+EXCERPT_CHARS = 80
+"""Longest run of a value an error message shows."""
+MESSAGE_CHARS = 400
+"""Longest error message part (problem, allowed values) shown."""
+
+LONG_RUN_CHARS = 256
+"""A run of non-space characters longer than this is a pasted value, not a path or URL."""
+_LONG_RUN = re.compile(rf"\S{{{LONG_RUN_CHARS + 1},}}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def mask_secrets(text: str) -> str:
+    """`text` with every credential-looking substring replaced by `<redacted>`."""
+    return SECRET_VALUE_RE.sub(MASK, text)
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """At most `limit` characters of `text`, masked, saying how much was left out."""
+    text = mask_secrets(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def safe_message(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """A message part fit to print: secrets masked, long pasted runs and the whole cut.
+
+    Control characters (terminal escapes, newlines from a pasted file) are shown escaped
+    (`\\t`, `\\x1b`), so the message stays one line and cannot repaint the terminal.
+    """
+    text = mask_secrets(text)
+    text = _LONG_RUN.sub(lambda m: excerpt(m.group(0)), text)
+    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+    if len(text) > limit:
+        text = f"{text[: limit - 1]}…"
+    return text
