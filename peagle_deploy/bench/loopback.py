@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible streaming server, for tests and for measuring the harness.
+"""A loopback streaming server (OpenAI and SageMaker shapes), for tests and for the harness.
 
 It speaks just enough HTTP/1.1 (keep-alive, chunked responses) on a raw asyncio
 Protocol, because the benchmark drives it at concurrency 128 as fast as it can and a
@@ -16,7 +16,14 @@ Behaviour (all configurable through LoopbackConfig):
   whitespace-separated words of the messages; completion tokens = tokens sent);
 - `/metrics` exports vLLM's spec-decode counters, grown per finished request so that
   the acceptance rate is `acceptance_rate` and K is `spec_tokens` (when spec_tokens > 0);
-- `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage.
+- `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage;
+- `POST /endpoints/<name>/invocations-response-stream` answers as SageMaker's
+  InvokeEndpointWithResponseStream does: the same SSE stream, each write wrapped in a
+  `PayloadPart` event-stream message (`application/vnd.amazon.eventstream`). A stand-in,
+  not an emulator: it only requires a SigV4 `Authorization` header (403 otherwise, as
+  AWS answers a request without one) and turns an injected failure into SageMaker's
+  `ModelError` (424). `peagle_deploy.emulator` is the faithful emulator; this one is
+  fast enough to measure a client at 50k events/s.
 
 Run standalone (prints the base URL on the first line of stdout):
     python -m peagle_deploy.bench.loopback --port 0 --ttft-ms 20 --token-delay-ms 0
@@ -35,6 +42,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
+
+from peagle_deploy.emulator.eventstream import payload_part
 
 CRLF = b"\r\n"
 HEADER_END = b"\r\n\r\n"
@@ -90,6 +99,27 @@ def _frame(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
+def _sagemaker_frame(payload: bytes) -> bytes:
+    """One HTTP chunk holding one PayloadPart event-stream message."""
+    return _frame(payload_part(payload))
+
+
+def _model_error(conn: _Connection, status: int, message: str) -> None:
+    """What SageMaker answers when the container returns an error status (424 ModelError)."""
+    conn._simple(
+        424,
+        {
+            "Message": f"Received server error ({status}) from primary with message "
+            f'"{message}". See the endpoint\'s CloudWatch Logs for more information.',
+            "OriginalMessage": message,
+            "OriginalStatusCode": status,
+        },
+        headers={
+            "x-amzn-ErrorType": "ModelError:http://internal.amazon.com/coral/com.amazon.sagemaker/"
+        },
+    )
+
+
 def _sse(doc: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
 
@@ -98,6 +128,22 @@ _STREAM_HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
     b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
 )
+_EVENT_STREAM_HEADERS = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n"
+    b"X-Amzn-SageMaker-Content-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+SAGEMAKER_PREFIX = "/endpoints/"
+SAGEMAKER_SUFFIX = "/invocations-response-stream"
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    424: "Failed Dependency",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+}
 
 
 class _Stream:
@@ -223,16 +269,23 @@ class _Connection(asyncio.Protocol):
         body = bytes(self.buffer[end + 4 : end + 4 + length])
         del self.buffer[: end + 4 + length]
         self.busy = True
-        self.server.route(self, method, target.split("?", 1)[0], body)
+        self.server.route(self, method, target.split("?", 1)[0], body, headers)
 
     def _simple(
-        self, status: int, doc: Any, *, content_type: str = "application/json", close: bool = False
+        self,
+        status: int,
+        doc: Any,
+        *,
+        content_type: str = "application/json",
+        close: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
         payload = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
-            f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n"
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
             f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
+            + extra
             + ("Connection: close\r\n" if close else "")
             + "\r\n"
         ).encode()
@@ -278,9 +331,24 @@ class LoopbackServer:
         await self._server.serve_forever()
 
     # --- routes -------------------------------------------------------------------
-    def route(self, conn: _Connection, method: str, path: str, body: bytes) -> None:
+    def route(
+        self, conn: _Connection, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> None:
         if method == "POST" and path in ("/v1/chat/completions", "/invocations"):
             self._chat(conn, body)
+        elif (
+            method == "POST"
+            and path.startswith(SAGEMAKER_PREFIX)
+            and path.endswith(SAGEMAKER_SUFFIX)
+        ):
+            if not headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 Credential="):
+                conn._simple(
+                    403,
+                    {"message": "Missing Authentication Token"},
+                    headers={"x-amzn-ErrorType": "MissingAuthenticationTokenException"},
+                )
+                return
+            self._chat(conn, body, sagemaker=True)
         elif method == "GET" and path == "/v1/models":
             conn._simple(
                 200,
@@ -293,8 +361,10 @@ class LoopbackServer:
         else:
             conn._simple(404, {"error": f"no route {method} {path}"})
 
-    def _chat(self, conn: _Connection, body: bytes) -> None:
+    def _chat(self, conn: _Connection, body: bytes, *, sagemaker: bool = False) -> None:
         cfg = self.config
+        # One write = one HTTP chunk; through SageMaker also one PayloadPart message.
+        frame = _sagemaker_frame if sagemaker else _frame
         try:
             req = json.loads(body)
             messages = req["messages"]
@@ -306,7 +376,11 @@ class LoopbackServer:
         self._seq += 1
         self.counters.requests += 1
         if cfg.fail_every and self._seq % cfg.fail_every == 0:
-            conn._simple(500, {"error": {"message": "injected failure", "code": 500}})
+            error = {"error": {"message": "injected failure", "code": 500}}
+            if sagemaker:
+                _model_error(conn, 500, json.dumps(error))
+            else:
+                conn._simple(500, error)
             return
         max_tokens = req.get("max_completion_tokens") or req.get("max_tokens") or 16
         n = (
@@ -340,7 +414,13 @@ class LoopbackServer:
                 ],
                 "usage": usage,
             }
-            conn._simple(200, doc)
+            if sagemaker:  # the container's JSON answer, streamed in one PayloadPart
+                conn.transport.write(
+                    _EVENT_STREAM_HEADERS + frame(json.dumps(doc).encode()) + b"0\r\n\r\n"
+                )
+                conn.response_done()
+            else:
+                conn._simple(200, doc)
             return
         include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
         base = {
@@ -357,12 +437,12 @@ class LoopbackServer:
                 "logprobs": None,
                 "finish_reason": finish_reason,
             }
-            return _frame(_sse({**base, "choices": [choice]}))
+            return frame(_sse({**base, "choices": [choice]}))
 
         per = cfg.tokens_per_chunk
         chunks = math.ceil(n / per)
         last_tokens = n - per * (chunks - 1)
-        role = _frame(
+        role = frame(
             _sse(
                 {
                     **base,
@@ -379,8 +459,8 @@ class LoopbackServer:
         )
         tail = b""
         if include_usage and not cfg.omit_usage:
-            tail += _frame(_sse({**base, "choices": [], "usage": usage}))
-        tail += _frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+            tail += frame(_sse({**base, "choices": [], "usage": usage}))
+        tail += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         stream = _Stream(
             conn,
             chunks=chunks,
@@ -389,7 +469,7 @@ class LoopbackServer:
             tail=tail,
             interval=cfg.token_delay_s * per,
         )
-        conn.transport.write(_STREAM_HEADERS)
+        conn.transport.write(_EVENT_STREAM_HEADERS if sagemaker else _STREAM_HEADERS)
         loop = conn.loop
         first_at = loop.time() + cfg.ttft_s
 
@@ -469,6 +549,36 @@ def serve_in_thread(config: LoopbackConfig | None = None) -> Iterator[LoopbackSe
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+
+
+class LoopbackProcess:
+    """The loopback server in a child process (its own interpreter and event loop).
+
+    For measurements: a server in the client's process or loop would compete with the
+    client for the same core and loop. `url` is its /v1 base URL, `root` the server root.
+    """
+
+    def __init__(self, *args: str) -> None:
+        import subprocess
+
+        cmd = [sys.executable, "-m", "peagle_deploy.bench.loopback", "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http"):
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"loopback server did not start: {self.url!r}")
+        self.root = self.url.removesuffix("/v1")
+
+    def __enter__(self) -> LoopbackProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
