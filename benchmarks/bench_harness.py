@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.bench import SweepConfig, run_sweep, target_from_string
+from peagle_deploy.bench.loopback import LoopbackProcess
 
 MODEL = "loopback"
 TOKENIZER_SCRIPT = """
@@ -50,27 +51,6 @@ json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
 def vllm_venv() -> Path:
     default = Path.home() / ".cache" / "peagle-deploy" / "vllm-0.30.0"
     return Path(os.environ.get("PEAGLE_VLLM_VENV") or default)
-
-
-class LoopbackProcess:
-    """The loopback server in a child process; `url` is its /v1 base URL."""
-
-    def __init__(self, *args: str) -> None:
-        cmd = [sys.executable, "-m", "peagle_deploy.bench.loopback", "--port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http"):
-            self.proc.kill()
-            raise RuntimeError(f"loopback server did not start: {self.url!r}")
-        self.root = self.url.removesuffix("/v1")
-
-    def __enter__(self) -> LoopbackProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def ours(url: str, concurrency: int, num_prompts: int, max_tokens: int) -> dict[str, Any]:

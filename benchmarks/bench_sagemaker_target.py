@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The SageMaker target next to the URL target, side by side in one run (issue 12).
+
+Server: the loopback server in its own process (its own interpreter and event loop),
+with known pacing: TTFT 50 ms, then one token every 2 ms, 64 tokens per request, one
+token per event. It answers the same stream as OpenAI SSE on /v1/chat/completions (the
+URL target) and in SageMaker's InvokeEndpointWithResponseStream framing, PayloadPart
+event-stream messages, on /endpoints/<name>/invocations-response-stream (the SageMaker
+target, pointed there by AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME with throw-away
+credentials; every request is SigV4-signed as against AWS).
+
+Per concurrency level both targets run in turns (URL, SageMaker, URL, ...) for
+--rounds rounds, so both see the same machine; medians over rounds are compared.
+"Server" is what the pacing allows: c x 64 / (50 ms + 63 x 2 ms) tokens/s. c=128 runs
+twice: each target in one process, and each target with --workers 2.
+
+Goals: at c=128 the SageMaker target keeps >= 0.9x the URL target's output tok/s and
+its median TTFT is within 15 ms of the URL target's; at c=1 and c=8 both targets'
+median TTFT is within 2 ms of the server's 50 ms.
+
+Where the client's CPU goes: at c=128 both single-process clients are CPU-bound on
+this 2-core machine (the server takes the other core). The SageMaker target does what
+the URL target does plus botocore's event-stream decoding of every PayloadPart (pure
+Python, about a quarter of the URL target's whole per-event cost) and SigV4 signing.
+
+    .venv/bin/python benchmarks/bench_sagemaker_target.py [--rounds 3] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench.loopback import LoopbackProcess
+
+TTFT_MS = 50.0
+TOKEN_DELAY_MS = 2.0
+TOKENS = 64
+REQUESTS = {1: 24, 8: 96, 128: 1536}
+REQUEST_S = (TTFT_MS + (TOKENS - 1) * TOKEN_DELAY_MS) / 1000  # one request, as paced
+
+
+def measure(target: Any, concurrency: int, requests: int, workers: int) -> dict[str, Any]:
+    config = SweepConfig(
+        concurrency=[concurrency],
+        num_prompts=requests,
+        warmup=concurrency,  # every connection of the pool opened before measuring
+        max_tokens=TOKENS,
+        progress=False,
+        workers=workers,
+    )
+    level = run_sweep(target, config).levels[0].to_dict()
+    if level["failed"]:
+        raise RuntimeError(f"{target.label}: failures {level['errors']}")
+    return level
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--levels", default="1,8,128")
+    p.add_argument(
+        "--workers-at", type=int, default=128, help="also run this level with --workers 2"
+    )
+    p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = p.parse_args(argv)
+    modes = [(int(x), 1) for x in args.levels.split(",")]
+    if args.workers_at:
+        modes.append((args.workers_at, 2))
+
+    report: dict[str, Any] = {"load_before": os.getloadavg(), "levels": {}}
+    server_args = ("--ttft-ms", str(TTFT_MS), "--token-delay-ms", str(TOKEN_DELAY_MS))
+    with LoopbackProcess(*server_args, "--output-tokens", str(TOKENS)) as server:
+        os.environ.update(
+            AWS_ACCESS_KEY_ID="AKIDLOOPBACK",
+            AWS_SECRET_ACCESS_KEY="loopback-secret",
+            AWS_DEFAULT_REGION="us-west-2",
+            AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=server.root,
+        )
+        os.environ.pop("AWS_PROFILE", None)
+        for c, workers in modes:
+            n = REQUESTS.get(c, max(64, 12 * c))
+            rows: dict[str, list[dict[str, Any]]] = {"url": [], "sagemaker": []}
+            for i in range(args.rounds):
+                url_target = OpenAITarget(server.url, model="loopback", label="url")
+                url = measure(url_target, c, n, workers)
+                sm_target = SageMakerTarget("loopback", label="sagemaker", logs_delay_s=0)
+                sm = measure(sm_target, c, n, workers)
+                rows["url"].append(url)
+                rows["sagemaker"].append(sm)
+                print(
+                    f"c={c} workers={workers} round {i + 1}: "
+                    f"url {url['output_throughput']:>9,.0f} tok/s "
+                    f"TTFT {url['median_ttft_ms']:6.2f} ms | sagemaker "
+                    f"{sm['output_throughput']:>9,.0f} tok/s TTFT {sm['median_ttft_ms']:6.2f} ms",
+                    flush=True,
+                )
+            med = statistics.median
+            report["levels"][f"c={c} workers={workers}"] = {
+                "concurrency": c,
+                "workers": workers,
+                "requests": n,
+                "server_output_throughput": c * TOKENS / REQUEST_S,
+                **{
+                    f"{name}_{key}": [r[key] for r in runs]
+                    for name, runs in rows.items()
+                    for key in ("output_throughput", "median_ttft_ms")
+                },
+                "url_output_throughput_median": med(r["output_throughput"] for r in rows["url"]),
+                "sagemaker_output_throughput_median": med(
+                    r["output_throughput"] for r in rows["sagemaker"]
+                ),
+                "url_median_ttft_ms": med(r["median_ttft_ms"] for r in rows["url"]),
+                "sagemaker_median_ttft_ms": med(r["median_ttft_ms"] for r in rows["sagemaker"]),
+            }
+    report["load_after"] = os.getloadavg()
+
+    print()
+    print(f"load average before {report['load_before']}, after {report['load_after']}")
+    print(
+        "| level | server tok/s | URL tok/s | SageMaker tok/s | SM/URL | URL TTFT ms | SM TTFT ms |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    checks: dict[str, bool] = {}
+    for name, lv in report["levels"].items():
+        c = lv["concurrency"]
+        ratio = lv["sagemaker_output_throughput_median"] / lv["url_output_throughput_median"]
+        lv["sagemaker_over_url"] = ratio
+        print(
+            f"| {name} | {lv['server_output_throughput']:,.0f} | "
+            f"{lv['url_output_throughput_median']:,.0f} | "
+            f"{lv['sagemaker_output_throughput_median']:,.0f} | {ratio:.2f}x | "
+            f"{lv['url_median_ttft_ms']:.2f} | {lv['sagemaker_median_ttft_ms']:.2f} |"
+        )
+        if c >= 128:
+            checks[f"{name}: SageMaker tok/s >= 0.9x URL ({ratio:.2f}x)"] = ratio >= 0.9
+            gap = abs(lv["sagemaker_median_ttft_ms"] - lv["url_median_ttft_ms"])
+            checks[f"{name}: median TTFT within 15 ms of URL ({gap:.1f} ms)"] = gap <= 15.0
+        else:
+            for target in ("url", "sagemaker"):
+                off = abs(lv[f"{target}_median_ttft_ms"] - TTFT_MS)
+                checks[f"{name}: {target} median TTFT within 2 ms of {TTFT_MS:g} ({off:.2f})"] = (
+                    off <= 2.0
+                )
+    print()
+    for check, ok in checks.items():
+        print(f"{'PASS' if ok else 'FAIL'}  {check}")
+    report["checks"] = checks
+    report["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

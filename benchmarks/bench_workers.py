@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""`--workers N` lifts the client's ceiling: the same level with N = 1, 2, 3 processes.
+
+Server: the loopback server in its own process, paced like bench_sagemaker_target.py
+(TTFT 50 ms, one token every 2 ms, 64 tokens per request, one token per event), driven
+at a concurrency whose pacing asks for more than one client process can parse
+(c=256: 93k events/s). With one process the client is the ceiling; more processes
+share the concurrency, and the merged level (metrics from all samples) shows how much
+of the pacing's rate the benchmark reaches. The runs alternate (N = 1, 2, 3, 1, 2, 3,
+...) so that each N sees the same machine; medians over rounds are compared.
+
+On a 2-core machine the server needs one core of its own, so the ceiling can rise only
+until the server's core is the limit; expect the biggest step from 1 to 2 processes.
+
+    .venv/bin/python benchmarks/bench_workers.py [--target url|sagemaker] [--workers 1,2,3]
+        [--concurrency 256] [--rounds 3] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench.loopback import LoopbackProcess
+
+TTFT_MS = 50.0
+TOKEN_DELAY_MS = 2.0
+TOKENS = 64
+
+
+def measure(target: Any, concurrency: int, requests: int, workers: int) -> dict[str, Any]:
+    config = SweepConfig(
+        concurrency=[concurrency],
+        num_prompts=requests,
+        warmup=concurrency,
+        max_tokens=TOKENS,
+        progress=False,
+        workers=workers,
+    )
+    level = run_sweep(target, config).levels[0].to_dict()
+    if level["failed"]:
+        raise RuntimeError(f"{workers} workers: failures {level['errors']}")
+    return level
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--target", choices=("url", "sagemaker"), default="url")
+    p.add_argument("--workers", default="1,2,3")
+    p.add_argument("--concurrency", type=int, default=256)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    counts = [int(x) for x in args.workers.split(",")]
+    c = args.concurrency
+    requests = 8 * c
+    pacing = c * TOKENS / ((TTFT_MS + (TOKENS - 1) * TOKEN_DELAY_MS) / 1000)
+
+    report: dict[str, Any] = {
+        "target": args.target,
+        "concurrency": c,
+        "requests": requests,
+        "pacing_output_throughput": pacing,
+        "load_before": os.getloadavg(),
+        "runs": {n: [] for n in counts},
+    }
+    server_args = ("--ttft-ms", str(TTFT_MS), "--token-delay-ms", str(TOKEN_DELAY_MS))
+    with LoopbackProcess(*server_args, "--output-tokens", str(TOKENS)) as server:
+        os.environ.update(
+            AWS_ACCESS_KEY_ID="AKIDLOOPBACK",
+            AWS_SECRET_ACCESS_KEY="loopback-secret",
+            AWS_DEFAULT_REGION="us-west-2",
+            AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=server.root,
+        )
+        os.environ.pop("AWS_PROFILE", None)
+        for i in range(args.rounds):
+            for n in counts:
+                target: Any = (
+                    OpenAITarget(server.url, model="loopback")
+                    if args.target == "url"
+                    else SageMakerTarget("loopback", logs_delay_s=0)
+                )
+                level = measure(target, c, requests, n)
+                report["runs"][n].append(
+                    {k: level[k] for k in ("output_throughput", "median_ttft_ms", "p99_ttft_ms")}
+                )
+                print(
+                    f"round {i + 1} workers={n}: {level['output_throughput']:>9,.0f} tok/s, "
+                    f"median TTFT {level['median_ttft_ms']:.1f} ms",
+                    flush=True,
+                )
+    report["load_after"] = os.getloadavg()
+    med = statistics.median
+    base = med(r["output_throughput"] for r in report["runs"][counts[0]])
+    print()
+    print(f"load average before {report['load_before']}, after {report['load_after']}")
+    print(f"{args.target} target, c={c}, pacing allows {pacing:,.0f} tok/s")
+    print("| workers | output tok/s (median) | vs first | median TTFT ms |")
+    print("|---|---|---|---|")
+    summary: dict[int, float] = {}
+    for n in counts:
+        tp = med(r["output_throughput"] for r in report["runs"][n])
+        ttft = med(r["median_ttft_ms"] for r in report["runs"][n])
+        summary[n] = tp
+        print(f"| {n} | {tp:,.0f} | {tp / base:.2f}x | {ttft:.1f} |")
+    report["median_output_throughput"] = summary
+    rising = len(counts) < 2 or summary[counts[1]] > summary[counts[0]]
+    print()
+    print(f"{'PASS' if rising else 'FAIL'}  the ceiling rises from {counts[0]} to {counts[1]}")
+    report["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if rising else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
