@@ -79,9 +79,12 @@ class InvokeStreamCall:
         endpoint_name: str,
         *,
         target_variant: str | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         self.client = client
         self.credentials = credentials
+        self.ca_bundle = ca_bundle
+        """The CA certificates file botocore verifies TLS with (AWS_CA_BUNDLE or certifi's)."""
         operation = client.meta.service_model.operation_model(OPERATION)
         self.event_stream_shape = operation.output_shape.members["Body"]
         params: dict[str, Any] = {
@@ -123,10 +126,13 @@ class InvokeStreamCall:
     ) -> InvokeStreamCall:
         """The boto3 session of this environment (profile, env vars, config files)."""
         import boto3
+        import botocore.session
         from botocore.config import Config
         from botocore.exceptions import NoRegionError
+        from botocore.httpsession import get_cert_path
 
-        session = boto3.Session(region_name=region)
+        core = botocore.session.get_session()
+        session = boto3.Session(botocore_session=core, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
             raise PeagleError(
@@ -143,7 +149,14 @@ class InvokeStreamCall:
             raise SpecError(
                 "--region", "no AWS region configured", "an AWS region, e.g. us-west-2"
             ) from None
-        return cls(client, credentials, endpoint_name, target_variant=target_variant)
+        ca_bundle = get_cert_path(core.get_config_variable("ca_bundle") or True)
+        return cls(
+            client,
+            credentials,
+            endpoint_name,
+            target_variant=target_variant,
+            ca_bundle=str(ca_bundle) if ca_bundle else None,
+        )
 
     def _prepare(self, params: dict[str, Any]) -> Any:
         events = self.client.meta.events

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -105,13 +106,18 @@ class SageMakerTarget:
             endpoint_url=self.endpoint_url,
             target_variant=self.target_variant,
         )
-        connector = aiohttp.TCPConnector(limit=max_concurrency, limit_per_host=max_concurrency)
-        # The signed URL is sent as is; the body is never decompressed (it is not compressed).
+        # TLS verified against botocore's CA bundle and proxies from the environment, as
+        # boto3 does; the signed URL is sent as is.
+        tls = ssl.create_default_context(cafile=self._call.ca_bundle)
+        connector = aiohttp.TCPConnector(
+            limit=max_concurrency, limit_per_host=max_concurrency, ssl=tls
+        )
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
             auto_decompress=False,
             requote_redirect_url=False,
+            trust_env=True,
         )
 
     async def request(

@@ -182,3 +182,14 @@ def test_error_answers_read_as_boto3_reports_them(
     call = InvokeStreamCall.from_environment("ep")
     headers = {"X-Amzn-ErrorType": error_type, "Content-Type": "application/json"}
     assert call.error_reason(status, headers, body) == expected
+
+
+def test_tls_uses_the_ca_bundle_boto3_would(env: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from botocore.httpsession import get_cert_path
+
+    env.delenv("AWS_CA_BUNDLE", raising=False)
+    assert InvokeStreamCall.from_environment("ep").ca_bundle == get_cert_path(True)
+    bundle = tmp_path / "corporate-ca.pem"
+    bundle.write_text("not read here\n")
+    env.setenv("AWS_CA_BUNDLE", str(bundle))
+    assert InvokeStreamCall.from_environment("ep").ca_bundle == str(bundle)
