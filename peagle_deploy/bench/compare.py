@@ -321,7 +321,8 @@ class Comparison:
                 ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.set_xlabel("concurrency")
             ax.set_ylabel(ylabel)
-            ax.set_ylim(bottom=0)
+            top = ax.dataLim.ymax if ax.get_lines() else 0.0
+            ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)  # from 0, with room above the top
             ax.grid(True, alpha=0.3)
             if ax.get_lines():
                 ax.legend(fontsize="small")
