@@ -309,3 +309,18 @@ def test_countdown_on_a_terminal_and_one_line_elsewhere() -> None:
     for remaining in (3.0, 2.0, 1.0, 0.0):
         plain.waiting("for the metric lines (--logs-delay)", remaining)
     assert piped.getvalue() == "waiting 3 s for the metric lines (--logs-delay)\n"
+
+
+def test_the_proxy_comes_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from peagle_deploy.bench.sagemaker import _env_proxy
+
+    for var in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    url = (
+        "https://runtime.sagemaker.us-west-2.amazonaws.com/endpoints/ep/invocations-response-stream"
+    )
+    assert _env_proxy(url) is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert _env_proxy(url) == "http://proxy.internal:3128"
+    monkeypatch.setenv("NO_PROXY", ".amazonaws.com")
+    assert _env_proxy(url) is None
