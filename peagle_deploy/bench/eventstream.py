@@ -27,11 +27,12 @@ OPERATION = "InvokeEndpointWithResponseStream"
 _MEMO_LIMIT = 32  # distinct header blocks kept; a stream uses one or two
 
 
-class _MemoHeaderParser(EventStreamHeaderParser):
+class HeaderMemo(EventStreamHeaderParser):
     """botocore's header parser, remembering the result per header block.
 
-    The dict is shared between messages with the same header bytes: readers must not
-    mutate it (nothing here does).
+    Content-addressed, so one memo can serve every stream of a target. The dict is
+    shared between messages with the same header bytes: readers must not mutate it
+    (nothing here does).
     """
 
     def __init__(self) -> None:
@@ -51,22 +52,23 @@ class _MemoHeaderParser(EventStreamHeaderParser):
 
 
 class _Buffer(EventStreamBuffer):
-    def __init__(self) -> None:
+    def __init__(self, headers: HeaderMemo) -> None:
         super().__init__()
         # botocore keeps its header parser in this attribute; a rename would leave the
         # plain parser in place (same result, slower) and fail tests/bench/test_bench_eventstream.
-        self._header_parser = _MemoHeaderParser()
+        self._header_parser = headers
 
 
 class PayloadStream:
     """Feed raw body bytes; get the PayloadPart payloads completed by them.
 
     `event_stream_shape` is the operation's output `Body` shape from botocore's service
-    model; it is needed only to parse error messages the way boto3 does.
+    model; it is needed only to parse error messages the way boto3 does. `headers` is
+    a HeaderMemo to share between the streams of one target.
     """
 
-    def __init__(self, event_stream_shape: Any = None) -> None:
-        self._buffer = _Buffer()
+    def __init__(self, event_stream_shape: Any = None, headers: HeaderMemo | None = None) -> None:
+        self._buffer = _Buffer(headers or HeaderMemo())
         self._shape = event_stream_shape
         self._payload_headers: dict[str, Any] | None = None
         self._fed = 0
@@ -76,7 +78,7 @@ class PayloadStream:
     def header_parses(self) -> int:
         """Header blocks botocore really parsed (the rest came from the memo)."""
         parser = self._buffer._header_parser
-        return parser.parsed if isinstance(parser, _MemoHeaderParser) else -1
+        return parser.parsed if isinstance(parser, HeaderMemo) else -1
 
     def feed(self, data: bytes) -> list[bytes]:
         """Payloads of the PayloadPart events completed by `data` (may be none).

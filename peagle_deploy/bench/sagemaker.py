@@ -30,6 +30,7 @@ from peagle_deploy.errors import SpecError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
 if TYPE_CHECKING:
+    from peagle_deploy.bench.eventstream import HeaderMemo
     from peagle_deploy.bench.invoke_call import InvokeStreamCall
 
 CUT_OFF = "the response stream ended inside an event-stream message"
@@ -84,6 +85,8 @@ class SageMakerTarget:
         self._call: InvokeStreamCall | None = None
         self._session: Any = None
         self._proxy: str | None = None
+        self._url: Any = None
+        self._headers: HeaderMemo | None = None
 
     @property
     def description(self) -> str:
@@ -109,7 +112,9 @@ class SageMakerTarget:
 
     async def start(self, max_concurrency: int) -> None:
         import aiohttp
+        from yarl import URL
 
+        from peagle_deploy.bench.eventstream import HeaderMemo
         from peagle_deploy.bench.invoke_call import InvokeStreamCall
 
         self._call = InvokeStreamCall.from_environment(
@@ -123,6 +128,8 @@ class SageMakerTarget:
         # trust_env does it (and a netrc lookup) in a thread for every request, which
         # added milliseconds to TTFT on a busy machine.
         self._proxy = _env_proxy(self._call.url)
+        self._url = URL(self._call.url, encoded=True)
+        self._headers = HeaderMemo()
         tls = ssl.create_default_context(cafile=self._call.ca_bundle)
         connector = aiohttp.TCPConnector(
             limit=max_concurrency, limit_per_host=max_concurrency, ssl=tls
@@ -140,7 +147,6 @@ class SageMakerTarget:
         import aiohttp
         from botocore.eventstream import ParserError
         from botocore.exceptions import BotoCoreError, EventStreamError
-        from yarl import URL
 
         from peagle_deploy.bench.eventstream import PayloadStream
 
@@ -157,11 +163,11 @@ class SageMakerTarget:
         acc = StreamAccumulator(perf())
         try:
             async with self._session.post(
-                URL(call.url, encoded=True), data=body, headers=headers, proxy=self._proxy
+                self._url, data=body, headers=headers, proxy=self._proxy
             ) as resp:
                 if resp.status != 200:
                     return acc.fail(call.error_reason(resp.status, resp.headers, await resp.read()))
-                payloads = PayloadStream(call.event_stream_shape)
+                payloads = PayloadStream(call.event_stream_shape, self._headers)
                 feed = payloads.feed
                 parser = SSEParser()
                 sse = parser.feed

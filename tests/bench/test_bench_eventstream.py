@@ -8,7 +8,7 @@ import pytest
 from botocore.eventstream import ChecksumMismatch
 from botocore.exceptions import EventStreamError
 
-from peagle_deploy.bench.eventstream import PayloadStream
+from peagle_deploy.bench.eventstream import HeaderMemo, PayloadStream
 from peagle_deploy.emulator.eventstream import encode_message, model_stream_error, payload_part
 
 PAYLOADS = [
@@ -58,11 +58,13 @@ def test_payloads_come_out_as_soon_as_their_message_is_complete() -> None:
 
 
 def test_header_blocks_are_parsed_once_per_distinct_block() -> None:
-    stream = PayloadStream()
-    for _ in range(50):
-        stream.feed(payload_part(b"data: {}\n\n"))
-    # botocore parsed the PayloadPart headers once; 49 messages reused them.
-    assert stream.header_parses == 1
+    memo = HeaderMemo()
+    streams = [PayloadStream(headers=memo), PayloadStream(headers=memo)]
+    for i in range(50):
+        assert streams[i % 2].feed(payload_part(b"data: {}\n\n")) == [b"data: {}\n\n"]
+    # botocore parsed the PayloadPart headers once; 49 messages of two streams reused them.
+    assert memo.parsed == 1
+    assert streams[0].header_parses == 1
 
 
 def test_a_model_stream_error_is_botocores_event_stream_error() -> None:
