@@ -79,6 +79,21 @@ class Share:
     active: int
 
 
+@dataclass(frozen=True)
+class LevelOrder:
+    """What the parent asks a worker to run: its warm-up, or its measured share."""
+
+    share: Share
+    seed: int
+    max_tokens: int
+    temperature: float
+    warmup: bool
+    start_at: float = 0.0
+    """perf_counter instant at which every worker starts its measured requests."""
+    deadline: float | None = None
+    """perf_counter instant after which no request starts (duration-limited levels)."""
+
+
 def plan_shares(
     workers: int, concurrency: int, requests: int | None, warmup: int
 ) -> dict[int, Share]:
@@ -109,9 +124,9 @@ def _worker_main(conn: Connection, target: Any, dataset: Dataset) -> None:
 
 
 async def _serve(conn: Connection, target: Any, dataset: Dataset) -> None:
-    """Answer the parent's commands until "stop". Blocking on the pipe is fine here: no
-    request is in flight between commands."""
-    _, max_concurrency = conn.recv()
+    """Start the target, then run the parent's LevelOrders until None. Blocking on the
+    pipe is fine here: no request is in flight between orders."""
+    max_concurrency: int = conn.recv()
     try:
         await target.start(max_concurrency)
     except Exception as exc:
@@ -121,11 +136,11 @@ async def _serve(conn: Connection, target: Any, dataset: Dataset) -> None:
     conn.send(("ready",))
     try:
         while True:
-            command = conn.recv()
-            if command[0] == "stop":
+            order = conn.recv()
+            if order is None:  # stop
                 return
             try:
-                reply = await _run(command, target, dataset, conn)
+                reply = await _run(order, target, dataset, conn)
             except Exception as exc:
                 conn.send(("error", _describe(exc)))
                 return
@@ -134,21 +149,21 @@ async def _serve(conn: Connection, target: Any, dataset: Dataset) -> None:
         await target.close()
 
 
-async def _run(command: tuple[Any, ...], target: Any, dataset: Dataset, conn: Connection) -> Any:
-    kind, share, seed, max_tokens, temperature = command[:5]
-    prompts = _strided(dataset.sampler(seed), share.rank, share.active)
-    if kind == "warmup":
+async def _run(order: LevelOrder, target: Any, dataset: Dataset, conn: Connection) -> Any:
+    share = order.share
+    prompts = _strided(dataset.sampler(order.seed), share.rank, share.active)
+    if order.warmup:
         await closed_loop(
             target,
             prompts,
             min(share.concurrency, share.warmup),
-            max_tokens=max_tokens,
-            temperature=temperature,
+            max_tokens=order.max_tokens,
+            temperature=order.temperature,
             num_requests=share.warmup,
             duration_s=None,
         )
         return ("warm",)
-    start_at, deadline = command[5:7]
+    deadline = order.deadline
     tokens = 0
     last_report = 0.0
 
@@ -160,14 +175,14 @@ async def _run(command: tuple[Any, ...], target: Any, dataset: Dataset, conn: Co
             last_report = now
             conn.send(("progress", count, tokens))
 
-    await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
+    await asyncio.sleep(max(0.0, order.start_at - time.perf_counter()))
     with gc_tuned():
         run = await closed_loop(
             target,
             prompts,
             share.concurrency,
-            max_tokens=max_tokens,
-            temperature=temperature,
+            max_tokens=order.max_tokens,
+            temperature=order.temperature,
             num_requests=share.requests,
             duration_s=None if deadline is None else deadline - time.perf_counter(),
             deadline=deadline,
@@ -218,7 +233,7 @@ class WorkerPool:
                 child.close()
                 self._conns.append(parent)
                 self._procs.append(proc)
-                parent.send(("start", share))
+                parent.send(share)  # the most concurrency this worker will run
             self._collect(range(workers), "ready", None)
         except BaseException:
             self.close()
@@ -240,13 +255,16 @@ class WorkerPool:
         if warmup:
             for i, share in shares.items():
                 if share.warmup:
-                    self._conns[i].send(("warmup", share, seed + 1, max_tokens, temperature))
+                    order = LevelOrder(share, seed + 1, max_tokens, temperature, warmup=True)
+                    self._conns[i].send(order)
             self._collect([i for i, s in shares.items() if s.warmup], "warm", None)
         start_at = time.perf_counter() + START_MARGIN_S
         deadline = start_at + duration_s if duration_s is not None else None
         for i, share in shares.items():
-            command = ("level", share, seed, max_tokens, temperature, start_at, deadline)
-            self._conns[i].send(command)
+            order = LevelOrder(
+                share, seed, max_tokens, temperature, False, start_at=start_at, deadline=deadline
+            )
+            self._conns[i].send(order)
         runs = self._collect(list(shares), "result", on_progress)
         return merge_runs(runs)
 
@@ -286,7 +304,7 @@ class WorkerPool:
     def close(self) -> None:
         for conn in self._conns:
             with contextlib.suppress(OSError, ValueError):  # already gone
-                conn.send(("stop",))
+                conn.send(None)
         for proc in self._procs:
             proc.join(timeout=10)
             if proc.is_alive():
