@@ -17,6 +17,8 @@ Behaviour (all configurable through LoopbackConfig):
 - `/metrics` exports vLLM's spec-decode counters, grown per finished request so that
   the acceptance rate is `acceptance_rate` and K is `spec_tokens` (when spec_tokens > 0);
 - `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage;
+- `GET /loopback/ttft` returns (and forgets) the median TTFT the server really produced,
+  for comparing a client's TTFT with the truth;
 - `POST /endpoints/<name>/invocations-response-stream` answers as SageMaker's
   InvokeEndpointWithResponseStream does: the same SSE stream, each write wrapped in a
   `PayloadPart` event-stream message (`application/vnd.amazon.eventstream`). A stand-in,
@@ -133,6 +135,7 @@ _EVENT_STREAM_HEADERS = (
     b"X-Amzn-SageMaker-Content-Type: text/event-stream\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n"
 )
+TTFT_PATH = "/loopback/ttft"
 SAGEMAKER_PREFIX = "/endpoints/"
 SAGEMAKER_SUFFIX = "/invocations-response-stream"
 _REASONS = {
@@ -308,6 +311,19 @@ class LoopbackServer:
         self._server: asyncio.base_events.Server | None = None
         self._seq = 0
         self._created = int(time.time())
+        self.ttfts: list[float] = []
+        """Seconds from each request's arrival to its first chunk, as this server wrote it."""
+
+    def take_ttfts(self) -> dict[str, Any]:
+        """The TTFTs this server actually produced since the last call (then forgotten):
+        the truth a client's TTFT is compared with. asyncio's timers fire up to 1 ms late
+        (epoll waits in whole milliseconds), so they are not exactly `ttft_s`."""
+        samples, self.ttfts = sorted(self.ttfts), []
+        if not samples:
+            return {"count": 0, "median_ms": None}
+        mid = len(samples) // 2
+        median = samples[mid] if len(samples) % 2 else (samples[mid - 1] + samples[mid]) / 2
+        return {"count": len(samples), "median_ms": round(median * 1000.0, 4)}
 
     @property
     def url(self) -> str:
@@ -358,11 +374,14 @@ class LoopbackServer:
             conn._simple(200, self.metrics_text().encode(), content_type="text/plain")
         elif method == "GET" and path in ("/health", "/ping"):
             conn._simple(200, {})
+        elif method == "GET" and path == TTFT_PATH:
+            conn._simple(200, self.take_ttfts())
         else:
             conn._simple(404, {"error": f"no route {method} {path}"})
 
     def _chat(self, conn: _Connection, body: bytes, *, sagemaker: bool = False) -> None:
         cfg = self.config
+        arrived = conn.loop.time()
         # One write = one HTTP chunk; through SageMaker also one PayloadPart message.
         frame = _sagemaker_frame if sagemaker else _frame
         try:
@@ -476,6 +495,7 @@ class LoopbackServer:
         def first() -> None:
             if conn.closed:
                 return
+            self.ttfts.append(loop.time() - arrived)
             conn.transport.write(role)
             stream.next_at = first_at
             stream.step()
