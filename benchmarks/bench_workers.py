@@ -4,19 +4,21 @@
 Server: the loopback server in its own process, at raised priority when allowed (nice
 -10, e.g. as root: on a shared machine the stand-in endpoint must not be what is
 starved), paced like bench_sagemaker_target.py (TTFT 50 ms, one token every 2 ms, 64
-tokens per request, one token per event), driven at a concurrency whose pacing asks
-for more than one client process can parse (c=256: 93k events/s). With one process the
-client is the ceiling; more processes share the concurrency, and the merged level
-(metrics from all samples) shows how much of the pacing's rate the benchmark reaches.
-The runs alternate (N = 1, 2, 3, 1, 2, 3, ...) so that each N sees the same machine;
-medians over rounds are compared.
+tokens per request, one token per event), driven at c=256 (the pacing asks for 93k
+events/s). The runs alternate (N = 1, 2, 3, 1, 2, 3, ...) so that each N sees the same
+machine; medians over rounds are compared, each level's metrics merged from all its
+workers' samples.
 
-The server is one process too: on a 2-core machine it needs about one core at 45k
-events/s, so the clients can only gain what is left; the SageMaker target (more CPU
-per event) shows the step more clearly than the URL target.
+The streams carry logprobs with 20 alternatives per token (vLLM's default
+`max_logprobs`, vllm/config/model.py in 0.30.0): each event costs the client several
+times what it costs the server, which sends prepared bytes. That is the case `--workers`
+exists for, and it shows on a 2-core machine: with plain streams client and server cost
+about the same per event, the server needs the second core, and extra client processes
+only take turns on the cores (measured here: N = 2 slower than N = 1). `--top-logprobs
+0` runs plain streams; on a machine with N + 1 cores or more they gain too.
 
     .venv/bin/python benchmarks/bench_workers.py [--target url|sagemaker] [--workers 1,2,3]
-        [--concurrency 256] [--rounds 3] [--json F]
+        [--concurrency 256] [--top-logprobs 20] [--rounds 3] [--json F]
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="1,2,3")
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--top-logprobs", type=int, default=20, help="0: plain streams")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     counts = [int(x) for x in args.workers.split(",")]
@@ -74,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": os.getloadavg(),
         "runs": {n: [] for n in counts},
     }
-    server_args = ("--ttft-ms", str(TTFT_MS), "--token-delay-ms", str(TOKEN_DELAY_MS))
+    server_args: tuple[str, ...] = (
+        "--ttft-ms", str(TTFT_MS), "--token-delay-ms", str(TOKEN_DELAY_MS),
+    )  # fmt: skip
+    if args.top_logprobs:
+        server_args += ("--top-logprobs", str(args.top_logprobs))
+    report["top_logprobs"] = args.top_logprobs
     with LoopbackProcess(*server_args, "--output-tokens", str(TOKENS), priority=-10) as server:
         report["server_prioritized"] = server.prioritized
         os.environ.update(
@@ -106,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"load average before {report['load_before']}, after {report['load_after']}")
     print(f"loopback server at raised priority (nice -10): {report['server_prioritized']}")
-    print(f"{args.target} target, c={c}, pacing allows {pacing:,.0f} tok/s")
+    print(
+        f"{args.target} target, c={c}, top logprobs {args.top_logprobs}, "
+        f"pacing allows {pacing:,.0f} tok/s, {os.cpu_count()} cores"
+    )
     print("| workers | output tok/s (median) | vs first | median TTFT ms |")
     print("|---|---|---|---|")
     summary: dict[int, float] = {}

@@ -61,6 +61,9 @@ class LoopbackConfig:
     model: str = "loopback"
     spec_tokens: int = 0
     acceptance_rate: float = 0.6
+    top_logprobs: int | None = None
+    """With N, every token carries OpenAI-shaped logprobs with N alternatives: streams
+    that cost the client far more per event than the server (it sends prepared bytes)."""
     fail_every: int = 0
     omit_usage: bool = False
     metrics: bool = True
@@ -120,6 +123,19 @@ def _model_error(conn: _Connection, status: int, message: str) -> None:
             "x-amzn-ErrorType": "ModelError:http://internal.amazon.com/coral/com.amazon.sagemaker/"
         },
     )
+
+
+def _logprobs(tokens: int, top: int | None) -> dict[str, Any] | None:
+    """An OpenAI chat `logprobs` block for `tokens` tokens of " x" (None without `top`)."""
+    if top is None:
+        return None
+
+    def entry(token: str, logprob: float) -> dict[str, Any]:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    alternatives = [entry(f" t{i}", -1.0 - i) for i in range(top)]
+    content = [{**entry(" x", -0.01), "top_logprobs": alternatives} for _ in range(tokens)]
+    return {"content": content}
 
 
 def _sse(doc: dict[str, Any]) -> bytes:
@@ -453,7 +469,7 @@ class LoopbackServer:
             choice = {
                 "index": 0,
                 "delta": {"content": " x" * tokens},
-                "logprobs": None,
+                "logprobs": _logprobs(tokens, cfg.top_logprobs),
                 "finish_reason": finish_reason,
             }
             return frame(_sse({**base, "choices": [choice]}))
@@ -623,6 +639,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", default="loopback")
     p.add_argument("--spec-tokens", type=int, default=0)
     p.add_argument("--acceptance-rate", type=float, default=0.6)
+    p.add_argument("--top-logprobs", type=int, default=None)
     return p.parse_args(argv)
 
 
@@ -634,6 +651,7 @@ def config_from_args(args: argparse.Namespace) -> LoopbackConfig:
         output_tokens=args.output_tokens,
         model=args.model,
         spec_tokens=args.spec_tokens,
+        top_logprobs=args.top_logprobs,
         acceptance_rate=args.acceptance_rate,
     )
 

@@ -77,3 +77,29 @@ def test_ttft_truth_is_what_the_server_produced_and_is_reset(
     assert truth["count"] == 3  # the failed 4th request never got a first chunk
     assert 10.0 <= truth["median_ms"] <= level["median_ttft_ms"]
     assert _ttfts(server)["count"] == 0
+
+
+def test_top_logprobs_make_events_heavier_not_different() -> None:
+    with serve_in_thread(LoopbackConfig(top_logprobs=3, tokens_per_chunk=2)) as srv:
+        body = json.dumps(
+            {"messages": [{"role": "user", "content": "q"}], "max_tokens": 4, "stream": True}
+        ).encode()
+        request = urllib.request.Request(srv.url + "/chat/completions", data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            events = [line[6:] for line in resp.read().decode().split("\n") if line[:6] == "data: "]
+        docs = [json.loads(e) for e in events if e != "[DONE]"]
+        tokens = [
+            d["choices"][0]
+            for d in docs
+            if d["choices"] and d["choices"][0]["delta"].get("content")
+        ]
+        assert len(tokens) == 2
+        content = tokens[0]["logprobs"]["content"]
+        assert len(content) == 2  # one entry per token of the event
+        assert [len(c["top_logprobs"]) for c in content] == [3, 3]
+        assert content[0]["token"] == " x" and content[0]["bytes"] == [32, 120]
+        config = SweepConfig(concurrency=[2], num_prompts=4, warmup=0, max_tokens=4, progress=False)
+        from peagle_deploy.bench import OpenAITarget
+
+        d = run_sweep(OpenAITarget(srv.url), config, dataset=TINY).levels[0].to_dict()
+        assert d["completed"] == 4 and d["total_output_tokens"] == 16
