@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.loopback import TTFT_PATH, LoopbackConfig, LoopbackServer, serve_in_thread
 
@@ -99,7 +99,5 @@ def test_top_logprobs_make_events_heavier_not_different() -> None:
         assert [len(c["top_logprobs"]) for c in content] == [3, 3]
         assert content[0]["token"] == " x" and content[0]["bytes"] == [32, 120]
         config = SweepConfig(concurrency=[2], num_prompts=4, warmup=0, max_tokens=4, progress=False)
-        from peagle_deploy.bench import OpenAITarget
-
         d = run_sweep(OpenAITarget(srv.url), config, dataset=TINY).levels[0].to_dict()
         assert d["completed"] == 4 and d["total_output_tokens"] == 16
