@@ -94,15 +94,23 @@ def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             for r in runs
         ]
     out["server_ttft_ms"] = med(r["server_ttft_ms"] for runs in rows.values() for r in runs)
+    # Each round's URL and SageMaker runs are neighbours in time: their ratio is the
+    # comparison least disturbed by what else the machine does.
+    out["paired_ratio_median"] = med(
+        b["output_throughput"] / a["output_throughput"]
+        for a, b in zip(rows["url"], rows["sagemaker"], strict=True)
+    )
     return out
 
 
 def checks_for(name: str, c: int, lv: dict[str, Any]) -> dict[str, bool]:
     ratio = lv["sagemaker_output_throughput"] / lv["url_output_throughput"]
+    paired = lv["paired_ratio_median"]
     if c >= 128:
         gap = abs(lv["sagemaker_median_ttft_ms"] - lv["url_median_ttft_ms"])
         return {
-            f"{name}: SageMaker tok/s >= 0.9x URL ({ratio:.2f}x)": ratio >= 0.9,
+            f"{name}: SageMaker tok/s >= 0.9x URL ({ratio:.2f}x of the medians, "
+            f"{paired:.2f}x per round)": min(ratio, paired) >= 0.9,
             f"{name}: median TTFT within 15 ms of URL ({gap:.1f} ms)": gap <= 15.0,
         }
     return {
@@ -163,17 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before {report['load_before']}, after {report['load_after']}")
     print(f"loopback server at raised priority (nice -10): {report['server_prioritized']}")
     print(
-        "| level | server tok/s | URL tok/s | SageMaker tok/s | SM/URL "
+        "| level | server tok/s | URL tok/s | SageMaker tok/s | SM/URL | SM/URL per round "
         "| server TTFT ms | URL TTFT ms | SM TTFT ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     checks: dict[str, bool] = {}
     for name, lv in report["levels"].items():
         lv["sagemaker_over_url"] = lv["sagemaker_output_throughput"] / lv["url_output_throughput"]
         print(
             f"| {name} | {lv['server_output_throughput']:,.0f} | "
             f"{lv['url_output_throughput']:,.0f} | {lv['sagemaker_output_throughput']:,.0f} | "
-            f"{lv['sagemaker_over_url']:.2f}x | {lv['server_ttft_ms']:.2f} | "
+            f"{lv['sagemaker_over_url']:.2f}x | {lv['paired_ratio_median']:.2f}x | "
+            f"{lv['server_ttft_ms']:.2f} | "
             f"{lv['url_median_ttft_ms']:.2f} | {lv['sagemaker_median_ttft_ms']:.2f} |"
         )
         checks.update(checks_for(name, lv["concurrency"], lv))
