@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from peagle_deploy.bench import SweepConfig, run_sweep, target_from_string
+from peagle_deploy.bench import BenchSettings, SweepConfig, run_sweep, target_from_string
 from peagle_deploy.emulator.loopback import LoopbackProcess
 
 MODEL = "loopback"
@@ -56,10 +56,12 @@ def vllm_venv() -> Path:
 def ours(url: str, concurrency: int, num_prompts: int, max_tokens: int) -> dict[str, Any]:
     target = target_from_string(url, label="peagle-bench", model=MODEL)
     config = SweepConfig(
-        concurrency=[concurrency],
-        num_prompts=num_prompts,
-        max_tokens=max_tokens,
-        warmup=0,
+        settings=BenchSettings(
+            concurrency=[concurrency],
+            num_prompts=num_prompts,
+            max_tokens=max_tokens,
+            warmup=0,
+        ),
         progress=False,
     )
     before = _cpu(resource.RUSAGE_SELF)

@@ -42,7 +42,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench import BenchSettings, OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
 from peagle_deploy.emulator.loopback import TTFT_PATH, LoopbackProcess
 
 TTFT_MS = 50.0
@@ -64,10 +64,12 @@ def measure(
     target: Any, concurrency: int, requests: int, workers: int, root: str
 ) -> dict[str, Any]:
     config = SweepConfig(
-        concurrency=[concurrency],
-        num_prompts=requests,
-        warmup=concurrency,  # every connection of the pool opened before measuring
-        max_tokens=TOKENS,
+        settings=BenchSettings(
+            concurrency=[concurrency],
+            num_prompts=requests,
+            warmup=concurrency,  # every connection of the pool opened before measuring
+            max_tokens=TOKENS,
+        ),
         progress=False,
         workers=workers,
     )

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench import BenchSettings, OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
 from peagle_deploy.emulator.loopback import LoopbackProcess
 
 TTFT_MS = 50.0
@@ -42,10 +42,12 @@ TOKENS = 64
 
 def measure(target: Any, concurrency: int, requests: int, workers: int) -> dict[str, Any]:
     config = SweepConfig(
-        concurrency=[concurrency],
-        num_prompts=requests,
-        warmup=concurrency,
-        max_tokens=TOKENS,
+        settings=BenchSettings(
+            concurrency=[concurrency],
+            num_prompts=requests,
+            warmup=concurrency,
+            max_tokens=TOKENS,
+        ),
         progress=False,
         workers=workers,
     )

@@ -293,17 +293,17 @@ def _rehearse(
 
     # 3. short benchmark
     with steps.step("3. benchmark dev (closed loop, SageMaker streaming API)") as step:
-        from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
+        from peagle_deploy.bench import BenchSettings, SageMakerTarget, SweepConfig, run_sweep
 
+        sweep = BenchSettings(
+            concurrency=list(settings.levels),
+            num_prompts=settings.num_prompts,
+            max_tokens=settings.max_tokens,
+            warmup=1,
+        )
         result = run_sweep(
             SageMakerTarget(endpoint.endpoint_name, region=settings.region, logs_delay_s=0.0),
-            SweepConfig(
-                concurrency=list(settings.levels),
-                num_prompts=settings.num_prompts,
-                max_tokens=settings.max_tokens,
-                warmup=1,
-                progress=False,
-            ),
+            SweepConfig(settings=sweep, progress=False),
         )
         out.print(_bench_table(result))
         step.detail = ", ".join(

@@ -181,8 +181,11 @@ def _finite_float(field: str, where: str) -> Any:
     return hook
 
 
-def parse_json(text: str, field: str, where: str, limits: Limits = SPEC) -> Any:
-    """Parse JSON text strictly (see the module docstring)."""
+def parse_json(
+    text: str, field: str, where: str, limits: Limits = SPEC, *, one_line: bool = False
+) -> Any:
+    """Parse JSON text strictly (see the module docstring). `one_line`: `where` already
+    names the line (a JSONL line), so a syntax error does not add the parser's line 1."""
     try:
         value = json.loads(
             text,
@@ -193,9 +196,8 @@ def parse_json(text: str, field: str, where: str, limits: Limits = SPEC) -> Any:
     except RecursionError:
         raise _too_deep(field, where, limits) from None
     except json.JSONDecodeError as exc:
-        raise DocumentError(
-            field, f"{where} line {exc.lineno}: not valid JSON: {exc.msg}", "JSON"
-        ) from None
+        at = where if one_line else f"{where} line {exc.lineno}"
+        raise DocumentError(field, f"{at}: not valid JSON: {exc.msg}", "JSON") from None
     except ValueError as exc:  # int() of a number with thousands of digits
         raise DocumentError(field, f"{where}: {_short(str(exc))}", "JSON") from None
     _check_tree(value, field, where, limits)
@@ -385,7 +387,7 @@ def iter_json_lines(
             text = decode(raw, field, where)
             if not text.strip():
                 continue
-            yield number, parse_json(text, field, where, limits)
+            yield number, parse_json(text, field, where, limits, one_line=True)
 
 
 def _kind(value: Any) -> str:

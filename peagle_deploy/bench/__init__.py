@@ -2,12 +2,13 @@
 
 Stable API (the promotion gates of issue 6 build on it; keep signatures compatible):
 
-- `SweepConfig(concurrency=[...], num_prompts=..., duration_s=..., warmup=...,
-  max_tokens=..., temperature=..., dataset="humaneval"|path, seed=..., hourly_price=...,
-  progress=..., workers=...)`
+- `BenchSettings(concurrency=[...], num_prompts=..., duration_s=..., warmup=...,
+  max_tokens=..., temperature=..., dataset="humaneval"|path, seed=...)` (the sweep knobs,
+  shared with the promotion gates) and `SweepConfig(settings=BenchSettings(...),
+  hourly_price=..., workers=..., progress=...)` (one run)
 - `target_from_string("http://host:port/v1" | "endpoint:NAME", label=..., model=...,
   region=...) -> OpenAITarget | SageMakerTarget`
-- `run_sweep(target, config, progress=listener) -> SweepResult` (sync) /
+- `run_sweep(target, config | settings, progress=listener) -> SweepResult` (sync) /
   `await run_sweep_async(...)`; `listener` is any `SweepProgress` (`RichProgress` draws
   bars and the --logs-delay countdown)
 - `SweepResult.level(concurrency) -> LevelResult`; `LevelResult.output_throughput`,
@@ -18,14 +19,8 @@ Stable API (the promotion gates of issue 6 build on it; keep signatures compatib
 from peagle_deploy.bench.datasets import Dataset, load_dataset
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats
 from peagle_deploy.bench.progress import NoProgress, RichProgress, SweepProgress
-from peagle_deploy.bench.runner import (
-    DEFAULT_LEVELS,
-    LevelResult,
-    SweepConfig,
-    SweepResult,
-    run_sweep,
-    run_sweep_async,
-)
+from peagle_deploy.bench.runner import LevelResult, SweepResult, run_sweep, run_sweep_async
+from peagle_deploy.bench.settings import DEFAULT_LEVELS, BenchSettings, SweepConfig
 from peagle_deploy.bench.targets import (
     OpenAITarget,
     SageMakerTarget,
@@ -35,6 +30,7 @@ from peagle_deploy.bench.targets import (
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "BenchSettings",
     "Dataset",
     "LevelResult",
     "NoProgress",

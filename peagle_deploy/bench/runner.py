@@ -1,8 +1,9 @@
-"""The sweep over concurrency levels: settings, results, and the loop that runs them.
+"""The sweep over concurrency levels: its results, and the loop that runs them.
 
 Each level is a closed loop (`closed_loop`) in this process, or split over worker
 processes (`workers`, `SweepConfig.workers > 1`); either way the level's metrics are
-computed once, from every request's output.
+computed once, from every request's output. What a sweep runs is a `SweepConfig`
+(`bench.settings`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,79 +20,14 @@ from peagle_deploy.bench.closed_loop import DoneHook, LevelRun, closed_loop, gc_
 from peagle_deploy.bench.datasets import Dataset, PromptSampler, load_dataset
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats, level_metrics
 from peagle_deploy.bench.progress import NoProgress, SweepProgress
+from peagle_deploy.bench.result_shape import FORMAT_VERSION, check_run
+from peagle_deploy.bench.settings import BenchSettings, SweepConfig
 from peagle_deploy.bench.targets import Target
-from peagle_deploy.errors import SpecError
+
+__all__ = ["LevelResult", "SweepConfig", "SweepResult", "run_sweep", "run_sweep_async"]
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.workers import WorkerPool
-
-DEFAULT_LEVELS: tuple[int, ...] = (1, 4, 8, 32, 128)
-RESULT_FORMAT_VERSION = 1
-MAX_WORKERS = 64
-
-
-@dataclass
-class SweepConfig:
-    """How a sweep runs. Every field has a CLI flag of the same name.
-
-    Per level: `num_prompts` requests, or as many as start within `duration_s`
-    seconds, or whichever limit comes first when both are set; with neither, each
-    level runs max(32, 4 x concurrency) requests. `warmup` requests run before each
-    level at that level's concurrency (capped at the warm-up count) and are not
-    measured.
-    """
-
-    concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_LEVELS))
-    num_prompts: int | None = None
-    duration_s: float | None = None
-    warmup: int = 2
-    max_tokens: int = 256
-    temperature: float = 0.0
-    dataset: str = "humaneval"
-    seed: int = 0
-    hourly_price: float | None = None
-    """Price of the whole endpoint per hour (any currency); enables cost per 1M tokens."""
-    progress: bool = True
-    """Show a progress bar on a terminal when run_sweep gets no progress listener."""
-    workers: int = 1
-    """Processes that share each level's concurrency (one process tops out near 40k
-    stream events/s); their outputs are merged into one set of metrics."""
-
-    def validate(self) -> None:
-        if not self.concurrency:
-            raise SpecError("--concurrency", "no levels given", "comma-separated integers >= 1")
-        for c in self.concurrency:
-            if not isinstance(c, int) or c < 1:
-                raise SpecError("--concurrency", f"{c!r} is not a level", "integers >= 1")
-        if self.num_prompts is not None and self.num_prompts < 1:
-            raise SpecError("--num-prompts", f"{self.num_prompts} is too small", ">= 1")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise SpecError("--duration", f"{self.duration_s} is not positive", "> 0 seconds")
-        if self.warmup < 0:
-            raise SpecError("--warmup", f"{self.warmup} is negative", ">= 0")
-        if self.max_tokens < 1:
-            raise SpecError("--max-tokens", f"{self.max_tokens} is too small", ">= 1")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise SpecError("--temperature", f"{self.temperature} is out of range", "0 to 2")
-        if self.hourly_price is not None and self.hourly_price <= 0:
-            raise SpecError("--hourly-price", f"{self.hourly_price} is not positive", "> 0")
-        if not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
-            raise SpecError("--workers", f"{self.workers!r} is out of range", f"1 to {MAX_WORKERS}")
-
-    def requests_for(self, concurrency: int) -> int | None:
-        """The request cap of one level (None: only the duration limits it)."""
-        if self.num_prompts is not None:
-            return self.num_prompts
-        if self.duration_s is not None:
-            return None
-        return max(32, 4 * concurrency)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("progress")
-        if self.workers == 1:  # one process: the results keep the keys they always had
-            out.pop("workers")
-        return out
 
 
 @dataclass
@@ -174,7 +110,7 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format_version": RESULT_FORMAT_VERSION,
+            "format_version": FORMAT_VERSION,
             "label": self.label,
             "kind": self.kind,
             "k": self.k,
@@ -188,22 +124,21 @@ class SweepResult:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> SweepResult:
-        try:
-            return cls(
-                label=str(doc.get("label") or "target"),
-                target=str(doc.get("target") or ""),
-                model=doc.get("model"),
-                dataset=str(doc.get("dataset") or ""),
-                config=dict(doc.get("config") or {}),
-                levels=[LevelResult.from_dict(lv) for lv in doc["levels"]],
-                started_at=str(doc.get("started_at") or ""),
-                finished_at=str(doc.get("finished_at") or ""),
-                kind=doc.get("kind"),
-                k=doc.get("k"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SpecError("results", f"not a sweep result ({exc})", '{"levels": [...]}') from exc
+    def from_dict(cls, doc: Any, where: str = "run") -> SweepResult:
+        """A sweep result read back (checked first: `bench.result_shape`)."""
+        check_run(doc, where)
+        return cls(
+            label=str(doc.get("label") or "target"),
+            target=str(doc.get("target") or ""),
+            model=doc.get("model"),
+            dataset=str(doc.get("dataset") or ""),
+            config=dict(doc.get("config") or {}),
+            levels=[LevelResult.from_dict(lv) for lv in doc["levels"]],
+            started_at=str(doc.get("started_at") or ""),
+            finished_at=str(doc.get("finished_at") or ""),
+            kind=doc.get("kind"),
+            k=doc.get("k"),
+        )
 
 
 async def run_level(
@@ -237,7 +172,7 @@ LOGS_WAIT = "for the container's metric lines in CloudWatch Logs (--logs-delay)"
 
 async def run_sweep_async(
     target: Target,
-    config: SweepConfig | None = None,
+    config: SweepConfig | BenchSettings | None = None,
     *,
     dataset: Dataset | None = None,
     kind: str | None = None,
@@ -246,9 +181,9 @@ async def run_sweep_async(
 ) -> SweepResult:
     """Run every level of `config` against `target` (which this function starts and
     closes). See `run_sweep` for the synchronous form."""
-    config = config or SweepConfig()
-    config.validate()
-    data = dataset or load_dataset(config.dataset)
+    config = _as_config(config)
+    sweep = config.settings
+    data = dataset or load_dataset(sweep.dataset)
     listener = progress if progress is not None else default_progress(config.progress)
     started = _now()
     levels: list[LevelResult] = []
@@ -256,21 +191,21 @@ async def run_sweep_async(
     pool: WorkerPool | None = None
     try:
         # With workers the target here only discovers the model and takes the marks.
-        await target.start(max(config.concurrency) if config.workers == 1 else 2)
+        await target.start(max(sweep.concurrency) if config.workers == 1 else 2)
         if config.workers > 1:
             from peagle_deploy.bench.workers import WorkerPool
 
-            pool = WorkerPool(target, data, config.workers, max(config.concurrency))
-        for concurrency in config.concurrency:
+            pool = WorkerPool(target, data, config.workers, max(sweep.concurrency))
+        for concurrency in sweep.concurrency:
             total = config.requests_for(concurrency)
-            if pool is None and config.warmup:
+            if pool is None and sweep.warmup:
                 await closed_loop(
                     target,
-                    data.sampler(config.seed + 1),
-                    min(concurrency, config.warmup),
-                    max_tokens=config.max_tokens,
-                    temperature=config.temperature,
-                    num_requests=config.warmup,
+                    data.sampler(sweep.seed + 1),
+                    min(concurrency, sweep.warmup),
+                    max_tokens=sweep.max_tokens,
+                    temperature=sweep.temperature,
+                    num_requests=sweep.warmup,
                     duration_s=None,
                 )
             before = await target.spec_decode_mark()
@@ -319,16 +254,17 @@ async def _measure_level(  # noqa: PLR0917 (private; called once)
     pool: WorkerPool | None,
     listener: SweepProgress,
 ) -> LevelRun:
+    sweep = config.settings
     if pool is not None:
         return await asyncio.to_thread(
             pool.run_level,
             concurrency,
             requests=total,
-            duration_s=config.duration_s,
-            warmup=config.warmup,
-            seed=config.seed,
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
+            duration_s=sweep.duration_s,
+            warmup=sweep.warmup,
+            seed=sweep.seed,
+            max_tokens=sweep.max_tokens,
+            temperature=sweep.temperature,
             on_progress=listener.level_advanced,
         )
     tokens = 0
@@ -341,12 +277,12 @@ async def _measure_level(  # noqa: PLR0917 (private; called once)
     with gc_tuned():
         return await closed_loop(
             target,
-            data.sampler(config.seed),
+            data.sampler(sweep.seed),
             concurrency,
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
+            max_tokens=sweep.max_tokens,
+            temperature=sweep.temperature,
             num_requests=total,
-            duration_s=config.duration_s,
+            duration_s=sweep.duration_s,
             on_done=on_done,
         )
 
@@ -379,7 +315,7 @@ async def _read_acceptance(
 
 def run_sweep(
     target: Target,
-    config: SweepConfig | None = None,
+    config: SweepConfig | BenchSettings | None = None,
     *,
     dataset: Dataset | None = None,
     kind: str | None = None,
@@ -390,11 +326,12 @@ def run_sweep(
 
     Stable API (the promotion gates call it)::
 
-        from peagle_deploy.bench import SweepConfig, run_sweep, target_from_string
+        from peagle_deploy.bench import BenchSettings, run_sweep, target_from_string
         result = run_sweep(target_from_string("endpoint:my-endpoint", region="us-west-2"),
-                           SweepConfig(concurrency=[1, 8], num_prompts=32, max_tokens=256))
+                           BenchSettings(concurrency=[1, 8], num_prompts=32, max_tokens=256))
         result.level(8).output_throughput, result.level(8).get("p99_ttft_ms")
 
+    `config` is a SweepConfig, or BenchSettings alone (a SweepConfig with those settings).
     `progress` receives the sweep's progress (default: a bar on a terminal's stderr when
     `config.progress`). Must not be called from inside a running event loop (use
     `run_sweep_async`).
@@ -402,6 +339,14 @@ def run_sweep(
     return asyncio.run(
         run_sweep_async(target, config, dataset=dataset, kind=kind, k=k, progress=progress)
     )
+
+
+def _as_config(config: SweepConfig | BenchSettings | None) -> SweepConfig:
+    if config is None:
+        return SweepConfig()
+    if isinstance(config, BenchSettings):
+        return SweepConfig(settings=config)
+    return config
 
 
 def default_progress(enabled: bool) -> SweepProgress:
@@ -423,27 +368,6 @@ def cost_per_million(hourly_price: float | None, output_throughput: float) -> fl
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def levels_from_text(text: str, flag: str = "--concurrency") -> list[int]:
-    """`1,4,8` -> [1, 4, 8], with an error naming the flag."""
-    levels: list[int] = []
-    for raw in text.split(","):
-        part = raw.strip()
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise SpecError(
-                flag, f"{part!r} is not an integer", "comma-separated integers >= 1"
-            ) from None
-        if value < 1:
-            raise SpecError(flag, f"{value} is below 1", "comma-separated integers >= 1")
-        levels.append(value)
-    if not levels:
-        raise SpecError(flag, "no levels given", "comma-separated integers >= 1")
-    return levels
 
 
 def summary_rows(result: SweepResult, keys: Sequence[str]) -> list[list[Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from peagle_serve.metrics import PrometheusParseError, SpecDecodeCounters, spec_decode_counters
 
@@ -72,12 +73,19 @@ class Target(Protocol):
     async def close(self) -> None: ...
 
 
-def split_base_url(url: str) -> tuple[str, str]:
-    """(server root, chat completions URL) from a base URL with or without /v1."""
-    if not url.startswith(("http://", "https://")):
-        raise SpecError(
-            "--url", f"{url!r} is not an http(s) URL", "http://host:port or http://host:port/v1"
-        )
+def split_base_url(url: str, field: str = "--url") -> tuple[str, str]:
+    """(server root, chat completions URL) from a base URL with or without /v1; a value
+    that is not an http(s) URL with a host is refused naming `field`."""
+    allowed = "http://host:port or http://host:port/v1"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError for a port that is not a number in range
+    except ValueError:
+        raise SpecError(field, f"{url!r} is not a URL", allowed) from None
+    if parts.scheme not in ("http", "https") or not url.startswith(("http://", "https://")):
+        raise SpecError(field, f"{url!r} is not an http(s) URL", allowed)
+    if not parts.hostname or port == 0 or any(c.isspace() or not c.isprintable() for c in url):
+        raise SpecError(field, f"{url!r} is not a URL with a host", allowed)
     base = url.rstrip("/")
     if base.endswith("/chat/completions"):
         root = base[: -len("/chat/completions")]

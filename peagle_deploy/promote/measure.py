@@ -63,26 +63,23 @@ def run_bench(
     region: str | None = None,
     logs_delay_s: float | None = None,
     progress: bool = True,
+    dataset_field: str = "gates bench.dataset",
 ) -> list[LevelMeasurement]:
-    """A closed-loop sweep at the gate's levels, reduced to what the gates judge."""
-    from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
+    """A closed-loop sweep at the gate's levels, reduced to what the gates judge.
+
+    The prompts are read first: a dataset the gates name but that cannot be read is
+    refused (naming `dataset_field`) before any request reaches the endpoint.
+    """
+    from peagle_deploy.bench import SageMakerTarget, SweepConfig, load_dataset, run_sweep
+
+    dataset = load_dataset(settings.dataset, field=dataset_field)
 
     options: dict[str, Any] = {}
     if logs_delay_s is not None:
         options["logs_delay_s"] = logs_delay_s
     target = SageMakerTarget(endpoint_name, region=region, label=endpoint_name, **options)
-    config = SweepConfig(
-        concurrency=list(settings.concurrency),
-        num_prompts=settings.num_prompts,
-        duration_s=settings.duration_s,
-        warmup=settings.warmup,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        dataset=settings.dataset,
-        seed=settings.seed,
-        progress=progress,
-    )
-    result = run_sweep(target, config)
+    config = SweepConfig(settings=settings, progress=progress)
+    result = run_sweep(target, config, dataset=dataset)
     return [measurement_from_level(level) for level in result.levels]
 
 

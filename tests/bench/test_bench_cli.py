@@ -204,10 +204,10 @@ def test_unwritable_output_fails_before_measuring(
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (None, "cannot read"),  # a directory
-        ("[1, 2]", "is not a bench result"),
-        ('{"levels": "x"}', "is not a bench result"),
-        ('{"levels": [{"no": "concurrency"}]}', "not a sweep result"),
+        (None, "is a directory"),
+        ("[1, 2]", "results.json[0]: is int, not a mapping"),
+        ('{"levels": "x"}', "has no `levels` list"),
+        ('{"levels": [{"no": "concurrency"}]}', "levels[0]: has no concurrency"),
         ("{}", "not a bench result"),
     ],
 )
@@ -236,7 +236,7 @@ def test_targets_file_that_is_a_directory(
 ) -> None:
     assert main(["bench", "compare", "-f", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --file: cannot read") and "Traceback" not in err
+    assert err.startswith("error: --file: ") and "is a directory" in err and "Traceback" not in err
 
 
 def test_kind_for_an_unknown_label_or_kind_is_refused(

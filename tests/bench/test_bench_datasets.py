@@ -44,7 +44,7 @@ def test_jsonl_dataset(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ("{not json", "is not valid JSON"),
+        ("{not json", "not valid JSON"),
         ('{"prompt": "x"}', "no 'messages'"),
         ('{"messages": []}', "non-empty list"),
         ('{"messages": [{"content": "x"}]}', "messages[0] needs a string 'role'"),
@@ -57,7 +57,7 @@ def test_bad_jsonl_names_the_line(tmp_path: Path, line: str, problem: str) -> No
     with pytest.raises(SpecError) as err:
         load_dataset(str(path))
     assert err.value.field == "--dataset"
-    assert f"{path}:2" in str(err.value)
+    assert f"{path} line 2" in str(err.value)
     assert problem in str(err.value)
 
 

@@ -7,10 +7,17 @@ from typing import Any
 
 import pytest
 
-from peagle_deploy.bench import OpenAITarget, SweepConfig, run_sweep_async, target_from_string
+from peagle_deploy.bench import (
+    BenchSettings,
+    OpenAITarget,
+    SweepConfig,
+    run_sweep_async,
+    target_from_string,
+)
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats
-from peagle_deploy.bench.runner import SweepResult, cost_per_million, levels_from_text, run_level
+from peagle_deploy.bench.runner import SweepResult, cost_per_million, run_level
+from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.targets import NO_USAGE, SageMakerTarget, split_base_url
 from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer
 from peagle_deploy.errors import SpecError
@@ -29,9 +36,9 @@ async def _sweep(server_cfg: LoopbackConfig, config: SweepConfig) -> tuple[Sweep
 
 
 def _config(**kw: Any) -> SweepConfig:
-    base: dict[str, Any] = {"progress": False, "warmup": 0, "max_tokens": 6}
+    base: dict[str, Any] = {"warmup": 0, "max_tokens": 6}
     base.update(kw)
-    return SweepConfig(**base)
+    return sweep_config(base, progress=False)
 
 
 def test_sweep_against_loopback_uses_server_usage() -> None:
@@ -175,22 +182,29 @@ def test_config_validation_names_flags() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"concurrency": []}, "--concurrency"),
         ({"concurrency": [0]}, "--concurrency"),
+        ({"concurrency": "1,x"}, "--concurrency"),
         ({"num_prompts": 0}, "--num-prompts"),
         ({"duration_s": 0}, "--duration"),
+        ({"duration_s": "inf"}, "--duration"),
         ({"warmup": -1}, "--warmup"),
         ({"max_tokens": 0}, "--max-tokens"),
         ({"temperature": 3.0}, "--temperature"),
+        ({"temperature": "nan"}, "--temperature"),
+        ({"dataset": ""}, "--dataset"),
         ({"hourly_price": 0}, "--hourly-price"),
+        ({"workers": 0}, "--workers"),
     ]
     for kw, flag in cases:
         with pytest.raises(SpecError) as err:
-            SweepConfig(**kw).validate()
+            sweep_config(kw)
         assert err.value.field == flag
-    assert SweepConfig(num_prompts=None).requests_for(16) == 64
-    assert SweepConfig(num_prompts=None, duration_s=5).requests_for(16) is None
-    with pytest.raises(SpecError, match="--concurrency"):
-        levels_from_text("1,x")
-    assert levels_from_text(" 1, 4,8 ") == [1, 4, 8]
+    gate_names = {"warmup": "gates.stages.prod.bench.warmup"}
+    with pytest.raises(SpecError) as err:
+        sweep_config({"warmup": -1}, name_of=gate_names)
+    assert err.value.field == "gates.stages.prod.bench.warmup"
+    assert sweep_config({"concurrency": " 8, 1,4"}).settings.concurrency == [1, 4, 8]
+    assert SweepConfig(settings=BenchSettings(num_prompts=None)).requests_for(16) == 64
+    assert BenchSettings(num_prompts=None, duration_s=5).requests_for(16) is None
 
 
 def test_cost_per_million_tokens() -> None:

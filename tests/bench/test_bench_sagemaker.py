@@ -15,6 +15,7 @@ import pytest
 from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.progress import NoProgress
+from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.emulator import LocalAWS
 from peagle_deploy.emulator.eventstream import model_stream_error, payload_part
 
@@ -54,9 +55,9 @@ def _target(aws: LocalAWS, name: str = "ep") -> SageMakerTarget:
 
 
 def _config(**kw: Any) -> SweepConfig:
-    base: dict[str, Any] = {"progress": False, "warmup": 1, "max_tokens": 7}
+    base: dict[str, Any] = {"warmup": 1, "max_tokens": 7}
     base.update(kw)
-    return SweepConfig(**base)
+    return sweep_config(base, progress=False)
 
 
 def test_stream_metrics_and_acceptance_from_logs(aws: LocalAWS) -> None:

@@ -13,6 +13,7 @@ from peagle_deploy.bench import OpenAITarget, SweepConfig, run_sweep
 from peagle_deploy.bench.closed_loop import LevelRun
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.metrics import RequestOutput, level_metrics
+from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.workers import merge_runs, plan_shares, split_evenly, split_like
 from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 from peagle_deploy.errors import SpecError
@@ -79,9 +80,9 @@ def server() -> Iterator[LoopbackServer]:
 
 
 def _config(**kw: Any) -> SweepConfig:
-    base: dict[str, Any] = {"progress": False, "warmup": 2, "max_tokens": 6, "workers": 2}
+    base: dict[str, Any] = {"warmup": 2, "max_tokens": 6, "workers": 2}
     base.update(kw)
-    return SweepConfig(**base)
+    return sweep_config(base, progress=False)
 
 
 def test_two_worker_processes_run_every_request_once(server: LoopbackServer) -> None:
@@ -130,5 +131,5 @@ def test_targets_without_clone_cannot_use_workers() -> None:
         run_sweep(Bare(), _config(concurrency=[2], num_prompts=2), dataset=PROMPTS)
     assert err.value.field == "--workers"
     with pytest.raises(SpecError) as err:
-        SweepConfig(workers=0).validate()
+        sweep_config({"workers": 65})
     assert err.value.field == "--workers"

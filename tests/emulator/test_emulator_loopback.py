@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from peagle_deploy.bench import OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
+from peagle_deploy.bench import (
+    BenchSettings,
+    OpenAITarget,
+    SageMakerTarget,
+    SweepConfig,
+    run_sweep,
+)
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.emulator.loopback import (
     TTFT_PATH,
@@ -44,7 +50,10 @@ def test_sagemaker_route_streams_payload_parts_and_fails_as_sagemaker(
     server: LoopbackServer, aws_env: None
 ) -> None:
     target = SageMakerTarget("loopback", region="us-west-2", logs_delay_s=0)
-    config = SweepConfig(concurrency=[2], num_prompts=8, warmup=0, max_tokens=5, progress=False)
+    config = SweepConfig(
+        settings=BenchSettings(concurrency=[2], num_prompts=8, warmup=0, max_tokens=5),
+        progress=False,
+    )
     d = run_sweep(target, config, dataset=TINY).levels[0].to_dict()
     assert d["completed"] == 6 and d["total_output_tokens"] == 6 * 5
     (reason,) = d["errors"]
@@ -76,7 +85,10 @@ def test_ttft_truth_is_what_the_server_produced_and_is_reset(
 ) -> None:
     assert _ttfts(server) == {"count": 0, "median_ms": None}
     target = SageMakerTarget("loopback", region="us-west-2", logs_delay_s=0)
-    config = SweepConfig(concurrency=[1], num_prompts=3, warmup=0, max_tokens=2, progress=False)
+    config = SweepConfig(
+        settings=BenchSettings(concurrency=[1], num_prompts=3, warmup=0, max_tokens=2),
+        progress=False,
+    )
     level = run_sweep(target, config, dataset=TINY).levels[0].to_dict()
     truth = _ttfts(server)
     assert truth["count"] == 3  # the failed 4th request never got a first chunk
@@ -103,6 +115,9 @@ def test_top_logprobs_make_events_heavier_not_different() -> None:
         assert len(content) == 2  # one entry per token of the event
         assert [len(c["top_logprobs"]) for c in content] == [3, 3]
         assert content[0]["token"] == " x" and content[0]["bytes"] == [32, 120]
-        config = SweepConfig(concurrency=[2], num_prompts=4, warmup=0, max_tokens=4, progress=False)
+        config = SweepConfig(
+            settings=BenchSettings(concurrency=[2], num_prompts=4, warmup=0, max_tokens=4),
+            progress=False,
+        )
         d = run_sweep(OpenAITarget(srv.url), config, dataset=TINY).levels[0].to_dict()
         assert d["completed"] == 4 and d["total_output_tokens"] == 16

@@ -1,0 +1,149 @@
+"""The targets of `peagle bench` and `peagle bench compare`, checked before any request.
+
+From `--url` / `--endpoint`, `--target label=SPEC` and a `--file` with a `targets:` list
+(read through `peagle_deploy.documents`: size, depth, YAML aliases, encodings and
+duplicate keys are limited there). Every value is checked here, naming the flag or the
+file's key, so that a bad second target cannot fail after the first one was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from peagle_deploy.errors import SpecError
+
+MAX_LABEL = 200
+"""Labels name table columns and plot lines; longer ones are a mistake (results files
+are held to the same length, `bench.result_shape.MAX_LABEL`)."""
+MAX_MODEL = 512
+FILE_KEYS = ("label", "url", "endpoint", "model", "region", "kind", "k")
+ENDPOINT_NAME = "1-63 of [a-zA-Z0-9-], starting and ending with a letter or digit"
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """One configuration to measure: a label and `http(s)://...` or `endpoint:NAME`."""
+
+    label: str | None
+    spec: str
+    model: str | None = None
+    region: str | None = None
+    kind: str | None = None
+    k: int | None = None
+
+
+def check_entry(
+    entry: TargetEntry, spec_field: str, where: str | None = None, label_field: str | None = None
+) -> None:
+    """Every value of one target. Errors name `spec_field` for the URL or endpoint and,
+    for the other values, the file key under `where` (`--file targets[0]`) or the flag
+    (`label_field`, else `spec_field`, for the label)."""
+    from peagle_deploy.bench.compare import classify
+    from peagle_deploy.bench.targets import split_base_url
+    from peagle_deploy.validation.aws_shapes import NAME_RE, REGION_RE
+
+    def name(key: str, flag: str) -> str:
+        return f"{where}.{key}" if where else flag
+
+    if entry.label is not None:
+        check_text(
+            entry.label, name("label", label_field or spec_field), MAX_LABEL, "a short label"
+        )
+    if entry.spec.startswith("endpoint:"):
+        endpoint = entry.spec.removeprefix("endpoint:")
+        if not NAME_RE.match(endpoint):
+            raise SpecError(
+                spec_field, f"{endpoint!r} is not a SageMaker endpoint name", ENDPOINT_NAME
+            )
+    else:
+        split_base_url(entry.spec, spec_field)
+    if entry.model is not None:
+        check_text(entry.model, name("model", "--model"), MAX_MODEL, "a model name")
+    if entry.region is not None and (
+        not isinstance(entry.region, str) or not REGION_RE.match(entry.region)
+    ):
+        raise SpecError(
+            name("region", "--region"), f"{entry.region!r} is not a region name", "e.g. us-east-1"
+        )
+    if entry.kind is not None:
+        try:
+            classify(entry.label or "", entry.kind)
+        except SpecError as exc:
+            raise SpecError(name("kind", "--kind"), exc.problem, exc.allowed) from None
+
+
+def check_text(value: Any, field: str, limit: int, allowed: str = "text") -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(field, f"{value!r} is not a non-empty string", allowed)
+    if len(value) > limit:
+        raise SpecError(field, f"is longer than {limit} characters", allowed)
+
+
+def pairs(items: list[str], flag: str) -> dict[str, str]:
+    """`label=value` items (the value may contain `=`); duplicate labels refused."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise SpecError(flag, f"{item!r} is not label=value", "label=value")
+        if key.strip() in out:
+            raise SpecError(flag, f"label {key.strip()!r} is given twice", "unique labels")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def compare_entries(targets: list[str], file: Path | None) -> list[TargetEntry]:
+    """Targets from --target label=SPEC flags and/or a YAML/JSON file, all checked."""
+    entries = [TargetEntry(label, spec) for label, spec in pairs(targets, "--target").items()]
+    for entry in entries:
+        check_entry(entry, "--target")
+    if file is not None:
+        entries += file_entries(file)
+    if not entries:
+        raise SpecError("--target", "no targets given", "label=URL, label=endpoint:NAME, --file")
+    labels = [entry.label for entry in entries]
+    twice = sorted({lb for lb in labels if lb is not None and labels.count(lb) > 1})
+    if twice:
+        raise SpecError("--target", f"duplicate labels {', '.join(twice)}", "unique labels")
+    return entries
+
+
+def file_entries(file: Path) -> list[TargetEntry]:
+    from peagle_deploy.documents import load_mapping
+
+    doc = load_mapping(file, "--file")
+    items = doc.get("targets")
+    if not isinstance(items, list) or not items:
+        raise SpecError("--file", f"{file} has no `targets:` list", "targets: [{label, url}]")
+    entries: list[TargetEntry] = []
+    for i, item in enumerate(items):
+        where = f"--file targets[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(where, "is not a mapping", FILE_KEYS)
+        unknown = sorted(str(key) for key in set(item) - set(FILE_KEYS))
+        if unknown:
+            raise SpecError(where, f"unknown keys {', '.join(unknown)}", FILE_KEYS)
+        if item.get("label") is None:
+            raise SpecError(f"{where}.label", "is missing")
+        url, endpoint = item.get("url"), item.get("endpoint")
+        if (url is None) == (endpoint is None):
+            raise SpecError(where, "needs exactly one of url, endpoint")
+        for key in ("url", "endpoint", "kind"):
+            if item.get(key) is not None:
+                check_text(item[key], f"{where}.{key}", 2048)
+        k = item.get("k")
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise SpecError(f"{where}.k", f"{k!r} is not a K", "integers >= 1")
+        entry = TargetEntry(
+            label=item["label"],
+            spec=url if url is not None else f"endpoint:{endpoint}",
+            model=item.get("model"),
+            region=item.get("region"),
+            kind=item.get("kind"),
+            k=k,
+        )
+        check_entry(entry, f"{where}.{'url' if url is not None else 'endpoint'}", where)
+        entries.append(entry)
+    return entries
