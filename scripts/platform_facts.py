@@ -44,6 +44,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+# The schedule field and the fix are named once, in the contract the plan and the image share.
+from peagle_serve.contract import K_SCHEDULE_FIELD, PARALLEL_DRAFTING_K_FIX
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "peagle_deploy" / "catalog" / "data"
 EXCERPTS = ROOT / "scripts" / "platform_sources" / "github_excerpts.json"
@@ -67,8 +70,6 @@ JUMPSTART_MODELS = ("openai-reasoning-gpt-oss-20b",)
 SPECULATIVE_PY = "vllm/config/speculative.py"
 REGISTRY_PY = "vllm/model_executor/models/registry.py"
 SPEC_DECODE_DIR = "vllm/v1/spec_decode/"
-K_SCHEDULE_FIELD = "num_speculative_tokens_per_batch_size"
-PARALLEL_DRAFTING_FIX = "vllm-project/vllm#45695"
 
 
 # --- wheels from PyPI ---------------------------------------------------------------------
@@ -330,7 +331,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
                 "parallel_drafting": SPECULATIVE_PY,
                 "k_schedule": SPECULATIVE_PY,
                 "k_schedule_with_parallel_drafting": f"{SPEC_DECODE_DIR}*.py "
-                f"(extra_slots_per_request reassigned outside __init__: {PARALLEL_DRAFTING_FIX})",
+                f"(extra_slots_per_request reassigned outside __init__: {PARALLEL_DRAFTING_K_FIX})",
                 "mask_token_keys": proposer or "",
                 "architectures": REGISTRY_PY + " (_VLLM_MODELS)",
             },

@@ -41,6 +41,43 @@ def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:
 V2_RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
 K_SCHEDULE_FIELD: Final = "num_speculative_tokens_per_batch_size"
 
+# P-EAGLE gets ONE K, never a per-batch-size schedule, on an engine without this fix.
+# Read in vLLM 0.30.0's wheel (`vllm/v1/spec_decode/llm_base_proposer.py`): with
+# `parallel_drafting` the drafter sets `extra_slots_per_request = num_speculative_tokens`
+# once, in `__init__`, from the largest K, and sizes its sampled slots as
+# `batch_size * extra_slots_per_request`; `propose()` first sets `num_speculative_tokens`
+# to the K the scheduler chose for the step and the parallel path returns
+# `draft_token_ids.view(-1, self.num_speculative_tokens)`, so a step scheduled with a
+# smaller K reshapes K_max slots per request with K. Which releases carry the fix is
+# data (catalog/data/engines.json, `k_schedule_with_parallel_drafting`, detected by
+# scripts/platform_facts.py; docs/platform-facts.md). The plan refuses the combination
+# per engine; `peagle bench recommend-k`, which does not know the engine, never suggests
+# a schedule for P-EAGLE. Both say why with `one_k_reason`.
+PARALLEL_DRAFTING_K_FIX: Final = "vllm-project/vllm#45695"
+ONE_K_ALLOWED: Final = (
+    "one K (num_speculative_tokens) with mode p-eagle, or the schedule with mode eagle3"
+)
+
+
+def one_k_reason(engine: str, *, known: bool = True) -> str:
+    """Why a per-batch-size K schedule with parallel drafting is refused on `engine`
+    (e.g. `vLLM 0.30.0`): `known` says the engine is known to lack the fix, otherwise
+    only not known to have it."""
+    why = (
+        "vLLM's parallel drafter sizes its draft slots once from the largest K and "
+        "reshapes them with the K scheduled for the step"
+    )
+    if known:
+        return (
+            f"a per-batch-size K with parallel drafting (mode p-eagle) breaks the draft "
+            f"shapes in {engine}: {why} (the fix, {PARALLEL_DRAFTING_K_FIX}, is not in it)"
+        )
+    return (
+        f"a per-batch-size K with parallel drafting (mode p-eagle) breaks the draft shapes "
+        f"unless the engine has {PARALLEL_DRAFTING_K_FIX} ({why}), and {engine} is not "
+        "known to have it"
+    )
+
 
 def env_flag(value: str) -> bool | None:
     """An environment switch as vLLM reads it: True, False, or None when unrecognised."""

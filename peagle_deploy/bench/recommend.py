@@ -16,18 +16,12 @@ engine sees about C / N: pass `instances=N`. Between two measured levels whose b
 differs, the switch is put at the geometric mean of the two batch sizes (the levels
 are spaced geometrically, and the measurement says nothing finer).
 
-P-EAGLE gets ONE K, never a schedule. Read in vLLM 0.30.0's wheel
-(vllm-0.30.0-cp38-abi3-manylinux_2_28_x86_64.whl from PyPI, sha256 ef52ee58c410ead0...),
-`vllm/v1/spec_decode/llm_base_proposer.py`: with `parallel_drafting` the drafter sets
-`extra_slots_per_request = num_speculative_tokens` once, in `__init__`, from the largest
-K, and sizes its sampled slots as `batch_size * extra_slots_per_request`; `propose()`
-first sets `self.num_speculative_tokens` to the K the scheduler chose for this step
-(`vllm/v1/worker/gpu_model_runner.py` passes `num_spec_tokens_to_schedule`) and the
-parallel path returns `draft_token_ids.view(-1, self.num_speculative_tokens)`. A step
-scheduled with a smaller K than the largest therefore reshapes K_max draft slots per
-request with K: wrong shapes. The fix (vllm-project/vllm#45695) is not in any release up
-to and including 0.30.0. The one K is the one that keeps the most of each level's best
-throughput on average. EAGLE-3 (sequential drafting) may get a schedule.
+P-EAGLE gets ONE K, never a schedule: the rule, its reason and the fix it waits for
+live in `peagle_serve.contract` (`one_k_reason`), shared with the plan, which refuses a
+schedule with mode p-eagle on every engine without the fix. This command does not know
+the engine the endpoint will run, so it names the recorded releases without the fix.
+The one K is the one that keeps the most of each level's best throughput on average.
+EAGLE-3 (sequential drafting) may get a schedule.
 """
 
 from __future__ import annotations
@@ -36,6 +30,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from peagle_serve.contract import K_SCHEDULE_FIELD, one_k_reason
 
 from peagle_deploy.bench.compare import EAGLE3, PEAGLE, Comparison
 from peagle_deploy.bench.runner import SweepResult
@@ -53,12 +49,20 @@ class LevelChoice:
     """K -> output tokens/s measured at this concurrency."""
 
 
-PEAGLE_ONE_K = (
-    "P-EAGLE runs one K for every batch size: in vLLM up to and including 0.30.0 the "
-    "parallel drafter sizes its draft slots once from the largest K while propose() "
-    "reshapes with the scheduled K, so a per-batch-size schedule breaks the draft shapes "
-    "(fix not released: vllm-project/vllm#45695)"
-)
+def peagle_one_k_note() -> str:
+    """Why a P-EAGLE recommendation is one K, in the plan's words (the shared rule)."""
+    from peagle_deploy.catalog.engines import capability_table
+
+    without_fix = sorted(
+        (
+            version
+            for version, caps in capability_table().items()
+            if caps.k_schedule and not caps.k_schedule_with_parallel_drafting
+        ),
+        key=lambda v: tuple(int(p) for p in v.split(".") if p.isdigit()),
+    )
+    engines = f"every recorded vLLM release ({', '.join(without_fix)})" if without_fix else "vLLM"
+    return f"P-EAGLE runs one K for every batch size: {one_k_reason(engines)}"
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class KRecommendation:
             "num_speculative_tokens": self.num_speculative_tokens,
         }
         if self.schedule:
-            out["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
+            out[K_SCHEDULE_FIELD] = [list(r) for r in self.schedule]
         return out
 
     def to_yaml(self) -> str:
@@ -95,7 +99,7 @@ class KRecommendation:
         ]
         if self.schedule:
             ranges = ", ".join(f"[{a}, {b}, {k}]" for a, b, k in self.schedule)
-            lines.append(f"  num_speculative_tokens_per_batch_size: [{ranges}]")
+            lines.append(f"  {K_SCHEDULE_FIELD}: [{ranges}]")
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,7 +192,7 @@ def recommend_k(
         k = one_k(choices)
         schedule = None
         if len({ch.k for ch in choices}) > 1:
-            notes.append(f"{PEAGLE_ONE_K}; K={k} keeps the most of each level's best")
+            notes.append(f"{peagle_one_k_note()}; K={k} keeps the most of each level's best")
     else:
         k = max(ch.k for ch in choices)
         schedule = build_schedule(choices)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from peagle_serve.contract import K_SCHEDULE_FIELD, ONE_K_ALLOWED, one_k_reason
+
 from peagle_deploy.catalog.facts import cite, load
 from peagle_deploy.catalog.images import (
     OWN_IMAGE_REPOSITORY,
@@ -24,8 +26,6 @@ from peagle_deploy.catalog.images import (
     parse_image_uri,
 )
 
-K_SCHEDULE_FIELD = "num_speculative_tokens_per_batch_size"
-PARALLEL_DRAFTING_FIX = "vllm-project/vllm#45695"
 CUDA13_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 """botocore's ProductionVariantInferenceAmiVersion for NVIDIA driver 580 / CUDA 13.0."""
 
@@ -208,11 +208,8 @@ def engine_problems(caps: Capabilities, needs: EngineNeeds) -> list[EngineProble
         out.append(
             EngineProblem(
                 f"speculative.{K_SCHEDULE_FIELD}",
-                f"a per-batch-size K with parallel drafting (mode p-eagle) breaks the draft "
-                f"shapes in {where}: it sizes the draft slots once from the largest K and "
-                f"reshapes with the scheduled K (fix {PARALLEL_DRAFTING_FIX} is not in it)",
-                "one K (num_speculative_tokens) with mode p-eagle, "
-                "or the schedule with mode eagle3",
+                one_k_reason(where),
+                ONE_K_ALLOWED,
                 "k_schedule_with_parallel_drafting",
             )
         )

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from peagle_serve.contract import K_SCHEDULE_FIELD, ONE_K_ALLOWED, one_k_reason
+
 from peagle_deploy.catalog.engines import (
     CUDA13_AMI,
     DEFAULT_IMAGE_TAGS,
-    K_SCHEDULE_FIELD,
-    PARALLEL_DRAFTING_FIX,
     Engine,
     EngineNeeds,
     capability_table,
@@ -109,10 +109,8 @@ def _check_engine(engine: Engine, needs: EngineNeeds, image_field: str) -> list[
         if config.get("parallel_drafting") and config.get(K_SCHEDULE_FIELD):
             raise SpecError(
                 f"speculative.{K_SCHEDULE_FIELD}",
-                f"a per-batch-size K with parallel drafting (mode p-eagle) needs the fix "
-                f"{PARALLEL_DRAFTING_FIX}, and {engine.describe()} is not known to have it",
-                "one K (num_speculative_tokens) with mode p-eagle, or the schedule with "
-                "mode eagle3",
+                one_k_reason(engine.describe(), known=False),
+                ONE_K_ALLOWED,
             )
         recorded = ", ".join(sorted(capability_table()))
         what = (

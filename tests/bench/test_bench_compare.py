@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from peagle_serve.contract import k_schedule_problem
 
 from peagle_deploy.bench.compare import Comparison, classify, k_from_label
 from peagle_deploy.bench.recommend import build_schedule, recommend_k
@@ -257,12 +258,24 @@ def test_schedule_ranges_stay_valid_for_adjacent_levels() -> None:
 
 
 def _assert_vllm_accepts(schedule: tuple[tuple[int, int, int], ...] | None) -> None:
-    """vLLM 0.30.0's rules (validate_and_normalize_dynamic_sd_schedule)."""
+    """The plan's and the container's schedule rule (vLLM 0.30.0's, stricter on K)."""
     assert schedule
-    assert schedule[0][0] == 1
-    previous_end = 0
-    for start, end, k in schedule:
-        assert 0 < start <= end
-        assert start > previous_end
-        assert k >= 0
-        previous_end = end
+    assert k_schedule_problem([list(r) for r in schedule], max(k for _, _, k in schedule)) is None
+
+
+def test_recommend_k_and_the_plan_give_one_reason_for_one_k() -> None:
+    """The rule lives in peagle_serve.contract: recommend-k's note and the plan's refusal
+    are the same text, and the schedule field is the contract's name."""
+    from peagle_serve.contract import K_SCHEDULE_FIELD, one_k_reason
+
+    from peagle_deploy.catalog.engines import EngineNeeds, capabilities_for, engine_problems
+
+    (note,) = recommend_k(published_runs(SPEED_BENCH)).notes
+    assert one_k_reason("every recorded vLLM release (0.27.1, 0.30.0)") in note
+    caps = capabilities_for("0.30.0")
+    assert caps is not None
+    needs = EngineNeeds({"parallel_drafting": True, K_SCHEDULE_FIELD: [[1, 8, 3]]})
+    reasons = [p.problem for p in engine_problems(caps, needs) if K_SCHEDULE_FIELD in p.field]
+    assert reasons == [one_k_reason("vLLM 0.30.0")]
+    e3 = recommend_k(published_runs(SPEED_BENCH), kind="eagle3")
+    assert K_SCHEDULE_FIELD in e3.speculative() and K_SCHEDULE_FIELD in e3.to_yaml()
