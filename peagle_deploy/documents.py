@@ -77,8 +77,9 @@ _UTF16_32_BOMS = (
 )
 
 
-def decode(data: bytes, field: str, where: str) -> str:
-    """UTF-8 text of `data` (a UTF-8 byte-order mark is dropped); DocumentError otherwise."""
+def decode(data: bytes, field: str, where: str, *, one_line: bool = False) -> str:
+    """UTF-8 text of `data` (a UTF-8 byte-order mark is dropped); DocumentError otherwise.
+    `one_line`: `where` already names the line (a JSONL line)."""
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
     else:
@@ -91,12 +92,14 @@ def decode(data: bytes, field: str, where: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
+        at = where if one_line else f"{where} line {line}"
         raise DocumentError(
-            field, f"{where} line {line}: not UTF-8 (byte 0x{data[exc.start]:02x})", "UTF-8 text"
+            field, f"{at}: not UTF-8 (byte 0x{data[exc.start]:02x})", "UTF-8 text"
         ) from None
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
-        raise DocumentError(field, f"{where} line {line}: NUL byte (binary file?)", "UTF-8 text")
+        at = where if one_line else f"{where} line {line}"
+        raise DocumentError(field, f"{at}: NUL byte (binary file?)", "UTF-8 text")
     return text
 
 
@@ -384,7 +387,7 @@ def iter_json_lines(
                 raise DocumentError(
                     field, f"{where} is longer than {_size(limits.max_bytes)}", limits.describe()
                 )
-            text = decode(raw, field, where)
+            text = decode(raw, field, where, one_line=True)
             if not text.strip():
                 continue
             yield number, parse_json(text, field, where, limits, one_line=True)

@@ -76,8 +76,12 @@ def check_run(doc: Any, where: str) -> None:
     if not isinstance(levels, list):
         raise _refuse(where, "has no `levels` list")
     label = doc.get("label")
-    if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
-        raise _refuse(f"{where}.label", f"is not a string of at most {MAX_LABEL} characters")
+    if label is not None and (
+        not isinstance(label, str) or len(label) > MAX_LABEL or not label.isprintable()
+    ):
+        raise _refuse(
+            f"{where}.label", f"is not a printable string of at most {MAX_LABEL} characters"
+        )
     for key in ("target", "model", "dataset", "started_at", "finished_at", "kind"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
             raise _refuse(f"{where}.{key}", "is not a string")

@@ -79,6 +79,8 @@ def check_text(value: Any, field: str, limit: int, allowed: str = "text") -> Non
         raise SpecError(field, f"{value!r} is not a non-empty string", allowed)
     if len(value) > limit:
         raise SpecError(field, f"is longer than {limit} characters", allowed)
+    if not value.isprintable():  # a newline or an escape sequence would break tables and logs
+        raise SpecError(field, f"{value!r} holds control characters", allowed)
 
 
 def pairs(items: list[str], flag: str) -> dict[str, str]:

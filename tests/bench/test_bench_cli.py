@@ -354,3 +354,16 @@ def test_help_says_json_takes_a_file(capsys: pytest.CaptureFixture[str]) -> None
     out = " ".join(capsys.readouterr().out.split())
     assert "--results" in out and "LABEL=PATH" in out
     assert "--workers" in out
+
+
+def test_labels_are_printed_as_plain_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A label is user text: `[/]` or `[bold]` in it is printed, not read as rich markup
+    (a lone `[/]` used to end the command with a MarkupError traceback)."""
+    level = {"concurrency": 1, "completed": 1, "failed": 0, "output_throughput": 10.0}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"label": "[/]peagle-[bold]k3", "levels": [level]}))
+    assert main(["bench", "compare", "--results", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "[/]peagle-[bold]k3" in out
