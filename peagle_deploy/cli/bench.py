@@ -22,7 +22,13 @@ from rich.markup import escape
 from peagle_deploy.cli import output
 from peagle_deploy.cli.bench_flags import JsonOpt, RunFlags, given, number, sweep_flags
 from peagle_deploy.cli.bench_outputs import check_outputs, emit, write_outputs
-from peagle_deploy.cli.bench_targets import TargetEntry, check_entry, compare_entries, pairs
+from peagle_deploy.cli.bench_targets import (
+    TargetEntry,
+    check_entry,
+    check_model_and_region,
+    compare_entries,
+    pairs,
+)
 from peagle_deploy.errors import PeagleError, SpecError
 
 if TYPE_CHECKING:
@@ -150,8 +156,7 @@ def compare_command(
                 _labelled(run, kind_of[run.label])
     else:
         config = flags.config()
-        if flags.model is not None or flags.region is not None:
-            check_entry(TargetEntry(None, "endpoint:x", flags.model, flags.region), "--target")
+        check_model_and_region(flags.model, flags.region)
         entries = compare_entries(targets or [], Path(file) if file is not None else None)
         _check_kind_labels(kind_of, [str(entry.label) for entry in entries])
         data = _dataset(config)

@@ -125,7 +125,7 @@ class RunFlags:
         "--logs-delay",
         text="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs "
         "(a countdown on a terminal; skipped when no request completed).",
-        parser=number("--logs-delay", float, ">= 0 seconds"),
+        parser=number("--logs-delay", float, ">= 0 seconds", minimum=0),
     )
     json_path: str | None = _flag(
         None, *JSON_FLAG, text=JSON_HELP, parser=given("--json", "a file path, or -")
@@ -150,8 +150,6 @@ class RunFlags:
             raise SpecError(
                 "--request-timeout", f"{self.request_timeout} is not positive", "> 0 seconds"
             )
-        if self.logs_delay < 0:
-            raise SpecError("--logs-delay", f"{self.logs_delay} is negative", ">= 0 seconds")
         return sweep_config(
             self.sweep, name_of=FLAG_OF, progress=self.progress and self.json_path is None
         )

@@ -42,7 +42,7 @@ def check_entry(
     (`label_field`, else `spec_field`, for the label)."""
     from peagle_deploy.bench.compare import classify
     from peagle_deploy.bench.targets import split_base_url
-    from peagle_deploy.validation.aws_shapes import NAME_RE, REGION_RE
+    from peagle_deploy.validation.aws_shapes import NAME_RE
 
     def name(key: str, flag: str) -> str:
         return f"{where}.{key}" if where else flag
@@ -59,19 +59,23 @@ def check_entry(
             )
     else:
         split_base_url(entry.spec, spec_field)
-    if entry.model is not None:
-        check_text(entry.model, name("model", "--model"), MAX_MODEL, "a model name")
-    if entry.region is not None and (
-        not isinstance(entry.region, str) or not REGION_RE.match(entry.region)
-    ):
-        raise SpecError(
-            name("region", "--region"), f"{entry.region!r} is not a region name", "e.g. us-east-1"
-        )
+    check_model_and_region(entry.model, entry.region, where)
     if entry.kind is not None:
         try:
             classify(entry.label or "", entry.kind)
         except SpecError as exc:
             raise SpecError(name("kind", "--kind"), exc.problem, exc.allowed) from None
+
+
+def check_model_and_region(model: Any, region: Any, where: str | None = None) -> None:
+    """`--model` / `--region` (or a file entry's `model` / `region` under `where`)."""
+    from peagle_deploy.validation.aws_shapes import REGION_RE
+
+    if model is not None:
+        check_text(model, f"{where}.model" if where else "--model", MAX_MODEL, "a model name")
+    if region is not None and (not isinstance(region, str) or not REGION_RE.match(region)):
+        field = f"{where}.region" if where else "--region"
+        raise SpecError(field, f"{region!r} is not a region name", "e.g. us-east-1")
 
 
 def check_text(value: Any, field: str, limit: int, allowed: str = "text") -> None:

@@ -163,6 +163,9 @@ CASES = [
     Case("file second target bad", _targets_file("targets:\n  - {label: a, url: URL}\n  - {label: b, endpoint: 'no such name!'}\n"), "--file targets[1].endpoint"),  # noqa: E501
     Case("file bogus kind", _targets_file("targets:\n  - {label: a, url: URL, kind: turbo}\n"), "--file targets[0].kind"),  # noqa: E501
     Case("file k true", _targets_file("targets:\n  - {label: a, url: URL, k: true}\n"), "--file targets[0].k"),  # noqa: E501
+    Case("file model with a newline", _targets_file('targets:\n  - {label: a, url: URL, model: "m\\nx"}\n'), "--file targets[0].model"),  # noqa: E501
+    Case("file region not a region", _targets_file("targets:\n  - {label: a, endpoint: ep, region: moon}\n"), "--file targets[0].region"),  # noqa: E501
+    Case("compare region not a region", lambda tmp, url: ["bench", "compare", "-t", f"a={url}", "--region", "x y"], "--region"),  # noqa: E501
     Case("file label a mapping", _targets_file("targets:\n  - {label: {a: 1}, url: URL}\n"), "--file targets[0].label"),  # noqa: E501
     # --- empty values (an unset shell variable) ---------------------------------------------
     Case("empty --url", lambda tmp, url: ["bench", "--url", ""], "--url"),

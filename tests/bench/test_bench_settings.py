@@ -91,3 +91,21 @@ def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(
         assert main(["bench", "--url", url, *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1
+
+
+def test_cli_start_up_builds_no_bench_model() -> None:
+    """The bench options come from flag_table.json: importing the CLI (what `peagle
+    --help` does) loads neither the settings models nor pydantic."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import peagle_deploy.cli.app\n"
+        "print(sorted(m for m in ('pydantic', 'peagle_deploy.bench.settings') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
