@@ -178,7 +178,7 @@ def test_failed_smoke_skips_the_benchmark() -> None:
     ("content", "problem"),
     [
         (None, "neither 'humaneval' nor an existing file"),
-        ('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n', " line 2: not valid JSON"),
+        ('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n', "line 2: not valid JSON"),
     ],
 )
 @pytest.mark.parametrize("dry_run", [True, False])
