@@ -98,7 +98,7 @@ class DemoSettings(BaseModel):
         return cls(levels=[1, 4, 8], num_prompts=32, max_tokens=128)
 
     def gates(self) -> GatesFile:
-        import yaml
+        from peagle_deploy.documents import parse_document
 
         text = DEMO_GATES_YAML.format(
             levels=list(self.levels),
@@ -106,7 +106,7 @@ class DemoSettings(BaseModel):
             max_tokens=self.max_tokens,
             prod_ttft_ms=round(max(self.ttft_s * 1000.0 / 2.0, 0.1), 3),
         )
-        return parse_gates(yaml.safe_load(text))
+        return parse_gates(parse_document(text, "gates", "the demo's gates", "yaml"))
 
 
 class DemoStep(BaseModel):

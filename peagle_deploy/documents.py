@@ -139,6 +139,12 @@ def _check_tree(value: Any, field: str, where: str, limits: Limits) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
+def check_tree(value: Any, field: str, where: str, limits: Limits = SPEC) -> None:
+    """The limits of an already-parsed document (e.g. cdk.json context, parsed by the CDK
+    CLI): nesting depth, value count, NaN and Infinity; DocumentError naming `field`."""
+    _check_tree(value, field, where, limits)
+
+
 def _too_deep(field: str, where: str, limits: Limits) -> DocumentError:
     return DocumentError(
         field, f"{where} is nested deeper than {limits.max_depth} levels", limits.describe()

@@ -53,10 +53,14 @@ def _stage_owned(spec: DeploymentSpec, *, keep_unset_role: bool) -> dict[str, An
 
 
 def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
+    """The stage file as a spec; every error names `flag`."""
+    from peagle_deploy.documents import DocumentError
     from peagle_deploy.spec import load_spec
 
     try:
-        return load_spec(path)
+        return load_spec(path, file_field=flag)
+    except DocumentError:
+        raise  # already names the flag
     except SpecError as exc:
         raise SpecError(
             flag, f"the stage settings in {path} cannot be read ({exc})", "a stage spec file"
