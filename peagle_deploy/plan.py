@@ -184,6 +184,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         drafter_kind=resolved.drafter_kind,
         drafter_parallel_tokens=resolved.drafter_parallel_tokens,
         drafter_field="custom.drafter_kind",
+        max_model_len=max_model_len,
     )
     k_schedule = spec.speculative.num_speculative_tokens_per_batch_size
     channel = spec.speculative.drafter_channel

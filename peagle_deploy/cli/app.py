@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, doctor, output, plan, promote
+from peagle_deploy.cli import bench, deploy, doctor, guards, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -82,16 +82,20 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: PeagleError becomes one line on stderr, no traceback.
 
     Non-standalone mode: typer returns the code of a `typer.Exit` instead of exiting, and
-    raises its (vendored) click usage errors, which derive from `typer.TyperException`.
+    raises its (vendored) click usage errors, which derive from `typer.TyperException`;
+    they become one line too. Every parameter refuses an empty value (cli.guards).
     """
     output.degrade_to_ascii()
     try:
-        result = app(args=argv, standalone_mode=False)
+        command = typer.main.get_command(app)
+        guards.refuse_empty_values(command)
+        result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
     except PeagleError as exc:
         output.error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        output.error("interrupted")
+    except KeyboardInterrupt as exc:
+        # A wait that was interrupted says how to resume (WaitInterrupted's text).
+        output.error(str(exc) or "interrupted")
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
@@ -99,12 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         output.error("aborted")
         return 1
     except typer.TyperException as exc:  # usage errors: bad option, missing argument, ...
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]  # `peagle` alone: the help
         else:
-            output.error(exc.format_message())
-        return int(exc.exit_code)
+            output.error(guards.usage_error_line(exc))
+        return int(getattr(exc, "exit_code", 2))
     except Exception as exc:
         message = aws_error_message(exc)
         if message is None:

@@ -36,6 +36,18 @@ FlagKind = Literal["value", "switch", "list", "pairs"]
 `list`: repeatable; `pairs`: repeatable KEY=VALUE into a mapping."""
 
 
+EMPTY_PROBLEM = "is empty (an unset shell variable?)"
+EMPTY_ALLOWED = "a non-empty value"
+
+
+def check_not_empty(name: str, value: Any) -> None:
+    """The empty-value rule of every flag, keyword and spec field: `--region ''` (an unset
+    shell variable) is an error naming `name`, never the default in disguise. A list of
+    values (a repeatable flag) must not hold an empty one either."""
+    if value == "" or (isinstance(value, list | tuple) and "" in value):
+        raise SpecError(name, EMPTY_PROBLEM, EMPTY_ALLOWED)
+
+
 @dataclass(frozen=True)
 class SpecFlag:
     """One knob: where it lives in the spec and how the CLI and the SDK spell it."""
@@ -79,6 +91,7 @@ class SpecFlag:
 
     def from_cli(self, raw: Any) -> Any:
         """A parsed CLI value -> the spec value; None when the flag was not given."""
+        check_not_empty(self.flag, raw)
         if self.kind == "switch":
             return (not self.default) if raw else None
         if self.kind == "list":
@@ -90,6 +103,7 @@ class SpecFlag:
     def from_keyword(self, value: Any) -> Any:
         """An SDK keyword value -> the spec value (a list of `K=V` strings is accepted for
         mappings, as on the command line)."""
+        check_not_empty(self.keyword, value)
         if self.kind == "pairs" and isinstance(value, list | tuple):
             return parse_pairs(self.keyword, list(value))
         return value
