@@ -10,6 +10,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
@@ -29,6 +30,11 @@ TimeoutOpt = Annotated[
 ProgressOpt = Annotated[
     bool, typer.Option("--no-progress", help="No progress display, even on a terminal.")
 ]
+
+
+def _say(line: str) -> None:
+    """A plain line on stdout: names from AWS are printed as they are (no markup)."""
+    output.console.print(line, highlight=False, markup=False)
 
 
 def _interrupted(exc: BaseException) -> typer.Exit:
@@ -122,22 +128,22 @@ def deploy_command(
                 f"would {would[outcome.action]} {outcome.endpoint_name} "
                 f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
             )
-        output.console.print(f"[bold]dry run:[/] {line}", highlight=False)
+        output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
         return
     output.console.print(
-        f"[bold]{outcome.endpoint_name}[/] {verb}: {outcome.status} on "
-        f"{outcome.endpoint_config_name} ({outcome.region}, stage {outcome.stage})",
+        f"[bold]{escape(outcome.endpoint_name)}[/] "
+        + escape(
+            f"{verb}: {outcome.status} on {outcome.endpoint_config_name} "
+            f"({outcome.region}, stage {outcome.stage})"
+        ),
         highlight=False,
     )
     if outcome.status != "InService":
-        output.console.print(
-            f"not waiting; watch it with `peagle status {outcome.endpoint_name} --wait`",
-            highlight=False,
-        )
+        _say(f"not waiting; watch it with `peagle status {outcome.endpoint_name} --wait`")
     if outcome.removed:
-        output.console.print(f"removed: {', '.join(outcome.removed)}", highlight=False)
+        _say(f"removed: {', '.join(outcome.removed)}")
     if outcome.manifest_parameter:
-        output.console.print(f"manifest: {outcome.manifest_parameter}", highlight=False)
+        _say(f"manifest: {outcome.manifest_parameter}")
 
 
 def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
@@ -206,10 +212,12 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.emit_json(data)
     else:
         color = {"InService": "green", "Failed": "red"}.get(status, "yellow")
-        output.console.print(f"[bold]{name}[/]: [{color}]{status}[/]", highlight=False)
-        output.console.print(f"config: {data['endpoint_config_name']}", highlight=False)
+        output.console.print(
+            f"[bold]{escape(name)}[/]: [{color}]{escape(status)}[/]", highlight=False
+        )
+        _say(f"config: {data['endpoint_config_name']}")
         if pending:
-            output.console.print(f"rolling to: {pending}", highlight=False)
+            _say(f"rolling to: {pending}")
         if data["failure_reason"]:
             output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
         for line in log_lines:
@@ -224,12 +232,10 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
             )
             if manifest["promoted_from"]:
                 line += f" (promoted from {manifest['promoted_from']})"
+            line = escape(line)
             if stale:
                 line += " [yellow](describes another config: stale)[/]"
-            output.console.print(
-                line,
-                highlight=False,
-            )
+            output.console.print(line, highlight=False)
     if wait and status in ("Failed", "OutOfService"):
         raise typer.Exit(1)
 
@@ -308,9 +314,8 @@ def list_command(
     for column in ("name", "status", "stage", "model", "spec hash", "created"):
         table.add_column(column)
     for e in found:
-        table.add_row(
-            e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created
-        )
+        cells = (e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created)
+        table.add_row(*(output.literal(cell) for cell in cells))  # AWS tags: shown as is
     output.print_table(table)
 
 
@@ -333,17 +338,17 @@ def delete_command(
         output.emit_json(result.to_json())
         return
     if result.endpoint_deleted:
-        output.console.print(f"deleting endpoint {name}", highlight=False)
+        _say(f"deleting endpoint {name}")
     else:
-        output.console.print(f"endpoint {name} was already gone", highlight=False)
+        _say(f"endpoint {name} was already gone")
     for config in result.endpoint_configs:
-        output.console.print(f"deleted endpoint config {config}", highlight=False)
+        _say(f"deleted endpoint config {config}")
     for model in result.models:
-        output.console.print(f"deleted model {model}", highlight=False)
+        _say(f"deleted model {model}")
     for target in result.scalable_targets:
-        output.console.print(f"deregistered autoscaling target {target}", highlight=False)
+        _say(f"deregistered autoscaling target {target}")
     if result.manifest_parameter:
-        output.console.print(f"deleted manifest {result.manifest_parameter}", highlight=False)
+        _say(f"deleted manifest {result.manifest_parameter}")
     if result.manifest_error:
         output.warn(f"the deployment manifest could not be deleted: {result.manifest_error}")
 

@@ -3,7 +3,7 @@
 - An empty value (`--region ''`, `peagle status ''`: an unset shell variable) is an
   error naming the flag, checked before the value is converted (`--file ''` would
   otherwise become the current directory) and before the command runs. The rule itself
-  is the flag table's (`peagle_deploy.spec.flags.check_not_empty`).
+  is the one of the flag table and the spec (`peagle_deploy.spec.empty`).
 - A usage error (unknown option, a value of the wrong type) is one line that names the
   option and where help is, with any echoed value cut and masked like every error.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peagle_deploy.spec.flags import check_not_empty
+from peagle_deploy.spec.empty import check_not_empty
 
 
 def option_name(param: Any) -> str:

@@ -43,6 +43,7 @@ from peagle_deploy.promote.target import (
     target_stage_settings,
 )
 from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.terminal import escaped, literal, plain_console
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
@@ -192,9 +193,10 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
     stage = options.source_stage
     name = options.source_endpoint or store.only_endpoint_in_stage(clients, stage)
     manifest = store.read_source_manifest(clients, stage, name)
+    instance = manifest.spec.instance_type or "default instance"
     out.print(
-        f"[bold]source[/] {stage}/{name}: spec {manifest.content_hash} "
-        f"(model {manifest.spec.model}, {manifest.spec.instance_type or 'default instance'})",
+        f"[bold]source[/] {escaped(f'{stage}/{name}')}: spec {escaped(manifest.content_hash)} "
+        f"(model {escaped(manifest.spec.model)}, {escaped(instance)})",
         highlight=False,
     )
     described = describe_endpoint_or_none(clients.sagemaker, name)
@@ -320,8 +322,8 @@ def deploy_target(
     origin = f"{source.state.stage}/{source.state.endpoint_name}"
     store.promotion_manifest(plan, report, origin)  # fits in SSM? (else stop here)
     out.print(
-        f"[bold]deploy[/] {options.target_stage}/{plan.endpoint_name}: "
-        f"{_diff(target.state, plan)[0]} ({plan.endpoint_config_name})",
+        f"[bold]deploy[/] {escaped(f'{options.target_stage}/{plan.endpoint_name}')}: "
+        f"{_diff(target.state, plan)[0]} ({escaped(plan.endpoint_config_name)})",
         highlight=False,
     )
     try:
@@ -355,7 +357,7 @@ def promote(
     missing, manifest unreadable) or when the target deployment fails or rolls back; the
     message then says what the target serves now.
     """
-    out = console or Console(stderr=True)
+    out = console or plain_console(stderr=True)
     check_inputs(options, gates)
     clients = store.Clients.create(options.region)
     source = read_source(clients, options, out)
@@ -459,7 +461,9 @@ def run_gates(
 
     smoke: SmokeOutcome | None = None
     if gates.smoke.enabled:
-        console.print(f"[bold]gate[/] smoke chat on {source.endpoint_name}", highlight=False)
+        console.print(
+            f"[bold]gate[/] smoke chat on {escaped(source.endpoint_name)}", highlight=False
+        )
         runner = smoke_runner or (
             lambda name, gate: measure.run_smoke(
                 name, gate, region=options.region, boto_session=clients.session
@@ -474,7 +478,7 @@ def run_gates(
         if b.duration_s is not None:
             per_level.append(f"{b.duration_s:g} s")
         console.print(
-            f"[bold]gate[/] benchmark on {source.endpoint_name}: concurrency "
+            f"[bold]gate[/] benchmark on {escaped(source.endpoint_name)}: concurrency "
             f"{b.concurrency}, {' or '.join(per_level) or 'max(32, 4 x concurrency) prompts'} "
             "per level",
             highlight=False,
@@ -603,18 +607,18 @@ def render_result(result: PromotionResult, console: Console) -> None:
     src = result.source
     table.add_row(
         "source",
-        f"{src.stage}/{src.endpoint_name} ({src.status}, {src.endpoint_config_name})",
+        literal(f"{src.stage}/{src.endpoint_name} ({src.status}, {src.endpoint_config_name})"),
     )
     tgt = result.target
     state = "absent" if tgt.status is None else f"{tgt.status}, {tgt.endpoint_config_name}"
-    table.add_row("target", f"{tgt.stage}/{tgt.endpoint_name} ({state})")
+    table.add_row("target", literal(f"{tgt.stage}/{tgt.endpoint_name} ({state})"))
     table.add_row("action", result.action)
     for change in result.changes:
-        table.add_row("", f"- {change}")
+        table.add_row("", literal(f"- {change}"))
     if result.status == "dry-run":
-        table.add_row("gates", ", ".join(result.gates_planned) or "(none)")
+        table.add_row("gates", literal(", ".join(result.gates_planned) or "(none)"))
     console.print(table)
     if result.report is not None:
         render_report(result.report, console)
     style = {"refused": "bold red", "dry-run": "yellow"}.get(result.status, "green")
-    console.print(f"[{style}]{result.status}:[/] {result.message}", highlight=False)
+    console.print(f"[{style}]{result.status}:[/] {escaped(result.message)}", highlight=False)

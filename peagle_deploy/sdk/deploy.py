@@ -189,9 +189,9 @@ class _Deployer:
         if not self.progress:
             return
         if self._console is None:
-            from rich.console import Console
+            from peagle_deploy.terminal import plain_console
 
-            self._console = Console(stderr=True)
+            self._console = plain_console(stderr=True)
         self._console.print(text, highlight=False)
 
     def outcome(self, action: Action, status: str, **extra: Any) -> DeployOutcome:

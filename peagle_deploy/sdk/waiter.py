@@ -115,10 +115,11 @@ def wait_for_endpoint(
     status_cm: Any = None
     console: Any = None
     if show:
-        from rich.console import Console
+        from peagle_deploy.terminal import escaped, plain_console
 
-        console = Console(stderr=True)
-        status_cm = console.status(f"{label or endpoint_name}...", spinner="dots")
+        console = plain_console(stderr=True)
+        shown = escaped(endpoint_name)
+        status_cm = console.status(f"{escaped(label) if label else shown}...", spinner="dots")
         status_cm.__enter__()
     try:
         while True:
@@ -141,7 +142,7 @@ def wait_for_endpoint(
                 transitions.append((new_status, elapsed))
                 if console is not None:
                     console.print(
-                        f"{endpoint_name}: {new_status} ({_fmt_elapsed(elapsed)})",
+                        f"{shown}: {escaped(new_status)} ({_fmt_elapsed(elapsed)})",
                         highlight=False,
                     )
                 status = new_status
@@ -152,7 +153,7 @@ def wait_for_endpoint(
                 raise WaitTimeoutError(endpoint_name, status, elapsed)
             if status_cm is not None:
                 status_cm.update(
-                    f"{endpoint_name}: [bold]{status}[/] {_fmt_elapsed(elapsed)} "
+                    f"{shown}: [bold]{escaped(status)}[/] {_fmt_elapsed(elapsed)} "
                     "[dim](Ctrl-C: stop watching)[/]"
                 )
             try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from peagle_deploy.errors import SpecError
+from peagle_deploy.spec.empty import check_not_empty
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -34,18 +35,6 @@ if TYPE_CHECKING:
 FlagKind = Literal["value", "switch", "list", "pairs"]
 """`value`: one value; `switch`: a bool flag that sets the opposite of the default;
 `list`: repeatable; `pairs`: repeatable KEY=VALUE into a mapping."""
-
-
-EMPTY_PROBLEM = "is empty (an unset shell variable?)"
-EMPTY_ALLOWED = "a non-empty value"
-
-
-def check_not_empty(name: str, value: Any) -> None:
-    """The empty-value rule of every flag, keyword and spec field: `--region ''` (an unset
-    shell variable) is an error naming `name`, never the default in disguise. A list of
-    values (a repeatable flag) must not hold an empty one either."""
-    if value == "" or (isinstance(value, list | tuple) and "" in value):
-        raise SpecError(name, EMPTY_PROBLEM, EMPTY_ALLOWED)
 
 
 @dataclass(frozen=True)

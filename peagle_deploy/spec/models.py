@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from peagle_deploy.spec.flags import EMPTY_ALLOWED, EMPTY_PROBLEM
+from peagle_deploy.spec.empty import EMPTY_ALLOWED, EMPTY_PROBLEM, is_empty
 from peagle_deploy.spec.stage import StageName
 
 SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
@@ -70,9 +70,9 @@ _CONFIG = ConfigDict(
 
 
 def refuse_empty(value: object, info: ValidationInfo) -> object:
-    """The flags' empty-value rule (`spec.flags.check_not_empty`) for spec files and
-    keywords: `region: ""` is an error, never us-east-1 in disguise."""
-    if value == "" or (isinstance(value, list) and "" in value):
+    """The empty-value rule (`spec.empty`) for spec files and keywords: `region: ""` is
+    an error, never us-east-1 in disguise."""
+    if is_empty(value):
         raise PydanticCustomError("empty_string", EMPTY_PROBLEM, {"allowed": EMPTY_ALLOWED})
     return value
 
