@@ -15,15 +15,23 @@ from rich.markup import escape
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
 from peagle_deploy.cli.spec_options import spec_options
-from peagle_deploy.errors import PeagleError
+from peagle_deploy.errors import PeagleError, SpecError
 
 JsonOpt = so.JsonOpt
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
+MAX_WAIT_S = 86400.0
+"""Longest --timeout: a day, well past any SageMaker change (a blue/green rollout may
+run 8 h: MaximumExecutionTimeoutInSeconds <= 28800)."""
+MAX_TOKENS = 2**31 - 1
+"""Largest --max-tokens sent (a 32-bit integer; the server caps it by max_model_len)."""
+MAX_TEMPERATURE = 100.0
+"""Largest --temperature sent (vLLM takes any value >= 0; beyond this it is noise)."""
 TimeoutOpt = Annotated[
     float | None,
     typer.Option(
         "--timeout",
         min=1.0,
+        max=MAX_WAIT_S,
         help="Seconds to wait before giving up watching (not deploying).",
     ),
 ]
@@ -32,12 +40,22 @@ ProgressOpt = Annotated[
 ]
 
 
+def _check_endpoint(name: str, region: str | None) -> None:
+    """NAME and --region, refused before any AWS call, naming the argument or flag."""
+    from peagle_deploy.validation.aws_shapes import check_endpoint_name, check_region
+
+    check_endpoint_name(name, "NAME")
+    if region is not None:
+        check_region(region, "--region")
+
+
 def _say(line: str) -> None:
     """A plain line on stdout: names from AWS are printed as they are (no markup)."""
     output.console.print(line, highlight=False, markup=False)
 
 
-def _interrupted(exc: BaseException) -> typer.Exit:
+def _interrupted(exc: BaseException | str) -> typer.Exit:
+    """Ctrl-C: the message says how to resume; exit 130 like any interrupted command."""
     output.warn(str(exc))
     return typer.Exit(130)
 
@@ -79,7 +97,7 @@ def deploy_command(
     that rolls back leaves the old config serving.
     """
     from peagle_deploy.plan import build_plan
-    from peagle_deploy.sdk import WaitInterrupted, check_deployable_role, deploy_peagle
+    from peagle_deploy.sdk import Interrupted, check_deployable_role, deploy_peagle
 
     plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
     if not dry_run:
@@ -97,7 +115,7 @@ def deploy_command(
             deployed_by="peagle deploy",
             doctor=not no_doctor,
         )
-    except WaitInterrupted as exc:
+    except Interrupted as exc:
         raise _interrupted(exc) from None
     outcome = endpoint.deployment
     assert outcome is not None
@@ -159,16 +177,21 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """Show an endpoint's status (exit 1 if it settled Failed when --wait is given)."""
     from peagle_deploy.sdk import PeagleEndpoint, WaitInterrupted
 
+    _check_endpoint(name, region)
     endpoint = PeagleEndpoint.from_name(name, region=region)
-    if wait:
-        try:
+    try:
+        if wait:
             endpoint.wait(
                 timeout_s=timeout or 3600.0,
                 progress=False if (no_progress or as_json) else None,
             )
-        except WaitInterrupted as exc:
-            raise _interrupted(exc) from None
-    desc = endpoint.describe()
+        desc = endpoint.describe()
+    except WaitInterrupted as exc:
+        raise _interrupted(exc) from None
+    except KeyboardInterrupt:  # DescribeEndpoint in flight, without --wait
+        raise _interrupted(
+            f"interrupted; watch {name} with `peagle status {name} --wait`"
+        ) from None
     status = str(desc["EndpointStatus"])
     log_lines = endpoint.logs(limit=20) if status == "Failed" else []
     pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
@@ -248,7 +271,8 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
         bool, typer.Option("--stream", help="Stream the answer (InvokeEndpointWithResponseStream).")
     ] = False,
     max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="Longest answer, in tokens.")
+        int,
+        typer.Option("--max-tokens", min=1, max=MAX_TOKENS, help="Longest answer, in tokens."),
     ] = 256,
     temperature: Annotated[
         float | None,
@@ -260,6 +284,9 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """Send one chat message (OpenAI chat-completions payload) and print the answer."""
     from peagle_deploy.sdk import PeagleEndpoint
 
+    _check_endpoint(name, region)
+    if temperature is not None and not 0.0 <= temperature <= MAX_TEMPERATURE:
+        raise SpecError("--temperature", f"{temperature} is out of range", f"0-{MAX_TEMPERATURE:g}")
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -300,7 +327,13 @@ def list_command(
 ) -> None:
     """The project's endpoints (tag peagle:managed=true), optionally of one stage."""
     from peagle_deploy.sdk import list_endpoints
+    from peagle_deploy.spec.stage import check_stage_name
+    from peagle_deploy.validation.aws_shapes import check_region
 
+    if region is not None:
+        check_region(region, "--region")
+    if stage is not None:
+        check_stage_name(stage, "--stage")
     found = list_endpoints(region=region, stage=stage)
     if as_json:
         output.emit_json([e.to_json() for e in found])
@@ -328,6 +361,7 @@ def delete_command(
     """Delete an endpoint with its endpoint configs, models and manifest (gone is fine)."""
     from peagle_deploy.sdk import PeagleEndpoint
 
+    _check_endpoint(name, region)
     if not yes:
         if as_json or not sys.stdin.isatty():
             raise PeagleError(f"refusing to delete {name} without --yes (no terminal to confirm)")

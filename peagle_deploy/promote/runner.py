@@ -42,6 +42,7 @@ from peagle_deploy.promote.target import (
     target_endpoint_name,
     target_stage_settings,
 )
+from peagle_deploy.sdk.waiter import Interrupted, resume_hint
 from peagle_deploy.spec.stage import check_stage_name
 from peagle_deploy.terminal import escaped, literal, plain_console
 
@@ -176,16 +177,34 @@ class Target:
 
 
 def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
-    """Everything that can be refused without AWS: stage names, gates dataset, paths."""
+    """Everything that can be refused without AWS: stage and endpoint names, role and
+    region shapes, the gates' dataset, and the files (read now, not after the gates)."""
+    from peagle_deploy.promote.target import check_stage_files
+    from peagle_deploy.validation.aws_shapes import (
+        check_endpoint_name,
+        check_region,
+        check_role,
+    )
+
     check_stage_name(options.source_stage, "--from")
     check_stage_name(options.target_stage, "--to")
     if options.source_stage == options.target_stage:
         raise SpecError("--to", "is the same stage as --from", "a different stage")
+    for name, flag in (
+        (options.source_endpoint, "--name"),
+        (options.target_endpoint, "--target-name"),
+    ):
+        if name is not None:
+            check_endpoint_name(name, flag)
+    check_role(options.role_arn, "--role-arn")
+    if options.region is not None:
+        check_region(options.region, "--region")
     check_bench_dataset(gates, options.target_stage)
     if options.write_spec is not None:
         check_spec_destination(Path(options.write_spec))
     if options.stage_file is not None and not Path(options.stage_file).is_file():
         raise SpecError("--stage-file", f"{options.stage_file} does not exist", "a spec file")
+    check_stage_files(write_spec=options.write_spec, stage_file=options.stage_file)
 
 
 def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -> Source:
@@ -335,6 +354,15 @@ def deploy_target(
         )
     except PeagleError as exc:
         raise DeployError(_failed_deploy_message(clients, plan, target.state, exc)) from exc
+    except KeyboardInterrupt:
+        name = plan.endpoint_name
+        raise Interrupted(
+            name,
+            f"interrupted while deploying {options.target_stage}/{name} for the promotion; "
+            "the promotion was not recorded. A request SageMaker accepted carries on: watch "
+            f"it with `{resume_hint(name)}`, then run the same `peagle promote` again to "
+            "record it (the gates run again).",
+        ) from None
     return store.record_promotion(clients, plan, report, origin)
 
 

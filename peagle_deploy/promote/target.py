@@ -67,6 +67,15 @@ def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
         ) from None
 
 
+def check_stage_files(*, write_spec: Path | None, stage_file: Path | None) -> None:
+    """Read the stage files `target_stage_settings` may read, before any AWS call: a
+    broken file must stop the promotion in a second, not after the source checks."""
+    if write_spec is not None and Path(write_spec).is_file():
+        _load_stage_file(Path(write_spec), "--write-spec")
+    if stage_file is not None:
+        _load_stage_file(Path(stage_file), "--stage-file")
+
+
 def target_stage_settings(
     *, write_spec: Path | None, manifest: DeploymentManifest | None, stage_file: Path | None
 ) -> StageSettings:
