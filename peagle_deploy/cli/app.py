@@ -8,8 +8,9 @@ stay fast.
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -78,6 +79,34 @@ def aws_error_message(exc: BaseException) -> str | None:
     return f"AWS call failed: {name}: {exc}"
 
 
+def _interrupted(exc: KeyboardInterrupt) -> None:
+    """An interrupted operation says how to resume (peagle_deploy.sdk.Interrupted's text)."""
+    if str(exc):
+        output.warn(str(exc))
+    else:
+        output.error("interrupted")
+
+
+def _say_how_to_resume(command: Any) -> None:
+    """typer turns a Ctrl-C inside a command into a silent exit 130; every command's
+    callback says first what was interrupted and how to resume."""
+    callback = getattr(command, "callback", None)
+    if callback is not None and not getattr(callback, "_peagle_resumable", False):
+
+        @functools.wraps(callback)
+        def resumable(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return callback(*args, **kwargs)
+            except KeyboardInterrupt as exc:
+                _interrupted(exc)
+                raise typer.Exit(130) from None
+
+        resumable._peagle_resumable = True  # type: ignore[attr-defined]
+        command.callback = resumable
+    for sub in getattr(command, "commands", {}).values():
+        _say_how_to_resume(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: PeagleError becomes one line on stderr, no traceback.
 
@@ -89,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command = typer.main.get_command(app)
         guards.refuse_empty_values(command)
+        _say_how_to_resume(command)
         result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
     except PeagleError as exc:
         output.error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt as exc:
-        # A wait that was interrupted says how to resume (WaitInterrupted's text).
-        output.error(str(exc) or "interrupted")
+    except KeyboardInterrupt as exc:  # outside any command (while parsing)
+        _interrupted(exc)
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code or 0)

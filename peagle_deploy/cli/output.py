@@ -100,6 +100,10 @@ def degrade_to_ascii() -> None:
         reconfigure(errors=_ERRORS)
 
 
+WARNING_CHARS = 1000
+"""Longest warning shown (an interruption's resume advice is a few sentences)."""
+
+
 def error(message: str) -> None:
     """One error, on stderr, no traceback.
 
@@ -113,7 +117,7 @@ def error(message: str) -> None:
 
 def warn(message: str) -> None:
     """One warning, on stderr, one line; plain and safe like `error`."""
-    text = escape(safe_message(message))
+    text = escape(safe_message(message, WARNING_CHARS))
     err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
 
 

@@ -176,6 +176,14 @@ class Target:
     settings: StageSettings
 
 
+def check_stages(source_stage: str, target_stage: str) -> None:
+    """--from and --to: stage names, and two different ones."""
+    check_stage_name(source_stage, "--from")
+    check_stage_name(target_stage, "--to")
+    if source_stage == target_stage:
+        raise SpecError("--to", "is the same stage as --from", "a different stage")
+
+
 def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
     """Everything that can be refused without AWS: stage and endpoint names, role and
     region shapes, the gates' dataset, and the files (read now, not after the gates)."""
@@ -186,10 +194,7 @@ def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
         check_role,
     )
 
-    check_stage_name(options.source_stage, "--from")
-    check_stage_name(options.target_stage, "--to")
-    if options.source_stage == options.target_stage:
-        raise SpecError("--to", "is the same stage as --from", "a different stage")
+    check_stages(options.source_stage, options.target_stage)
     for name, flag in (
         (options.source_endpoint, "--name"),
         (options.target_endpoint, "--target-name"),

@@ -225,10 +225,10 @@ class _Deployer:
         done = ", ".join(self.created + [f"removed {r}" for r in self.removed])
         return Interrupted(
             name,
-            f"interrupted while deploying {name} (done so far: {done or 'nothing'}). A request "
-            "SageMaker accepted carries on. Watch the endpoint with "
-            f"`{resume_hint(name)}`; running the same deploy again picks up where this one "
-            "stopped (the names come from the spec, so nothing is made twice).",
+            f"interrupted while deploying {name}: watch it with `{resume_hint(name)}`; "
+            "running the same deploy again picks up where this one stopped (the names come "
+            "from the spec, so nothing is made twice). A request SageMaker accepted carries "
+            f"on. Done so far: {done or 'nothing'}.",
         )
 
     # --- helpers --------------------------------------------------------------------
