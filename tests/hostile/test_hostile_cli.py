@@ -56,6 +56,9 @@ def flags(name: str, *argv: str, fld: str, **kw: object) -> Case:
 
 
 UTF16_SPEC = codecs.BOM_UTF16_LE + f"model: {MODEL}\n".encode("utf-16-le")
+IMAGE = (
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+)
 BIG_NAME = "n" * 120_000  # an argv word can hold 128 KiB (Linux MAX_ARG_STRLEN)
 
 SPECS = [
@@ -113,6 +116,31 @@ SPECS = [
         "scaling-huge.yaml",
         f"model: {MODEL}\nscaling: {{min_instances: 1, max_instances: {2**40}}}\n",
         fld="scaling.max_instances",
+    ),
+    spec(
+        "drafter-tokens-huge.yaml",
+        f"model: {MODEL}\ncustom:\n  drafter_parallel_tokens: {10**12}\n",
+        fld="custom.drafter_parallel_tokens",
+    ),
+    spec(
+        "drafter-uri-newline.json",
+        '{"model": "gpt-oss-20b", "speculative": {"drafter_uri": "s3://bucket/head/\\n"}}',
+        fld="speculative.drafter_uri",
+    ),
+    spec(
+        "drafter-channel-path.yaml",
+        f"model: {MODEL}\nspeculative:\n  drafter_channel: ../../etc\n",
+        fld="speculative.drafter_channel",
+    ),
+    spec(
+        "drafter-kind-bogus.yaml",
+        f"model: {MODEL}\nspeculative:\n  drafter_kind: medusa\n",
+        fld="speculative.drafter_kind",
+    ),
+    spec(
+        "env-101.yaml",
+        f"model: {MODEL}\nenv:\n" + "".join(f"  K{i}: v\n" for i in range(101)),
+        fld="env",
     ),
     spec("directory", b"", fld="--file"),
 ]
@@ -258,6 +286,24 @@ FLAGS = [
         "admin",
         fld="--role-arn",
     ),
+    flags("image-newline", *PLAN, "--image-uri", IMAGE + "\n", fld="image_uri"),
+    flags("jumpstart-id-newline", "plan", "openai-reasoning-gpt-oss-20b\n", fld="model"),
+    flags("kms-newline", *PLAN, "--kms-key-id", "alias/x\n", fld="kms_key_id"),
+    flags(
+        "env-spec-config-deep",
+        *PLAN,
+        "-e",
+        "SM_VLLM_SPECULATIVE_CONFIG=" + "[" * 5000,
+        fld="env.SM_VLLM_SPECULATIVE_CONFIG",
+    ),
+    flags(
+        "env-v2-runner",
+        *PLAN,
+        "-e",
+        "VLLM_USE_V2_MODEL_RUNNER=1",
+        fld="env.VLLM_USE_V2_MODEL_RUNNER",
+    ),
+    flags("env-value-100k", *PLAN, "-e", "A=" + "a" * 100_000, fld="env.A"),
     flags("unknown-option", *PLAN, "--" + "x" * 50_000, fld="No such option"),
     Case(
         id="flag-stage-file-bomb",
