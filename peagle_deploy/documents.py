@@ -119,7 +119,7 @@ def read_bytes(path: Path, field: str, limits: Limits) -> bytes:
 # --- the parsed tree -------------------------------------------------------------------
 
 
-def _check_tree(value: Any, field: str, where: str, limits: Limits) -> None:
+def _check_tree(value: Any, field: str, where: str, limits: Limits, *, finite: bool = True) -> None:
     """Depth, value count and non-finite floats of a parsed tree, without recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     count = 0
@@ -130,7 +130,7 @@ def _check_tree(value: Any, field: str, where: str, limits: Limits) -> None:
             raise DocumentError(
                 field, f"{where} holds more than {limits.max_values} values", limits.describe()
             )
-        if isinstance(node, float) and not math.isfinite(node):
+        if finite and isinstance(node, float) and not math.isfinite(node):
             raise DocumentError(field, f"{where}: {node} is not a number", "finite numbers")
         if isinstance(node, Mapping | list):
             if depth > limits.max_depth:
@@ -139,10 +139,13 @@ def _check_tree(value: Any, field: str, where: str, limits: Limits) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
-def check_tree(value: Any, field: str, where: str, limits: Limits = SPEC) -> None:
+def check_tree(
+    value: Any, field: str, where: str, limits: Limits = SPEC, *, finite: bool = True
+) -> None:
     """The limits of an already-parsed document (e.g. cdk.json context, parsed by the CDK
-    CLI): nesting depth, value count, NaN and Infinity; DocumentError naming `field`."""
-    _check_tree(value, field, where, limits)
+    CLI): nesting depth, value count and (unless `finite=False`, for values a model
+    checks field by field) NaN and Infinity; DocumentError naming `field`."""
+    _check_tree(value, field, where, limits, finite=finite)
 
 
 def _too_deep(field: str, where: str, limits: Limits) -> DocumentError:

@@ -29,7 +29,10 @@ def _read_file(path: Path, field: str) -> dict[str, Any]:
 
 def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted keys become nested dicts (shallow keys first, so deeper ones win); pydantic
-    models become plain dicts; None values are dropped."""
+    models become plain dicts; None values are dropped. Each value gets the size and
+    depth limits of a spec file (NaN is left to the model, which names the field)."""
+    from peagle_deploy.documents import check_tree
+
     out: dict[str, Any] = {}
     for key in sorted(overrides, key=lambda k: k.count(".")):
         value = overrides[key]
@@ -37,7 +40,9 @@ def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json")
-        elif isinstance(value, Mapping):
+        else:
+            check_tree(value, key, f"the value of {key}", finite=False)
+        if isinstance(value, Mapping):
             value = deep_merge({}, value)  # a copy: dotted keys below must not edit the caller's
         parts = key.split(".")
         node = out

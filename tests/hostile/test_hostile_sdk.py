@@ -64,7 +64,7 @@ KEYWORDS: list[tuple[str, Callable[[], Callable[[], Any]], str]] = [
     ("alarms-empty-item", lambda: _plan(alarms=["ok", ""]), "alarms"),
     ("env-list-token", lambda: _plan(env=[f"HF_TOKEN={HF_TOKEN}", "bad"]), "env"),
     ("env-string-token", lambda: _plan(env=f"HF_TOKEN={HF_TOKEN}"), "env"),
-    ("env-deep", lambda: _plan(env=_deep(40)), "env.a"),
+    ("env-deep", lambda: _plan(env=_deep(40)), "env"),
     ("k-huge", lambda: _plan(num_speculative_tokens=10**20), "speculative.num_speculative_tokens"),
     (
         "k-vs-max-model-len",
@@ -88,6 +88,9 @@ KEYWORDS: list[tuple[str, Callable[[], Callable[[], Any]], str]] = [
     ("handle-5mb-name", lambda: _handle("n" * 5_000_000), "endpoint_name"),
     ("handle-region-empty", lambda: _handle("peagle-x-dev", region=""), "region"),
     ("spec-file-bomb", lambda: _plan_file(billion_laughs("model")), "spec_file"),
+    ("custom-deep-5000", lambda: _plan(custom=_deep(5000)), "custom"),
+    ("alarms-deep-list", lambda: _plan(alarms=_deep_list(5000)), "rollout.alarms"),
+    ("dotted-deep", lambda: _plan(**{"rollout.alarms": _deep_list(100)}), "rollout.alarms"),
 ]
 
 
@@ -99,6 +102,13 @@ def _plan_file(text: str) -> Callable[[], Any]:
     path = Path(tempfile.mkdtemp()) / "bomb.yaml"
     path.write_text(text)
     return lambda: plan_for(spec_file=str(path))
+
+
+def _deep_list(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 STAGE_KEY = "peagle:stages"
