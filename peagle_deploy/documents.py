@@ -229,7 +229,8 @@ def _yaml_budget(text: str, field: str, where: str, limits: Limits) -> None:
     anchor_sizes: dict[str, int] = {}
     open_anchors: list[str | None] = []
     total = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    aliases = False
+    for event in yaml.parse(text, Loader=_safe_loader()):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > limits.max_depth:
@@ -248,11 +249,16 @@ def _yaml_budget(text: str, field: str, where: str, limits: Limits) -> None:
             if event.anchor is not None:
                 anchor_sizes[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
+            aliases = True
             counts[-1] += anchor_sizes.get(event.anchor or "", 1)
         else:
             continue
         total = sum(counts)
         if total > limits.max_values:
+            if not aliases:
+                raise DocumentError(
+                    field, f"{where} holds more than {limits.max_values} values", limits.describe()
+                )
             raise DocumentError(
                 field,
                 f"{where}: YAML aliases expand to more than {limits.max_values} values",
@@ -261,10 +267,20 @@ def _yaml_budget(text: str, field: str, where: str, limits: Limits) -> None:
 
 
 @functools.cache
+def _safe_loader() -> type:
+    """libyaml's SafeLoader when PyYAML has it, else the pure-Python one: the same safe
+    tags and results, but parsing a 1 MiB file takes a fraction of a second instead of
+    seconds (a flat list of 90,000 items took 4.7 s in pure Python)."""
+    import yaml
+
+    return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+
+
+@functools.cache
 def _strict_loader() -> type:
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):
+    class StrictLoader(_safe_loader()):  # type: ignore[misc]
         """SafeLoader that refuses a key given twice in one mapping (merge keys aside)."""
 
     def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
@@ -282,7 +298,7 @@ def _strict_loader() -> type:
                 ) from None
             if duplicate:
                 raise _DuplicateKeyError(key, key_node.start_mark.line + 1)
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+        return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=deep)
 
     StrictLoader.add_constructor(
         "tag:yaml.org,2002:map",
@@ -311,7 +327,7 @@ def parse_yaml(text: str, field: str, where: str, limits: Limits = SPEC) -> Any:
 
     try:
         _yaml_budget(text, field, where, limits)
-        value = yaml.load(text, Loader=_strict_loader())  # a SafeLoader subclass
+        value = yaml.load(text, Loader=_strict_loader())  # a (C)SafeLoader subclass
     except _DuplicateKeyError as dup:
         raise DocumentError(
             field,

@@ -142,6 +142,17 @@ SPECS = [
         f"model: {MODEL}\nenv:\n" + "".join(f"  K{i}: v\n" for i in range(101)),
         fld="env",
     ),
+    spec(
+        "flat-list.yaml",
+        f"model: {MODEL}\nrollout:\n  alarms: [{', '.join(['x'] * 340_000)}]\n",
+        also=("more than 100000 values",),
+    ),
+    spec("many-keys.yaml", "".join(f"k{i}: v\n" for i in range(90_000)), also=("more than",)),
+    spec(
+        "flat-list.json",
+        '{"model": "gpt-oss-20b", "tags": [' + ",".join(["0"] * 400_000) + "]}",
+        also=("more than 100000 values",),
+    ),
     spec("directory", b"", fld="--file"),
 ]
 # `directory`: replaced by a directory below (a spec path that is not a file).
