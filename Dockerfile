@@ -1,6 +1,11 @@
-# syntax=docker/dockerfile:1.7
 # peagle-deploy serving image: AWS's vLLM SageMaker image plus the `peagle-serve`
-# entrypoint (SM_VLLM_* -> `vllm serve` argv, P-EAGLE preflight, acceptance metrics).
+# entrypoint (SM_VLLM_* -> vLLM arguments as the AWS image converts them, P-EAGLE
+# preflight, acceptance metrics; vLLM then starts as the base image starts it).
+#
+# No `# syntax=` line on purpose: it makes BuildKit fetch a frontend image from Docker
+# Hub. The builder's built-in frontend (Docker 20.10+) handles everything below, so the
+# build needs no registry but the base image's (or none, with a local --build-arg
+# BASE_IMAGE; tests/container/test_container_image.py builds it that way, offline).
 #
 # Base: 763104351884.dkr.ecr.<region>.amazonaws.com/vllm:server-sagemaker-cuda-v2.5,
 # which carries vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract
@@ -8,7 +13,9 @@
 # LABEL below, that script and the Makefile in step). To move to another base, change
 # the tag, the vllm-version LABEL and VLLM_VERSION in scripts/vllm-env.sh together.
 #
-# Build and push with buildx (see README, "The vLLM container"):
+# Build with BuildKit (see README, "The vLLM container"):
+#   DOCKER_BUILDKIT=1 docker build --build-arg AWS_REGION=us-west-2 -t peagle-vllm:0.1.0 .
+# or build and push with buildx:
 #   docker buildx build --platform linux/amd64 --build-arg AWS_REGION=us-west-2 \
 #     -t <account>.dkr.ecr.us-west-2.amazonaws.com/peagle-vllm:0.1.0 --push .
 ARG AWS_REGION=us-east-1
@@ -37,4 +44,5 @@ ENV PYTHONUNBUFFERED=1 \
     PEAGLE_METRICS_INTERVAL_SECONDS=60
 
 EXPOSE 8080
+# SageMaker runs `docker run IMAGE serve`: peagle-serve takes `serve` (or nothing).
 ENTRYPOINT ["peagle-serve"]

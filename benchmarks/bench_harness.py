@@ -8,7 +8,7 @@ Two checks (issue 7):
    single-process Python server on 2 cores makes single runs noisy).
 2. Concurrency 8 with a configured TTFT: our median TTFT must be within 2 ms of it.
 
-The server runs in its own process (`python -m peagle_deploy.bench.loopback`) so that
+The server runs in its own process (`python -m peagle_deploy.emulator.loopback`) so that
 it does not share an interpreter with either client. `vllm bench serve` comes from the
 contract-test environment (${PEAGLE_VLLM_VENV:-~/.cache/peagle-deploy/vllm-0.30.0});
 its random dataset needs a tokenizer, so the script writes a tiny word-level one with
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.bench import SweepConfig, run_sweep, target_from_string
+from peagle_deploy.emulator.loopback import LoopbackProcess
 
 MODEL = "loopback"
 TOKENIZER_SCRIPT = """
@@ -50,27 +51,6 @@ json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
 def vllm_venv() -> Path:
     default = Path.home() / ".cache" / "peagle-deploy" / "vllm-0.30.0"
     return Path(os.environ.get("PEAGLE_VLLM_VENV") or default)
-
-
-class LoopbackProcess:
-    """The loopback server in a child process; `url` is its /v1 base URL."""
-
-    def __init__(self, *args: str) -> None:
-        cmd = [sys.executable, "-m", "peagle_deploy.bench.loopback", "--port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http"):
-            self.proc.kill()
-            raise RuntimeError(f"loopback server did not start: {self.url!r}")
-        self.root = self.url.removesuffix("/v1")
-
-    def __enter__(self) -> LoopbackProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def ours(url: str, concurrency: int, num_prompts: int, max_tokens: int) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """The SageMaker model as a custom resource fed by the renderer's CreateModel request.
 
-CloudFormation's AWS::SageMaker::Model has no AdditionalModelDataSources (docs/platform-facts.md),
-so a model with a P-EAGLE drafter cannot be a native resource. This custom resource
-calls CreateModel with the exact dictionary `peagle_deploy.plan.build_plan` renders for
-the SDK (only the execution role differs: it is the stack's own role), and DeleteModel
-with its physical id on delete. The physical id is the content-derived model name, so
-a changed spec creates a new model and CloudFormation deletes the old one after the
-endpoint has moved to it.
+CloudFormation's AWS::SageMaker::Model has no AdditionalModelDataSources (cfn-lint's
+schemas, aws-cdk-lib's CfnModel; docs/platform-facts.md), so a model with a P-EAGLE
+drafter cannot be a native resource. This custom resource runs the project's own Python handler
+(infra/model_provider/handler.py) through CDK's Provider framework: CreateModel with the
+exact dictionary `peagle_deploy.plan.build_plan` renders for the SDK (only the execution
+role differs: it is the stack's own role), retried while IAM propagates that role;
+DeleteModel with its physical id (the content-derived model name) on delete. A changed
+spec is a new model name, so CloudFormation creates the new model and deletes the old
+one after the endpoint has moved to it.
 """
 
 from __future__ import annotations
@@ -15,19 +17,22 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from infra import provider_bundle
+from infra.model_provider import handler
 from infra.nag import acknowledge, nag_text
 
 MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
-# SageMaker answers DeleteModel of a missing model with ValidationException; a delete
-# after a failed create must not block the stack's rollback.
-_MISSING_MODEL_ERRORS = "ValidationException"
+# The newest Python runtime aws-cdk-lib 2.275 offers (aws_lambda.Runtime.PYTHON_3_14).
+PROVIDER_RUNTIME = lambda_.Runtime.PYTHON_3_14
+HANDLER = "handler.on_event"
 
 
 def provider_log_group_name(endpoint_name: str) -> str:
@@ -43,19 +48,19 @@ def create_model_parameters(create_model: Mapping[str, Any], role_arn: str) -> d
 
 
 class PeagleModel(Construct):
-    """CreateModel/DeleteModel through an AwsCustomResource with a scoped policy.
+    """CreateModel/DeleteModel through a Provider-framework custom resource.
 
     One custom resource per model: its construct id ends in the model name's content
     digest, so a changed spec is a new resource (CreateModel with the new name) and
     CloudFormation deletes the old one (DeleteModel with its physical id) once the
-    endpoint has moved on. An update of the same resource can only be a change of
-    tags (everything else is in the digest), which AddTags applies; CreateModel is
-    never called twice for one name.
+    endpoint has moved on. An update of the same resource can only be a change of tags
+    (everything else is in the digest), which the handler applies with AddTags.
 
-    The provider function's role may only CreateModel/DeleteModel/AddTags on models
-    whose name starts with `name_prefix` (the stable part of the content-derived
-    name, so the old model of a replaced spec is still deletable), and pass only the
-    execution role, only to SageMaker.
+    Two roles, each with only what it needs: the handler's may
+    Create/Describe/Delete/AddTags models whose name starts with `name_prefix` (the
+    stable part of the content-derived name, so the old model of a replaced spec is
+    still deletable) and pass only the execution role, only to SageMaker; the
+    framework's may only invoke the handler. Both log to one encrypted log group.
     """
 
     def __init__(
@@ -81,16 +86,10 @@ class PeagleModel(Construct):
         model_arns = stack.format_arn(
             service="sagemaker", resource="model", resource_name=f"{name_prefix}*"
         )
-        model_arn = stack.format_arn(
+        self.model_arn = stack.format_arn(
             service="sagemaker", resource="model", resource_name=self.model_name
         )
 
-        provider_role = iam.Role(
-            self,
-            "ProviderRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Creates and deletes the P-EAGLE SageMaker model (peagle-deploy)",
-        )
         provider_logs = logs.LogGroup(
             self,
             "ProviderLogs",
@@ -98,6 +97,12 @@ class PeagleModel(Construct):
             encryption_key=key,
             retention=log_retention,
             removal_policy=removal_policy,
+        )
+        provider_role = iam.Role(
+            self,
+            "ProviderRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Creates and deletes the P-EAGLE SageMaker model (peagle-deploy)",
         )
         provider_logs.grant_write(provider_role)
         # A policy of its own (not the custom resource's), so that it outlives a
@@ -113,6 +118,7 @@ class PeagleModel(Construct):
                         "sagemaker:AddTags",
                         "sagemaker:CreateModel",
                         "sagemaker:DeleteModel",
+                        "sagemaker:DescribeModel",
                     ],
                     resources=[model_arns],
                 ),
@@ -124,39 +130,58 @@ class PeagleModel(Construct):
                 ),
             ],
         )
-
-        self.resource = cr.AwsCustomResource(
+        stage = Stage.of(self)
+        if stage is None:
+            raise ValueError("PeagleModel must be inside a CDK App or Stage")
+        self.on_event = lambda_.Function(
             self,
-            f"Model{digest}",
-            resource_type=MODEL_RESOURCE_TYPE,
-            on_create=cr.AwsSdkCall(
-                service="SageMaker",
-                action="createModel",
-                parameters=self.parameters,
-                physical_resource_id=cr.PhysicalResourceId.of(self.model_name),
-                output_paths=["ModelArn"],
-            ),
-            on_update=cr.AwsSdkCall(
-                service="SageMaker",
-                action="addTags",
-                parameters={"ResourceArn": model_arn, "Tags": self.parameters["Tags"]},
-                physical_resource_id=cr.PhysicalResourceId.of(self.model_name),
-            ),
-            on_delete=cr.AwsSdkCall(
-                service="SageMaker",
-                action="deleteModel",
-                parameters={"ModelName": cr.PhysicalResourceIdReference()},
-                ignore_error_codes_matching=_MISSING_MODEL_ERRORS,
-            ),
+            "OnEvent",
+            description=f"Creates and deletes SageMaker model {self.model_name} (peagle-deploy)",
+            runtime=PROVIDER_RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=HANDLER,
+            code=lambda_.Code.from_asset(str(provider_bundle.stage(stage.outdir))),
+            timeout=Duration.seconds(handler.LAMBDA_TIMEOUT_S),
+            memory_size=256,
             role=provider_role,
             log_group=provider_logs,
-            # Offline, reproducible: the SDK that Lambda's Node.js runtime bundles.
-            install_latest_aws_sdk=False,
-            timeout=Duration.minutes(2),
+            logging_format=lambda_.LoggingFormat.JSON,
+        )
+        framework_role = iam.Role(
+            self,
+            "FrameworkRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Runs the CDK provider framework of the P-EAGLE model (peagle-deploy)",
+        )
+        provider_logs.grant_write(framework_role)
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.on_event,
+            framework_on_event_role=framework_role,
+            log_group=provider_logs,
+        )
+        self.resource = CustomResource(
+            self,
+            f"Model{digest}",
+            service_token=self.provider.service_token,
+            resource_type=MODEL_RESOURCE_TYPE,
+            # JSON, so that CloudFormation passes booleans and numbers through unchanged
+            # (it turns every other property value into a string).
+            properties={handler.PROPERTY: stack.to_json_string(self.parameters)},
+            removal_policy=RemovalPolicy.DESTROY,
         )
         self.resource.node.add_dependency(self.provider_policy)
-        self.model_arn = model_arn
 
+        framework_policy = framework_role.node.find_child("DefaultPolicy")
+        acknowledge(
+            framework_policy,
+            "AwsSolutions-IAM5",
+            "The CDK provider framework (Provider.addPermissions -> grantInvoke) lets its "
+            "function invoke the model handler and the handler's versions and aliases "
+            "(`<handler arn>:*`); that is one function, not a wildcard over functions.",
+            "Resource::" + nag_text(stack, f"{self.on_event.function_arn}:*"),
+        )
         acknowledge(
             self.provider_policy,
             "AwsSolutions-IAM5",

@@ -36,13 +36,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 """Lowest first: a part of the package may import its own layer and the ones below."""
 
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # The bench engine prints through the CLI's output module; another branch (i12)
-        # gives it a progress callback instead. Drop this line once it is merged.
-        ("peagle_deploy.bench.runner", "peagle_deploy.cli.output"),
-    }
-)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 
 def _modules() -> dict[str, Path]:

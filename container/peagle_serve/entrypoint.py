@@ -1,12 +1,16 @@
 """`peagle-serve`: the container's ENTRYPOINT.
 
-1. Turn SM_VLLM_* into a `vllm serve` argv (envargs, the AWS images' semantics).
+SageMaker starts an inference container as `docker run IMAGE serve`, so the one
+positional argument accepted is `serve` (or none, for `docker run IMAGE`).
+
+1. Turn SM_VLLM_* into vLLM's server arguments (envargs, the AWS images' semantics).
 2. Run the P-EAGLE preflight (preflight); any problem -> one line on stderr, exit 2.
-3. `--print-args`: print the argv as one JSON list and exit 0 (no vLLM started).
-4. Otherwise start vLLM in its own process group, forward SIGTERM/SIGINT to it, run the
-   acceptance-metrics reporter beside it, and exit with vLLM's exit code (128+N when a
-   signal N ended it). When vLLM is gone its process group is killed, so no engine
-   worker outlives the container's main process.
+3. `--print-args`: print the full launch argv as one JSON list and exit 0.
+4. Otherwise start vLLM the way the base image's own entrypoint does (launch: supervisor
+   and route middleware when the image has them) in its own process group, forward
+   SIGTERM/SIGINT to it, run the acceptance-metrics reporter beside it, and exit with
+   its exit code (128+N when a signal N ended it). When it is gone its process group is
+   killed, so no engine worker outlives the container's main process.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from types import FrameType
 from typing import Final
 
 from peagle_serve import contract
-from peagle_serve.envargs import ArgvError, build_argv, resolve_model
+from peagle_serve.envargs import ArgvError, build_args, resolve_model
+from peagle_serve.launch import LaunchError, launch_argv
 from peagle_serve.metrics import (
     DEFAULT_INTERVAL_S,
     DEFAULT_METRICS_URL,
@@ -35,8 +40,8 @@ from peagle_serve.preflight import PreflightError, PreflightResult, run_prefligh
 
 PREFIX: Final = "peagle-serve"
 EXIT_CONFIG: Final = 2
-# Replaces the `vllm` executable (a JSON list or one path); tests run a stand-in here.
-VLLM_COMMAND_ENV: Final = "PEAGLE_VLLM_COMMAND"
+# What SageMaker passes as the container's argument (`docker run IMAGE serve`).
+SERVE_COMMAND: Final = "serve"
 # Seconds vLLM gets after a forwarded SIGTERM before its process group is killed.
 STOP_GRACE_ENV: Final = "PEAGLE_STOP_GRACE_SECONDS"
 DEFAULT_STOP_GRACE_S: Final = 25.0
@@ -80,30 +85,16 @@ def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _vllm_command(env: Mapping[str, str]) -> list[str]:
-    raw = env.get(VLLM_COMMAND_ENV, "").strip()
-    if not raw:
-        return ["vllm"]
-    if raw.startswith("["):
-        try:
-            value = json.loads(raw)
-        except ValueError as e:
-            raise ConfigError(f"{VLLM_COMMAND_ENV}: not a JSON list ({e})") from e
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{VLLM_COMMAND_ENV}: must be a non-empty JSON list of strings")
-        return value
-    return [raw]
-
-
 def prepare(env: Mapping[str, str]) -> tuple[list[str], PreflightResult]:
-    """Preflight and argv for `env`; raises ArgvError / PreflightError / ConfigError."""
+    """Preflight and vLLM server arguments for `env` (no program name); raises
+    ArgvError / PreflightError."""
     target = resolve_model(env)
     result = run_preflight(env, target)
     overrides = {}
     if result.speculative_override is not None:
         overrides[contract.SPECULATIVE_CONFIG_ENV] = result.speculative_override
-    argv = build_argv(env, overrides=overrides)
-    return argv, result
+    args = build_args(env, overrides=overrides)
+    return args, result
 
 
 def _kill_group(pgid: int) -> None:
@@ -178,18 +169,24 @@ def main(args: Sequence[str] | None = None) -> int:
         description="Start vLLM from SM_VLLM_* variables after a P-EAGLE preflight.",
     )
     parser.add_argument(
+        "command",
+        nargs="?",
+        choices=[SERVE_COMMAND],
+        help="what SageMaker passes (`docker run IMAGE serve`); optional",
+    )
+    parser.add_argument(
         "--print-args",
         action="store_true",
-        help="run the preflight, print the vllm serve argv as one JSON list, and exit",
+        help="run the preflight, print the argv that would start vLLM as one JSON list, and exit",
     )
     ns = parser.parse_args(args)
     env = dict(os.environ)
     try:
-        argv, result = prepare(env)
+        args, result = prepare(env)
         interval = _float_env(env, contract.METRICS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
         grace = _float_env(env, STOP_GRACE_ENV, DEFAULT_STOP_GRACE_S)
-        command = _vllm_command(env)
-    except (ArgvError, PreflightError, ConfigError) as e:
+        argv = launch_argv(args, env)
+    except (ArgvError, PreflightError, ConfigError, LaunchError) as e:
         _log("preflight failed", str(e))
         return EXIT_CONFIG
     for note in result.notes:
@@ -199,7 +196,6 @@ def main(args: Sequence[str] | None = None) -> int:
     if ns.print_args:
         print(json.dumps(argv))
         return 0
-    argv = [*command, *argv[1:]]
     child_env = {**env, **result.env_updates}
     reporter = None
     if result.speculative is not None and interval > 0:

@@ -1,18 +1,33 @@
-"""SM_VLLM_* environment -> `vllm serve` argv, with the AWS vLLM images' semantics.
+"""SM_VLLM_* environment -> vLLM server arguments, exactly as AWS's vLLM images do it.
 
-Users move to this container from AWS's vLLM SageMaker images, so every variable must
-mean exactly what it meant there (docs/container.md):
+Users move to this container from AWS's vLLM SageMaker images, so every variable means
+what it means there. The reference is the images' own converter, read at
+aws/deep-learning-containers@dceae13291323f0985f5e90923f4b332c387af6a
+`scripts/docker/vllm/sagemaker_args.py` (run by `scripts/docker/vllm/sagemaker_entrypoint.sh`;
+both are copied into the `vllm-sagemaker-amzn2023` target of `docker/vllm/Dockerfile.amzn2023`,
+which builds the `vllm:server-sagemaker-cuda-*` images):
 
-- `SM_VLLM_<NAME>` becomes `--<name>` (lowercase, `_` -> `-`); `--port 8080` always.
-- `true` (any case) or an empty value -> bare flag; `false` (any case) -> flag omitted.
-- a JSON array -> one argv token per element, except for the flags in
-  SINGLE_TOKEN_ARRAY_FLAGS, which take the whole array as one token; `[]` -> omitted.
-- one JSON object -> passed verbatim as one token; several whitespace-separated objects
-  -> one token each; anything else -> passed as is.
-- the model: `SM_VLLM_MODEL`, else a non-empty model directory (/opt/ml/model), else
-  `HF_MODEL_ID`.
+- the arguments start with `--port 8080`; then `--model` from the model ladder when
+  SM_VLLM_MODEL is unset (a non-empty /opt/ml/model, else HF_MODEL_ID); then every
+  `SM_VLLM_<NAME>` in name order as `--<name>` (lowercase, `_` -> `-`);
+- `true` / `false` in any case (surrounding spaces ignored) -> bare flag / flag omitted;
+  an empty value -> bare flag;
+- for `--allowed-origins`, `--allowed-methods`, `--allowed-headers` and `--middleware`
+  the value is one token as written (so `[]` is passed as `[]`: no allowed origins);
+- a JSON array (`[...]`) -> one token per element: strings as they are, objects and
+  arrays as compact JSON, true/false as `true`/`false`, null as an empty string, numbers
+  as Python prints them; `[]` -> flag omitted; text in brackets that is not JSON -> as is;
+- several JSON objects in a row (`{...} {...}`) -> one compact-JSON token each; one
+  object, or anything else -> the value as is.
 
-Everything here is pure (environment in, argv out) so that the table can be tested
+Where this converter deliberately differs (docs/container.md lists it): a value that is
+JSON but breaks strict_json's limits (nesting, duplicate keys, NaN, size, bytes that are
+not UTF-8) is refused with one line instead of being passed on; SM_VLLM_PORT other than
+8080 is refused (SageMaker only sends traffic to 8080); no model anywhere is an error
+(the AWS images start vLLM's default model); a bare `SM_VLLM_` names no flag and is
+skipped; SM_VLLM_PORT=8080 is not repeated.
+
+Everything here is pure (environment in, arguments out) so the table can be tested
 exhaustively; the preflight and the process handling live elsewhere.
 """
 
@@ -22,12 +37,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from peagle_serve import contract
+from peagle_serve import contract, strict_json
 
-# Flags whose JSON-array value vLLM parses itself (json.loads / str), so the array
-# stays one token.
+# Flags whose value vLLM parses itself (json.loads, or one value per occurrence), so
+# the AWS converter passes their value through as one token (sagemaker_args.py,
+# SINGLE_TOKEN_FLAGS).
 SINGLE_TOKEN_ARRAY_FLAGS: Final = frozenset(
     {"--allowed-origins", "--allowed-methods", "--allowed-headers", "--middleware"}
 )
@@ -38,7 +54,7 @@ PORT_ENV: Final = contract.SM_VLLM_PREFIX + "PORT"
 
 
 class ArgvError(ValueError):
-    """An environment that cannot become a `vllm serve` argv (names the variable)."""
+    """An environment that cannot become a vLLM argv (names the variable)."""
 
     def __init__(self, variable: str, problem: str) -> None:
         super().__init__(f"{variable}: {problem}")
@@ -59,63 +75,89 @@ def flag_name(variable: str) -> str:
     return "--" + variable[len(contract.SM_VLLM_PREFIX) :].lower().replace("_", "-")
 
 
-def _json_objects(text: str) -> list[str] | None:
-    """The verbatim substrings of one or more whitespace-separated JSON objects.
+_NOT_JSON: Final = object()
 
-    None when `text` is anything else (so the caller passes it as is).
-    """
-    decoder = json.JSONDecoder()
-    parts: list[str] = []
-    pos = 0
-    n = len(text)
-    while True:
-        while pos < n and text[pos].isspace():
-            pos += 1
-        if pos >= n:
-            break
-        if text[pos] != "{":
-            return None
+
+def _parse(variable: str, text: str) -> Any:
+    """One JSON value under strict_json's limits; _NOT_JSON when it is not JSON at all."""
+    try:
+        return strict_json.loads(text, what=variable, max_bytes=strict_json.ENV_VALUE_MAX_BYTES)
+    except strict_json.JsonSyntaxError:
+        return _NOT_JSON
+    except strict_json.JsonLimitError as e:
+        raise ArgvError(variable, e.problem) from None
+
+
+def _json_objects(variable: str, text: str) -> list[dict[str, Any]] | None:
+    """The objects of a run of JSON objects (`{...} {...}`), or None for anything else."""
+    try:
+        strict_json.check_text(text, what=variable, max_bytes=strict_json.ENV_VALUE_MAX_BYTES)
+    except strict_json.JsonLimitError as e:
+        raise ArgvError(variable, e.problem) from None
+    decoder = strict_json.decoder()
+    objects: list[dict[str, Any]] = []
+    pos, n = 0, len(text)
+    while pos < n:
         try:
-            obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
+            obj, pos = decoder.raw_decode(text, pos)
+        except ValueError as e:
+            error = strict_json.parse_error(variable, e)
+            if isinstance(error, strict_json.JsonLimitError):
+                raise ArgvError(variable, error.problem) from None
             return None
         if not isinstance(obj, dict):
             return None
-        parts.append(text[pos:end])
-        pos = end
-    return parts or None
+        objects.append(obj)
+        while pos < n and text[pos].isspace():
+            pos += 1
+    return objects or None
 
 
-def _array_element(value: object) -> str:
-    """One JSON array element as an argv token (strings unquoted, the rest as JSON)."""
-    if isinstance(value, str):
-        return value
+def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def value_tokens(flag: str, value: str) -> list[str] | None:
-    """The argv tokens for one flag, or None when the flag is omitted."""
-    stripped = value.strip()
-    lowered = stripped.lower()
+def _array_element(value: object) -> str:
+    """One JSON array element as an argv token (sagemaker_args.py, as_token)."""
+    if isinstance(value, dict | list):
+        return _compact(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+def value_tokens(flag: str, value: str, variable: str = "") -> list[str] | None:
+    """The argv tokens for one flag and its raw value, or None when the flag is omitted.
+
+    `variable` names the value in errors (defaults to the flag).
+    """
+    variable = variable or flag
+    lowered = value.strip().lower()
+    if lowered == "true":
+        return [flag]
     if lowered == "false":
         return None
-    if lowered == "true" or value == "":
+    if not value:
         return [flag]
-    if stripped.startswith("["):
-        try:
-            items = json.loads(stripped)
-        except ValueError:
-            items = None
+    stripped = value.strip()
+    if flag in SINGLE_TOKEN_ARRAY_FLAGS:
+        if stripped.startswith(("[", "{")):
+            _parse(variable, stripped)  # limits only: vLLM parses it with json.loads
+        return [flag, value]
+    if stripped.startswith("[") and stripped.endswith("]"):
+        items = _parse(variable, stripped)
         if isinstance(items, list):
             if not items:
                 return None
-            if flag in SINGLE_TOKEN_ARRAY_FLAGS:
-                return [flag, stripped]
             return [flag, *(_array_element(item) for item in items)]
-    if stripped.startswith("{"):
-        objects = _json_objects(stripped)
-        if objects is not None:
-            return [flag, *objects]
+        return [flag, value]
+    if stripped.startswith("{") and stripped.endswith("}"):
+        objects = _json_objects(variable, stripped)
+        if objects is not None and len(objects) > 1:
+            return [flag, *(_compact(obj) for obj in objects)]
+        return [flag, value]
     return [flag, value]
 
 
@@ -137,7 +179,7 @@ def resolve_model(env: Mapping[str, str]) -> ModelChoice:
         return ModelChoice(model_dir, model_dir)
     hf_id = env.get(contract.HF_MODEL_ID_ENV, "")
     if hf_id.strip():
-        return ModelChoice(hf_id.strip(), contract.HF_MODEL_ID_ENV)
+        return ModelChoice(hf_id, contract.HF_MODEL_ID_ENV)
     raise ArgvError(
         contract.MODEL_ENV,
         f"no model to serve: set {contract.MODEL_ENV}, put the model in {model_dir} "
@@ -145,27 +187,30 @@ def resolve_model(env: Mapping[str, str]) -> ModelChoice:
     )
 
 
-def build_argv(
+def build_args(
     env: Mapping[str, str],
     *,
     overrides: Mapping[str, str] | None = None,
-    executable: str = "vllm",
 ) -> list[str]:
-    """The full `vllm serve` argv for this environment.
+    """The vLLM server arguments for this environment (no program name), in the AWS
+    converter's order.
 
     `overrides` replaces the raw value of some SM_VLLM_* variables (the preflight uses
     it to pass a corrected speculative config) without touching the environment.
-    Variables are taken in name order so the argv is deterministic.
     """
     model = resolve_model(env)
-    argv = [executable, "serve", "--model", model.value, "--port", str(contract.SERVING_PORT)]
+    args = ["--port", str(contract.SERVING_PORT)]
     values = {k: v for k, v in env.items() if k.startswith(contract.SM_VLLM_PREFIX)}
     values.update(overrides or {})
+    if contract.MODEL_ENV not in values or not values[contract.MODEL_ENV].strip():
+        args += ["--model", model.value]
     for variable in sorted(values):
-        if variable == contract.MODEL_ENV:
-            continue  # already resolved above
         if len(variable) == len(contract.SM_VLLM_PREFIX):
             continue  # a bare "SM_VLLM_" names no flag
+        if variable == contract.MODEL_ENV:
+            if values[variable].strip():
+                args += ["--model", model.value]
+            continue
         if variable == PORT_ENV:
             port = values[variable].strip()
             if port != str(contract.SERVING_PORT):
@@ -174,8 +219,8 @@ def build_argv(
                     f"SageMaker sends traffic to port {contract.SERVING_PORT}; "
                     f"got {port!r} (remove the variable)",
                 )
-            continue  # --port 8080 is always there
-        tokens = value_tokens(flag_name(variable), values[variable])
+            continue  # --port 8080 is already there
+        tokens = value_tokens(flag_name(variable), values[variable], variable)
         if tokens:
-            argv.extend(tokens)
-    return argv
+            args.extend(tokens)
+    return args

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeGuard
 
-from peagle_serve import contract, drafter_rules
+from peagle_serve import contract, drafter_rules, strict_json
 
 # Rules 8-11 are pure functions in drafter_rules (shared with `peagle doctor`);
 # mask_token_id and num_aux_hidden_states stay importable from here for older callers.
@@ -194,11 +194,11 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 def parse_speculative_config(raw: str) -> dict[str, Any]:
-    """Rule 1: exactly one JSON object."""
+    """Rule 1: exactly one JSON object (strict_json's limits apply)."""
     try:
-        value = json.loads(raw)
-    except ValueError as e:
-        raise PreflightError(SPEC, None, f"not valid JSON ({e}); expected one JSON object") from e
+        value = strict_json.loads(raw, what=SPEC, max_bytes=strict_json.ENV_VALUE_MAX_BYTES)
+    except strict_json.JsonInputError as e:
+        raise PreflightError(SPEC, None, f"{e.problem}; expected one JSON object") from None
     if not isinstance(value, dict):
         raise PreflightError(SPEC, None, f"expected one JSON object, got {type(value).__name__}")
     return value
@@ -265,12 +265,11 @@ def max_k(cfg: Mapping[str, Any]) -> int | None:
 
 def _load_json(path: str, variable: str, field_name: str | None) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
+        value = strict_json.load_file(path, max_bytes=strict_json.CONFIG_MAX_BYTES)
     except OSError as e:
         raise PreflightError(variable, field_name, f"cannot read {path}: {e.strerror}") from e
-    except ValueError as e:
-        raise PreflightError(variable, field_name, f"{path} is not valid JSON ({e})") from e
+    except strict_json.JsonInputError as e:
+        raise PreflightError(variable, field_name, str(e)) from None
     if not isinstance(value, dict):
         raise PreflightError(variable, field_name, f"{path} is not a JSON object")
     return value

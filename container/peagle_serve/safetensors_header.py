@@ -10,15 +10,16 @@ Sharded checkpoints list their files in `model.safetensors.index.json`
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
+from peagle_serve import strict_json
+
 INDEX_FILE: Final = "model.safetensors.index.json"
-# Real headers are a few hundred KB at most; anything far larger is a corrupt file.
-MAX_HEADER_BYTES: Final = 100 * 1024 * 1024
+# Real headers are a few hundred KB at most; the format itself caps them at 100 MB.
+MAX_HEADER_BYTES: Final = strict_json.SAFETENSORS_HEADER_MAX_BYTES
 
 
 class SafetensorsError(ValueError):
@@ -59,9 +60,11 @@ def parse_header(data: bytes, n: int, source: str) -> dict[str, TensorInfo]:
     if len(data) != n:
         raise SafetensorsError(f"{source}: header truncated ({len(data)} of {n} bytes)")
     try:
-        header: Any = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise SafetensorsError(f"{source}: header is not JSON ({e})") from e
+        header: Any = strict_json.load_bytes(
+            data, what=f"{source}: header", max_bytes=MAX_HEADER_BYTES
+        )
+    except strict_json.JsonInputError as e:
+        raise SafetensorsError(str(e)) from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{source}: header is not a JSON object")
     out: dict[str, TensorInfo] = {}
@@ -106,10 +109,11 @@ def checkpoint_tensors(directory: str) -> dict[str, TensorInfo]:
     index_path = os.path.join(directory, INDEX_FILE)
     if os.path.isfile(index_path):
         try:
-            with open(index_path, encoding="utf-8") as f:
-                index = json.load(f)
-        except (OSError, ValueError) as e:
-            raise SafetensorsError(f"{index_path}: not readable JSON ({e})") from e
+            index = strict_json.load_file(index_path, max_bytes=strict_json.INDEX_MAX_BYTES)
+        except OSError as e:
+            raise SafetensorsError(f"{index_path}: {e.strerror or e}") from e
+        except strict_json.JsonInputError as e:
+            raise SafetensorsError(str(e)) from None
         files = index_shards(index, index_path)
     else:
         files = sorted(

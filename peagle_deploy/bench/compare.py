@@ -15,7 +15,7 @@ import io
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +93,19 @@ def label_run(run: SweepResult, kind: str | None = None, k: int | None = None) -
 
 @dataclass
 class Comparison:
-    """Sweeps of several configurations over the same concurrency levels."""
+    """Sweeps of several configurations over the same concurrency levels.
+
+    Labels must be unique; `flag` is the option a duplicate is blamed on.
+    """
 
     runs: list[SweepResult]
+    flag: str = field(default="--target", repr=False, compare=False)
 
     def __post_init__(self) -> None:
         labels = [r.label for r in self.runs]
         dupes = sorted({lb for lb in labels if labels.count(lb) > 1})
         if dupes:
-            raise SpecError("--target", f"duplicate labels {', '.join(dupes)}", "unique labels")
+            raise SpecError(self.flag, f"duplicate labels {', '.join(dupes)}", "unique labels")
         for run in self.runs:
             label_run(run)
 
@@ -167,40 +171,37 @@ class Comparison:
     @classmethod
     def from_dict(cls, doc: Any) -> Comparison:
         """A comparison JSON, one sweep result, or a list of sweep results."""
-        if isinstance(doc, dict) and "runs" in doc:
-            items = doc["runs"]
-        elif isinstance(doc, dict) and "levels" in doc:
-            items = [doc]
-        elif isinstance(doc, list):
-            items = doc
-        else:
-            raise SpecError("results", "not a bench result", '{"runs": [...]} or {"levels": [...]}')
-        return cls([SweepResult.from_dict(item) for item in items])
+        return cls(_runs_of(doc))
 
     @classmethod
-    def load(cls, paths: Sequence[Path]) -> Comparison:
+    def load(cls, items: Sequence[str | Path]) -> Comparison:
+        """Results files, each `PATH` or `LABEL=PATH` (which renames the one run the
+        file holds: two runs saved under the same label can then be compared)."""
         runs: list[SweepResult] = []
-        for path in paths:
-            try:
-                doc = json.loads(Path(path).read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise SpecError("--results", f"{path} does not exist") from None
-            except OSError as exc:  # a directory, no permission
-                raise SpecError("--results", f"cannot read {path}: {exc.strerror or exc}") from None
-            except ValueError as exc:
-                raise SpecError("--results", f"{path} is not JSON ({exc})") from None
-            try:
-                runs.extend(cls.from_dict(doc).runs)
-            except SpecError as exc:
-                raise SpecError("--results", f"{path}: {exc.problem}", exc.allowed) from None
-            except (AttributeError, TypeError, KeyError, ValueError) as exc:
-                # Valid JSON of another shape (a list of numbers, levels as a string, ...).
-                raise SpecError(
-                    "--results",
-                    f"{path} is not a bench result ({type(exc).__name__}: {exc})",
-                    '{"runs": [...]} or {"levels": [...]}',
-                ) from None
-        return cls(runs)
+        source: dict[str, str] = {}  # label -> the --results item it came from
+        for item in items:
+            label, path = _results_item(item)
+            loaded = _load_results_file(path)
+            if label is not None:
+                if len(loaded) != 1:
+                    names = ", ".join(r.label for r in loaded)
+                    raise SpecError(
+                        "--results",
+                        f"{path} holds {len(loaded)} runs ({names}); LABEL=PATH renames "
+                        "a file with one run",
+                    )
+                loaded[0].label = label
+            for run in loaded:
+                if run.label in source:
+                    raise SpecError(
+                        "--results",
+                        f"{source[run.label]} and {path} both have a run labelled "
+                        f"{run.label!r}; give one a new label: --results NEW-LABEL={path}",
+                        "unique labels",
+                    )
+                source[run.label] = str(path)
+            runs.extend(loaded)
+        return cls(runs, flag="--results")
 
     # --- renderings ---------------------------------------------------------------
     def to_csv(self) -> str:
@@ -281,8 +282,22 @@ class Comparison:
             lines += ["", "## Errors", "", *errors]
         return "\n".join(lines) + "\n"
 
-    def plot(self, path: Path) -> Path:
+    def plot(self, path: Path, title: str = "P-EAGLE benchmark") -> Path:
         """PNG: output tokens/s and median TTFT against concurrency, one line per config."""
+        import matplotlib.pyplot as plt
+
+        fig = self.figure(title)
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+    def figure(self, title: str = "P-EAGLE benchmark") -> Any:
+        """The plot's matplotlib Figure (close it with matplotlib.pyplot.close).
+
+        Both value axes start at 0: an autoscaled 50.9-51.4 ms TTFT axis made noise look
+        like a cliff. The title says what was measured (dataset, max_tokens, date).
+        """
         import matplotlib
 
         matplotlib.use("Agg")
@@ -306,6 +321,8 @@ class Comparison:
                 ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.set_xlabel("concurrency")
             ax.set_ylabel(ylabel)
+            top = ax.dataLim.ymax if ax.get_lines() else 0.0
+            ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)  # from 0, with room above the top
             ax.grid(True, alpha=0.3)
             if ax.get_lines():
                 ax.legend(fontsize="small")
@@ -313,11 +330,25 @@ class Comparison:
                 ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
         ax_tp.set_title("Throughput")
         ax_ttft.set_title("Time to first token")
+        fig.suptitle(f"{title}: {self.measured()}")
         fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return path
+        return fig
+
+    def measured(self) -> str:
+        """`dataset humaneval, max_tokens 256, 2026-11-23` (values that differ joined by /)."""
+
+        def values(get: Any) -> str:
+            seen: list[str] = []
+            for run in self.ordered_runs:
+                value = str(get(run))
+                if value and value not in seen:
+                    seen.append(value)
+            return "/".join(seen) or "?"
+
+        dataset = values(lambda r: r.dataset)
+        max_tokens = values(lambda r: r.config.get("max_tokens", ""))
+        date = values(lambda r: r.started_at[:10])
+        return f"dataset {dataset}, max_tokens {max_tokens}, {date}"
 
     def write_report(self, directory: Path, title: str = "P-EAGLE benchmark") -> dict[str, Path]:
         """results.json, results.csv, report.md and throughput.png in `directory`."""
@@ -332,8 +363,55 @@ class Comparison:
         files["json"].write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
         files["csv"].write_text(self.to_csv(), encoding="utf-8")
         files["markdown"].write_text(self.to_markdown(title), encoding="utf-8")
-        self.plot(files["plot"])
+        self.plot(files["plot"], title)
         return files
+
+
+def _results_item(item: str | Path) -> tuple[str | None, Path]:
+    """`PATH` or `LABEL=PATH` (an existing file whose name contains `=` is a PATH)."""
+    if isinstance(item, Path) or Path(item).exists():
+        return None, Path(item)
+    label, sep, path = item.partition("=")
+    if not sep:
+        return None, Path(item)
+    if not label.strip() or not path.strip():
+        raise SpecError("--results", f"{item!r} is not LABEL=PATH", "PATH, LABEL=PATH")
+    return label.strip(), Path(path.strip())
+
+
+def _load_results_file(path: Path) -> list[SweepResult]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError("--results", f"{path} does not exist") from None
+    except OSError as exc:  # a directory, no permission
+        raise SpecError("--results", f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise SpecError("--results", f"{path} is not JSON ({exc})") from None
+    try:
+        return _runs_of(doc)
+    except SpecError as exc:
+        raise SpecError("--results", f"{path}: {exc.problem}", exc.allowed) from None
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        # Valid JSON of another shape (a list of numbers, levels as a string, ...).
+        raise SpecError(
+            "--results",
+            f"{path} is not a bench result ({type(exc).__name__}: {exc})",
+            '{"runs": [...]} or {"levels": [...]}',
+        ) from None
+
+
+def _runs_of(doc: Any) -> list[SweepResult]:
+    """The sweep results in a comparison JSON, one sweep result, or a list of them."""
+    if isinstance(doc, dict) and "runs" in doc:
+        items = doc["runs"]
+    elif isinstance(doc, dict) and "levels" in doc:
+        items = [doc]
+    elif isinstance(doc, list):
+        items = doc
+    else:
+        raise SpecError("results", "not a bench result", '{"runs": [...]} or {"levels": [...]}')
+    return [SweepResult.from_dict(item) for item in items]
 
 
 def _ratio(a: tuple[str, float] | None, b: tuple[str, float] | None) -> float | None:

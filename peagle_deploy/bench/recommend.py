@@ -15,6 +15,19 @@ requests are in prefill). An endpoint with N instances spreads C over them, so e
 engine sees about C / N: pass `instances=N`. Between two measured levels whose best K
 differs, the switch is put at the geometric mean of the two batch sizes (the levels
 are spaced geometrically, and the measurement says nothing finer).
+
+P-EAGLE gets ONE K, never a schedule. Read in vLLM 0.30.0's wheel
+(vllm-0.30.0-cp38-abi3-manylinux_2_28_x86_64.whl from PyPI, sha256 ef52ee58c410ead0...),
+`vllm/v1/spec_decode/llm_base_proposer.py`: with `parallel_drafting` the drafter sets
+`extra_slots_per_request = num_speculative_tokens` once, in `__init__`, from the largest
+K, and sizes its sampled slots as `batch_size * extra_slots_per_request`; `propose()`
+first sets `self.num_speculative_tokens` to the K the scheduler chose for this step
+(`vllm/v1/worker/gpu_model_runner.py` passes `num_spec_tokens_to_schedule`) and the
+parallel path returns `draft_token_ids.view(-1, self.num_speculative_tokens)`. A step
+scheduled with a smaller K than the largest therefore reshapes K_max draft slots per
+request with K: wrong shapes. The fix (vllm-project/vllm#45695) is not in any release up
+to and including 0.30.0. The one K is the one that keeps the most of each level's best
+throughput on average. EAGLE-3 (sequential drafting) may get a schedule.
 """
 
 from __future__ import annotations
@@ -40,23 +53,46 @@ class LevelChoice:
     """K -> output tokens/s measured at this concurrency."""
 
 
+PEAGLE_ONE_K = (
+    "P-EAGLE runs one K for every batch size: in vLLM up to and including 0.30.0 the "
+    "parallel drafter sizes its draft slots once from the largest K while propose() "
+    "reshapes with the scheduled K, so a per-batch-size schedule breaks the draft shapes "
+    "(fix not released: vllm-project/vllm#45695)"
+)
+
+
 @dataclass(frozen=True)
 class KRecommendation:
     kind: str
+    """`p-eagle` or `eagle3`: also the spec's `speculative.mode`."""
     choices: tuple[LevelChoice, ...]
+    """The best K at each measured concurrency."""
     num_speculative_tokens: int
     schedule: tuple[tuple[int, int, int], ...] | None
-    """None when one K is best everywhere."""
+    """None when one K is best everywhere, and always for P-EAGLE."""
+    notes: tuple[str, ...] = ()
+    """What the user should know about this recommendation (one sentence each)."""
+
+    @property
+    def measured_ks(self) -> list[int]:
+        return sorted({k for ch in self.choices for k in ch.candidates})
 
     def speculative(self) -> dict[str, Any]:
         """The `speculative:` fields of a deployment spec."""
-        out: dict[str, Any] = {"num_speculative_tokens": self.num_speculative_tokens}
+        out: dict[str, Any] = {
+            "mode": self.kind,
+            "num_speculative_tokens": self.num_speculative_tokens,
+        }
         if self.schedule:
             out["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.schedule]
         return out
 
     def to_yaml(self) -> str:
-        lines = ["speculative:", f"  num_speculative_tokens: {self.num_speculative_tokens}"]
+        lines = [
+            "speculative:",
+            f"  mode: {self.kind}",
+            f"  num_speculative_tokens: {self.num_speculative_tokens}",
+        ]
         if self.schedule:
             ranges = ", ".join(f"[{a}, {b}, {k}]" for a, b, k in self.schedule)
             lines.append(f"  num_speculative_tokens_per_batch_size: [{ranges}]")
@@ -77,6 +113,7 @@ class KRecommendation:
                 for c in self.choices
             ],
             "speculative": self.speculative(),
+            "notes": list(self.notes),
         }
 
 
@@ -138,13 +175,46 @@ def recommend_k(
                 candidates={k: v for k, (v, _) in candidates.items()},
             )
         )
-    top = max(ch.k for ch in choices)
+    kind = kind or PEAGLE
+    notes: list[str] = []
+    ks = sorted({run.k for run in pool if run.k is not None})
+    if len(ks) == 1:
+        notes.append(
+            f"only K={ks[0]} was measured ({kind}): there is nothing to choose between; "
+            f"sweep several K (e.g. {kind.replace('-', '')}-k3, -k5, -k7) to get a "
+            "recommendation"
+        )
+    if kind == PEAGLE:
+        k = one_k(choices)
+        schedule = None
+        if len({ch.k for ch in choices}) > 1:
+            notes.append(f"{PEAGLE_ONE_K}; K={k} keeps the most of each level's best")
+    else:
+        k = max(ch.k for ch in choices)
+        schedule = build_schedule(choices)
     return KRecommendation(
-        kind=kind or PEAGLE,
+        kind=kind,
         choices=tuple(choices),
-        num_speculative_tokens=top,
-        schedule=build_schedule(choices),
+        num_speculative_tokens=k,
+        schedule=schedule,
+        notes=tuple(notes),
     )
+
+
+def one_k(choices: Sequence[LevelChoice]) -> int:
+    """The single K that keeps the largest mean share of each level's best throughput.
+
+    Only K measured at every level compete (a K missing somewhere cannot be judged
+    there); ties go to the better worst level, then to the smaller K.
+    """
+    everywhere = set.intersection(*(set(ch.candidates) for ch in choices))
+    pool = everywhere or {k for ch in choices for k in ch.candidates}
+
+    def score(k: int) -> tuple[float, float, int]:
+        shares = [ch.candidates.get(k, 0.0) / max(ch.candidates.values()) for ch in choices]
+        return (sum(shares) / len(shares), min(shares), -k)
+
+    return max(pool, key=score)
 
 
 def build_schedule(choices: Sequence[LevelChoice]) -> tuple[tuple[int, int, int], ...] | None:

@@ -1,31 +1,33 @@
-"""The closed-loop load generator and the sweep over concurrency levels.
+"""The sweep over concurrency levels: settings, results, and the loop that runs them.
 
-At concurrency N, N workers each send a request, wait for it to finish, and send the
-next one at once: the number of requests in flight stays N for the whole level (apart
-from the drain at its end). This is what `vllm bench serve --max-concurrency N
---request-rate inf` does, and unlike batch-synchronous "waves" (send N, wait for all
-N, repeat) it does not let the server idle while the slowest request of a wave ends.
+Each level is a closed loop (`closed_loop`) in this process, or split over worker
+processes (`workers`, `SweepConfig.workers > 1`); either way the level's metrics are
+computed once, from every request's output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from peagle_deploy.bench.datasets import Dataset, Messages, PromptSampler, load_dataset
+from peagle_deploy.bench.closed_loop import DoneHook, LevelRun, closed_loop, gc_tuned
+from peagle_deploy.bench.datasets import Dataset, PromptSampler, load_dataset
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats, level_metrics
+from peagle_deploy.bench.progress import NoProgress, SweepProgress
 from peagle_deploy.bench.targets import Target
 from peagle_deploy.errors import SpecError
 
+if TYPE_CHECKING:
+    from peagle_deploy.bench.workers import WorkerPool
+
 DEFAULT_LEVELS: tuple[int, ...] = (1, 4, 8, 32, 128)
 RESULT_FORMAT_VERSION = 1
+MAX_WORKERS = 64
 
 
 @dataclass
@@ -50,6 +52,10 @@ class SweepConfig:
     hourly_price: float | None = None
     """Price of the whole endpoint per hour (any currency); enables cost per 1M tokens."""
     progress: bool = True
+    """Show a progress bar on a terminal when run_sweep gets no progress listener."""
+    workers: int = 1
+    """Processes that share each level's concurrency (one process tops out near 40k
+    stream events/s); their outputs are merged into one set of metrics."""
 
     def validate(self) -> None:
         if not self.concurrency:
@@ -69,6 +75,8 @@ class SweepConfig:
             raise SpecError("--temperature", f"{self.temperature} is out of range", "0 to 2")
         if self.hourly_price is not None and self.hourly_price <= 0:
             raise SpecError("--hourly-price", f"{self.hourly_price} is not positive", "> 0")
+        if not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
+            raise SpecError("--workers", f"{self.workers!r} is out of range", f"1 to {MAX_WORKERS}")
 
     def requests_for(self, concurrency: int) -> int | None:
         """The request cap of one level (None: only the duration limits it)."""
@@ -81,6 +89,8 @@ class SweepConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("progress")
+        if self.workers == 1:  # one process: the results keep the keys they always had
+            out.pop("workers")
         return out
 
 
@@ -196,9 +206,6 @@ class SweepResult:
             raise SpecError("results", f"not a sweep result ({exc})", '{"levels": [...]}') from exc
 
 
-ProgressHook = Callable[[int, RequestOutput], None]
-
-
 async def run_level(
     target: Target,
     prompts: PromptSampler,
@@ -208,118 +215,24 @@ async def run_level(
     temperature: float,
     num_requests: int | None,
     duration_s: float | None,
-    on_done: ProgressHook | None = None,
+    on_done: DoneHook | None = None,
 ) -> tuple[list[RequestOutput], float]:
-    """Run one closed-loop level; returns the outputs and the benchmark duration.
-
-    The duration runs from just before the first request to the end of the last one
-    (requests started before the deadline are allowed to finish and are counted).
-    """
-    if num_requests is None and duration_s is None:
-        raise ValueError("a level needs a request count or a duration")
-    outputs: list[RequestOutput] = []
-    issued = 0
-    start = time.perf_counter()
-    deadline = start + duration_s if duration_s is not None else None
-
-    async def worker() -> None:
-        nonlocal issued
-        while True:
-            if num_requests is not None and issued >= num_requests:
-                return
-            if deadline is not None and time.perf_counter() >= deadline:
-                return
-            issued += 1
-            messages: Messages = next(prompts)
-            try:
-                out = await target.request(messages, max_tokens, temperature)
-            except Exception as exc:  # a target bug must not stop the other workers
-                out = RequestOutput(start_time=time.perf_counter(), error=repr(exc))
-            outputs.append(out)
-            if on_done is not None:
-                on_done(len(outputs), out)
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return outputs, time.perf_counter() - start
+    """Run one closed-loop level in this process; returns the outputs and the benchmark
+    duration (first request start to last request end)."""
+    run = await closed_loop(
+        target,
+        prompts,
+        concurrency,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        num_requests=num_requests,
+        duration_s=duration_s,
+        on_done=on_done,
+    )
+    return run.outputs, run.duration
 
 
-@contextmanager
-def _gc_tuned() -> Iterator[None]:
-    """Fewer, cheaper garbage collections while a level runs.
-
-    Every stream event allocates a few dicts, so the default gen-0 threshold (700)
-    triggers a collection every ~100 events, and full collections walk every object
-    the process has. Freezing what exists before the level and raising the gen-0
-    threshold keeps the collector off the hot path (about 6 % of client CPU at
-    concurrency 128); cycles are still collected, just less often.
-    """
-    old = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(max(old[0], 50_000), old[1], old[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
-
-
-class _LevelProgress:
-    """A rich progress bar per level; a no-op when disabled or not on a terminal."""
-
-    def __init__(self, enabled: bool, label: str) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.label = label
-        self._progress: Any = None
-        self._task: Any = None
-        self._tokens = 0
-        self._start = 0.0
-
-    def begin(self, concurrency: int, total: int | None, duration_s: float | None) -> None:
-        if not self.enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        from peagle_deploy.cli.output import err_console
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=False,
-        )
-        self._progress.start()
-        self._tokens = 0
-        self._start = time.perf_counter()
-        self._task = self._progress.add_task(
-            f"{self.label} c={concurrency}",
-            total=total if total is not None else None,
-            rate="",
-        )
-        self._duration = duration_s
-
-    def done(self, count: int, out: RequestOutput) -> None:
-        if self._progress is None:
-            return
-        self._tokens += out.output_tokens or 0
-        elapsed = max(time.perf_counter() - self._start, 1e-9)
-        self._progress.update(
-            self._task, completed=count, rate=f"{self._tokens / elapsed:,.0f} tok/s"
-        )
-
-    def end(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+LOGS_WAIT = "for the container's metric lines in CloudWatch Logs (--logs-delay)"
 
 
 async def run_sweep_async(
@@ -329,20 +242,29 @@ async def run_sweep_async(
     dataset: Dataset | None = None,
     kind: str | None = None,
     k: int | None = None,
+    progress: SweepProgress | None = None,
 ) -> SweepResult:
     """Run every level of `config` against `target` (which this function starts and
     closes). See `run_sweep` for the synchronous form."""
     config = config or SweepConfig()
     config.validate()
     data = dataset or load_dataset(config.dataset)
+    listener = progress if progress is not None else default_progress(config.progress)
     started = _now()
     levels: list[LevelResult] = []
     marks: list[tuple[Any, Any]] = []
+    pool: WorkerPool | None = None
     try:
-        await target.start(max(config.concurrency))
+        # With workers the target here only discovers the model and takes the marks.
+        await target.start(max(config.concurrency) if config.workers == 1 else 2)
+        if config.workers > 1:
+            from peagle_deploy.bench.workers import WorkerPool
+
+            pool = WorkerPool(target, data, config.workers, max(config.concurrency))
         for concurrency in config.concurrency:
-            if config.warmup:
-                await run_level(
+            total = config.requests_for(concurrency)
+            if pool is None and config.warmup:
+                await closed_loop(
                     target,
                     data.sampler(config.seed + 1),
                     min(concurrency, config.warmup),
@@ -351,27 +273,15 @@ async def run_sweep_async(
                     num_requests=config.warmup,
                     duration_s=None,
                 )
-            progress = _LevelProgress(config.progress, target.label)
-            total = config.requests_for(concurrency)
-            progress.begin(concurrency, total, config.duration_s)
             before = await target.spec_decode_mark()
+            listener.level_started(target.label, concurrency, total)
             try:
-                with _gc_tuned():
-                    outputs, duration = await run_level(
-                        target,
-                        data.sampler(config.seed),
-                        concurrency,
-                        max_tokens=config.max_tokens,
-                        temperature=config.temperature,
-                        num_requests=total,
-                        duration_s=config.duration_s,
-                        on_done=progress.done,
-                    )
+                run = await _measure_level(target, data, config, concurrency, total, pool, listener)
             finally:
-                progress.end()
+                listener.level_finished()
             after = await target.spec_decode_mark()
             marks.append((before, after))
-            metrics = level_metrics(outputs, duration)
+            metrics = level_metrics(run.outputs, run.duration)
             levels.append(
                 LevelResult(
                     concurrency=concurrency,
@@ -381,9 +291,10 @@ async def run_sweep_async(
                     ),
                 )
             )
-        for lv, (before, after) in zip(levels, marks, strict=True):
-            lv.spec_decode = await target.spec_decode_stats(before, after)
+        await _read_acceptance(target, levels, marks, listener)
     finally:
+        if pool is not None:
+            pool.close()
         await target.close()
     return SweepResult(
         label=target.label,
@@ -399,6 +310,73 @@ async def run_sweep_async(
     )
 
 
+async def _measure_level(  # noqa: PLR0917 (private; called once)
+    target: Target,
+    data: Dataset,
+    config: SweepConfig,
+    concurrency: int,
+    total: int | None,
+    pool: WorkerPool | None,
+    listener: SweepProgress,
+) -> LevelRun:
+    if pool is not None:
+        return await asyncio.to_thread(
+            pool.run_level,
+            concurrency,
+            requests=total,
+            duration_s=config.duration_s,
+            warmup=config.warmup,
+            seed=config.seed,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            on_progress=listener.level_advanced,
+        )
+    tokens = 0
+
+    def on_done(count: int, out: RequestOutput) -> None:
+        nonlocal tokens
+        tokens += out.output_tokens or 0
+        listener.level_advanced(count, tokens)
+
+    with gc_tuned():
+        return await closed_loop(
+            target,
+            data.sampler(config.seed),
+            concurrency,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            num_requests=total,
+            duration_s=config.duration_s,
+            on_done=on_done,
+        )
+
+
+async def _read_acceptance(
+    target: Target,
+    levels: list[LevelResult],
+    marks: list[tuple[Any, Any]],
+    listener: SweepProgress,
+) -> None:
+    """Acceptance figures of the levels where something completed.
+
+    A level where nothing completed has nothing to read, and is not waited for: a
+    missing endpoint used to fail and then wait --logs-delay for nothing. When the
+    target says when its figures will be readable, the wait is a countdown.
+    """
+    measured = [
+        (lv, mark) for lv, mark in zip(levels, marks, strict=True) if lv.metrics.get("completed")
+    ]
+    ready_at = getattr(target, "spec_decode_ready_at", None)
+    if measured and ready_at is not None:
+        until = max(float(ready_at(after)) for _, (_, after) in measured)
+        while (remaining := until - time.time()) > 0:
+            listener.waiting(LOGS_WAIT, remaining)
+            await asyncio.sleep(min(1.0, remaining))
+        listener.waiting(LOGS_WAIT, 0.0)
+    for lv, (before, after) in measured:
+        lv.spec_decode = await target.spec_decode_stats(before, after)
+
+
 def run_sweep(
     target: Target,
     config: SweepConfig | None = None,
@@ -406,6 +384,7 @@ def run_sweep(
     dataset: Dataset | None = None,
     kind: str | None = None,
     k: int | None = None,
+    progress: SweepProgress | None = None,
 ) -> SweepResult:
     """Run a concurrency sweep against one target and return its results.
 
@@ -416,9 +395,22 @@ def run_sweep(
                            SweepConfig(concurrency=[1, 8], num_prompts=32, max_tokens=256))
         result.level(8).output_throughput, result.level(8).get("p99_ttft_ms")
 
-    Must not be called from inside a running event loop (use `run_sweep_async`).
+    `progress` receives the sweep's progress (default: a bar on a terminal's stderr when
+    `config.progress`). Must not be called from inside a running event loop (use
+    `run_sweep_async`).
     """
-    return asyncio.run(run_sweep_async(target, config, dataset=dataset, kind=kind, k=k))
+    return asyncio.run(
+        run_sweep_async(target, config, dataset=dataset, kind=kind, k=k, progress=progress)
+    )
+
+
+def default_progress(enabled: bool) -> SweepProgress:
+    """A progress bar on stderr when enabled and stderr is a terminal, else silence."""
+    if enabled and sys.stderr.isatty():
+        from peagle_deploy.bench.progress import RichProgress
+
+        return RichProgress()
+    return NoProgress()
 
 
 def cost_per_million(hourly_price: float | None, output_throughput: float) -> float | None:

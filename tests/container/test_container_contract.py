@@ -7,9 +7,12 @@ import cost once. What is proven:
 
 - For every catalog model and K in {3, 7, 11} (env from peagle_deploy.plan.build_plan,
   the same env the SDK and CDK send), plus the eagle3 / schedule / no-spec variants and
-  a table of SM_VLLM_* value forms, vLLM's own `vllm serve` parser accepts
-  `peagle-serve`'s argv, its pre-load checks pass, and the namespace holds port 8080,
-  the model and the speculative config the preflight produced. The SageMaker mount
+  a table of SM_VLLM_* value forms, vLLM's own server parser (the one `python3 -m
+  vllm.entrypoints.openai.api_server` runs) accepts the arguments peagle-serve launches
+  it with (the AWS image's route middleware included), its pre-load checks pass, and the
+  namespace holds port 8080, the model and the speculative config the preflight
+  produced. `SM_VLLM_ALLOWED_ORIGINS=[]` gives no allowed origin in vLLM's CORS
+  middleware (the AWS image's behaviour), and the default allows any. The SageMaker mount
   paths (/opt/ml/model, /opt/ml/additional-model-data-sources/eagle) do not exist
   here, so they are pointed at the synthetic target and drafter first.
 - vLLM's SpeculativeConfig validates every such speculative config (pydantic fields and
@@ -35,6 +38,7 @@ import pytest
 from container_helpers import HIDDEN, drafter_config, drafter_tensors, write_drafter, write_target
 from peagle_serve import contract
 from peagle_serve.entrypoint import prepare
+from peagle_serve.launch import ROUTE_MIDDLEWARE, SERVER_COMMAND, launch_argv
 from peagle_serve.metrics import SpecDecodeCounters, compute_window, spec_decode_counters
 from peagle_serve.preflight import (
     ENGINE_FILLED_SPEC_FIELDS,
@@ -115,6 +119,7 @@ def remap(env: dict[str, str], target: Path, drafter: Path) -> dict[str, str]:
     return env
 
 
+NO_ORIGINS = "SM_VLLM_ALLOWED_ORIGINS=[]"
 SM_VLLM_FORMS = {
     "SM_VLLM_MAX_MODEL_LEN": "4096",
     "SM_VLLM_ENABLE_PREFIX_CACHING": "TRUE",
@@ -134,6 +139,7 @@ SM_VLLM_FORMS_EXPECTED = {
     "trust_remote_code": True,
     "api_key": ["k1", "k2"],
     "allowed_origins": ["https://a.example", "https://b.example"],
+    "allowed_headers": [],
     "served_model_name": ["p-eagle", "default"],
     "default_chat_template_kwargs": {"enable_thinking": False},
     "gpu_memory_utilization": 0.9,
@@ -217,9 +223,16 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         contract.SPECULATIVE_CONFIG_ENV: json.dumps(base_spec(drafter)),
         **SM_VLLM_FORMS,
     }
+    envs[NO_ORIGINS] = {contract.MODEL_ENV: str(target), "SM_VLLM_ALLOWED_ORIGINS": "[]"}
     for name, env in envs.items():
-        argv, result = prepare(env)
-        argv_cases.append({"name": name, "argv": argv, "dests": sorted(SM_VLLM_FORMS_EXPECTED)})
+        args, result = prepare(env)
+        # As in the AWS image: the route middleware file is there, no supervisor here.
+        argv = launch_argv(args, env, which=lambda *_a, **_k: None, is_file=lambda _p: True)
+        assert argv[: len(SERVER_COMMAND)] == list(SERVER_COMMAND)
+        server_args = argv[len(SERVER_COMMAND) :]
+        argv_cases.append(
+            {"name": name, "args": server_args, "dests": sorted(SM_VLLM_FORMS_EXPECTED)}
+        )
         expected[name] = {
             "model": env[contract.MODEL_ENV],
             "speculative_config": result.speculative,
@@ -315,6 +328,13 @@ def test_probe_ran_the_pinned_vllm(probe: tuple[dict[str, Any], dict[str, Any]])
     assert results["vllm_version"] == VLLM_VERSION
 
 
+def test_the_launch_command_runs_the_parser_under_test(
+    probe: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    _, results = probe
+    assert results["server_module_uses_this_parser"]
+
+
 def test_every_catalog_model_and_k_is_covered(probe: tuple[dict[str, Any], dict[str, Any]]) -> None:
     from peagle_deploy.catalog import MODELS
 
@@ -336,6 +356,22 @@ def test_vllm_parses_every_argv(probe: tuple[dict[str, Any], dict[str, Any]]) ->
         assert values["port"] == contract.SERVING_PORT, name
         assert values["model"] == want["model"], name
         assert values["speculative_config"] == want["speculative_config"], name
+        assert values["middleware"] == [ROUTE_MIDDLEWARE], name
+
+
+def test_allowed_origins_empty_array_allows_no_origin(
+    probe: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """Issue 10: `SM_VLLM_ALLOWED_ORIGINS=[]` must not fall back to vLLM's open default."""
+    _, results = probe
+    parsed = by_name(results["argv"])
+    assert parsed[NO_ORIGINS]["values"]["allowed_origins"] == []
+    assert parsed[NO_ORIGINS]["cors_allows_foreign_origin"] is False
+    default = parsed["SM_VLLM value forms"]  # explicit origins: only those
+    assert default["cors_allows_foreign_origin"] is False
+    unset = next(r for n, r in parsed.items() if n.endswith("/none"))
+    assert unset["values"]["allowed_origins"] == ["*"]
+    assert unset["cors_allows_foreign_origin"] is True
 
 
 def test_parallel_drafting_cases_turn_the_v2_runner_off(
@@ -373,8 +409,9 @@ def test_sm_vllm_value_forms_mean_what_vllm_expects(
     values = by_name(results["argv"])["SM_VLLM value forms"]["values"]
     for dest, want in SM_VLLM_FORMS_EXPECTED.items():
         assert values[dest] == want, dest
-    argv = next(c["argv"] for c in cases["argv"] if c["name"] == "SM_VLLM value forms")
-    assert "--enforce-eager" not in argv and "--allowed-headers" not in argv  # false, []
+    argv = next(c["args"] for c in cases["argv"] if c["name"] == "SM_VLLM value forms")
+    assert "--enforce-eager" not in argv  # false
+    assert argv[argv.index("--allowed-headers") + 1] == "[]"  # one token, as the AWS image
 
 
 def test_vllm_validates_every_speculative_config(

@@ -1,6 +1,7 @@
 """`peagle-serve` as a process: --print-args, preflight failures, signals, exit codes.
 
-vLLM is replaced by data/fake_vllm.py through PEAGLE_VLLM_COMMAND.
+vLLM is replaced by data/fake_vllm.py through PEAGLE_VLLM_COMMAND. The image itself, run
+the way SageMaker runs it, is tested in test_container_image.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from container_helpers import MakeDrafter
 from peagle_serve import contract
 from peagle_serve.entrypoint import main, redact
+from peagle_serve.launch import SERVER_COMMAND
 
 DATA = Path(__file__).parent / "data"
 FAKE_VLLM = DATA / "fake_vllm.py"
@@ -66,7 +68,8 @@ def test_print_args_prints_one_json_list(make_drafter: MakeDrafter, target_dir: 
     lines = done.stdout.splitlines()
     assert len(lines) == 1
     argv = json.loads(lines[0])
-    assert argv[:6] == ["vllm", "serve", "--model", str(target_dir), "--port", "8080"]
+    assert argv[:6] == [*SERVER_COMMAND, "--port", "8080", "--enable-prefix-caching"]
+    assert argv[argv.index("--model") + 1] == str(target_dir)
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["method"] == "eagle3"  # set by the preflight
     assert "--enable-prefix-caching" in argv
@@ -81,7 +84,7 @@ def test_preflight_failure_is_one_line_and_exit_2(
         target_dir,
         SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter(), num_speculative_tokens=0),
     )
-    for args in (["--print-args"], []):
+    for args in (["--print-args"], [], ["serve"]):
         done = peagle_serve(env, *args)
         assert done.returncode == 2
         assert done.stdout == ""
@@ -89,6 +92,48 @@ def test_preflight_failure_is_one_line_and_exit_2(
         assert len(lines) == 1, done.stderr
         assert "SM_VLLM_SPECULATIVE_CONFIG.num_speculative_tokens" in lines[0]
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("SM_VLLM_SPECULATIVE_CONFIG", '{"a":' * 5000 + "1" + "}" * 5000, "nested too deeply"),
+        ("SM_VLLM_SPECULATIVE_CONFIG", '{"model": "/a", "model": "/b"}', "duplicate key"),
+        ("SM_VLLM_CUDA_GRAPH_SIZES", "[" * 20000 + "]" * 20000, "nested too deeply"),
+        ("SM_VLLM_HF_OVERRIDES", '{"a": 1} {"b": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_hostile_json_in_the_environment_is_one_line(
+    target_dir: Path, variable: str, value: str, problem: str
+) -> None:
+    for args in (["--print-args"], ["serve"]):
+        done = peagle_serve(base_env(target_dir, **{variable: value}), *args)
+        assert done.returncode == 2
+        assert "Traceback" not in done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"peagle-serve: preflight failed: {variable}")
+        assert problem in line
+
+
+def test_a_deeply_nested_drafter_config_is_one_line(
+    make_drafter: MakeDrafter, target_dir: Path
+) -> None:
+    drafter = make_drafter()
+    (drafter / "config.json").write_text('{"a":' * 20000 + "1" + "}" * 20000)
+    env = base_env(target_dir, SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(drafter))
+    done = peagle_serve(env, "serve")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "config.json: nested too deeply (more than 64 levels" in line
+
+
+@pytest.mark.parametrize("args", [["train"], ["serve", "extra"]])
+def test_only_serve_is_accepted_as_an_argument(target_dir: Path, args: list[str]) -> None:
+    done = peagle_serve(base_env(target_dir), *args)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("peagle-serve: error:")
 
 
 @pytest.mark.parametrize(
@@ -140,17 +185,20 @@ def fake_env(target: Path, state: Path, mode: str, **extra: str) -> dict[str, st
     )
 
 
+@pytest.mark.parametrize("args", [[], ["serve"]])
 def test_exit_code_propagates_and_env_reaches_vllm(
-    make_drafter: MakeDrafter, target_dir: Path, tmp_path: Path
+    make_drafter: MakeDrafter, target_dir: Path, tmp_path: Path, args: list[str]
 ) -> None:
+    """`docker run IMAGE serve` (how SageMaker starts it) and `docker run IMAGE`."""
     state = tmp_path / "state.json"
     env = fake_env(
         target_dir, state, "exit:7", SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter())
     )
-    done = peagle_serve(env)
+    done = peagle_serve(env, *args)
     assert done.returncode == 7
     recorded = read_state(state)
-    assert recorded["argv"][:5] == ["serve", "--model", str(target_dir), "--port", "8080"]
+    assert recorded["argv"][:2] == ["--port", "8080"]
+    assert recorded["argv"][recorded["argv"].index("--model") + 1] == str(target_dir)
     assert recorded["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     assert wait_for(lambda: not alive(recorded["grandchild"]))
 
@@ -333,4 +381,5 @@ def test_api_key_stays_out_of_the_start_log(target_dir: Path, tmp_path: Path) ->
     done = peagle_serve(env)
     assert done.returncode == 0
     assert "s3cret" not in done.stderr and "--api-key ***" in done.stderr
-    assert read_state(state)["argv"][-2:] == ["--api-key", "s3cret"]  # vLLM still gets it
+    received = read_state(state)["argv"]
+    assert received[received.index("--api-key") + 1] == "s3cret"  # vLLM still gets it

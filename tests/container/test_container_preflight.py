@@ -541,3 +541,64 @@ def test_preflight_reads_only_the_header(make_drafter: MakeDrafter, target_dir: 
     with open(weights, "r+b") as f:
         f.truncate(size - 60 * 1024 * 1024)
     run(target_dir, p_eagle(drafter))
+
+
+# --- hostile JSON: every document is read through strict_json -----------------------
+
+DEEP = '{"a":' * 5000 + "1" + "}" * 5000
+
+
+def _hostile_header(path: Path, header: bytes) -> None:
+    import struct
+
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+
+
+@pytest.mark.parametrize(
+    ("where", "content", "problem"),
+    [
+        ("spec", DEEP, "nested too deeply (more than 64 levels"),
+        ("spec", '{"model": "/d", "model": "/e"}', "duplicate key 'model'"),
+        ("spec", '{"num_speculative_tokens": NaN}', "NaN is not a JSON number"),
+        ("spec", "[" * 100_000, "the limit is 64.0 KiB"),
+        ("config", DEEP.encode(), "nested too deeply (more than 64 levels"),
+        ("config", b'{"mask_token_id": 1, "mask_token_id": 2}', "duplicate key"),
+        ("config", b'{"hidden_size": Infinity}', "Infinity is not a JSON number"),
+        ("config", b'{"a": "\xc3\x28"}', "not valid UTF-8 (byte 0xc3 at offset 7)"),
+        ("config", b'\xef\xbb\xbf{"a": 1}', "byte-order mark"),
+        ("header", DEEP.encode(), "nested too deeply (more than 64 levels"),
+        ("header", b'{"w": {"shape": [1]}, "w": {"shape": [2]}}', "duplicate key 'w'"),
+        ("header", b'{"w": "\xff"}', "not valid UTF-8"),
+        ("index", DEEP.encode(), "nested too deeply (more than 64 levels"),
+        ("index", b'{"weight_map": {}, "weight_map": {}}', "duplicate key 'weight_map'"),
+        ("target", DEEP.encode(), "nested too deeply (more than 64 levels"),
+    ],
+)
+def test_hostile_json_is_one_line_naming_the_variable(
+    make_drafter: MakeDrafter,
+    target_dir: Path,
+    where: str,
+    content: str | bytes,
+    problem: str,
+) -> None:
+    drafter = make_drafter()
+    spec: dict[str, Any] | str = p_eagle(drafter)
+    if where == "spec":
+        assert isinstance(content, str)
+        spec = content
+    elif where == "config":
+        assert isinstance(content, bytes)
+        (drafter / "config.json").write_bytes(content)
+    elif where == "header":
+        assert isinstance(content, bytes)
+        _hostile_header(drafter / "model.safetensors", content)
+    elif where == "index":
+        assert isinstance(content, bytes)
+        (drafter / "model.safetensors.index.json").write_bytes(content)
+    else:
+        assert isinstance(content, bytes)
+        (target_dir / "config.json").write_bytes(content)
+    error = fails(target_dir, spec)
+    assert problem in str(error)
+    expected_variable = "SM_VLLM_MODEL" if where == "target" else SPEC
+    assert error.variable == expected_variable

@@ -39,7 +39,7 @@ def test_reads_names_dtypes_shapes(tmp_path: Path) -> None:
     [
         (b"", 0, "implausible"),
         (b"{}", 10**12, "implausible"),
-        (b'{"a": {"dtype"', None, "not JSON"),
+        (b'{"a": {"dtype"', None, "not valid JSON"),
         (b"[1, 2]", None, "not a JSON object"),
         (b'{"a": {"dtype": "F32"}}', None, "no shape"),
         (b'{"a": {"dtype": "F32", "shape": [-1]}}', None, "bad shape"),

@@ -194,8 +194,8 @@ def synthesize_once(
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def decode_sdk_call(value: Any, substitutions: Mapping[str, str]) -> dict[str, Any]:
-    """The AwsSdkCall JSON inside a custom resource property, with tokens substituted.
+def decode_json_property(value: Any, substitutions: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON object inside a custom resource property, with tokens substituted.
 
     `substitutions` maps a logical id to the text its `Fn::GetAtt [id, Arn]` stands for.
     """
@@ -212,8 +212,8 @@ def decode_sdk_call(value: Any, substitutions: Mapping[str, str]) -> dict[str, A
                 assert attr == "Arn", part
                 pieces.append(substitutions[logical_id])
         text = sep.join(pieces)
-    call: dict[str, Any] = json.loads(text)
-    return call
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -298,79 +297,6 @@ def test_stage_roles_have_no_vpc_permissions(stage_synth: Synthesized) -> None:
         assert not {"VpcDescribe", "VpcNetworkInterfaces"} & set(sids)
 
 
-# --- PeagleModel ----------------------------------------------------------------------
-
-
-def test_model_provider_policy_is_scoped(stage_synth: Synthesized) -> None:
-    stack = "PeagleEndpoint-staging"
-    sids = _by_sid(_statements(stage_synth, stack, "ModelProviderPolicy"))
-    manage = sids["ManagePeagleModels"]
-    assert sorted(manage["Action"]) == [
-        "sagemaker:AddTags",
-        "sagemaker:CreateModel",
-        "sagemaker:DeleteModel",
-    ]
-    assert _text(manage["Resource"]) == (
-        "arn:<AWS::Partition>:sagemaker:us-east-1:<AWS::AccountId>:model/"
-        "peagle-gpt-oss-20b-staging-m*"
-    )
-    model_name = stage_synth.stacks[stack].plan.model_name
-    assert model_name.startswith("peagle-gpt-oss-20b-staging-m")
-    pass_role = sids["PassExecutionRoleToSageMaker"]
-    roles = stage_synth.resources(stack, "AWS::IAM::Role")
-    (exec_role_id,) = [lid for lid in roles if "ExecutionRole" in lid]
-    assert pass_role["Action"] == "iam:PassRole"
-    assert pass_role["Resource"] == {"Fn::GetAtt": [exec_role_id, "Arn"]}
-    assert pass_role["Condition"] == {
-        "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
-    }
-    assert set(sids) == {"ManagePeagleModels", "PassExecutionRoleToSageMaker"}
-
-
-def test_model_resource_is_one_per_model_name(stage_synth: Synthesized) -> None:
-    """The logical id carries the name's digest: a changed spec is a new resource
-    (CreateModel), never an in-place CreateModel of an existing name."""
-    for stack in STAGES:
-        plan = stage_synth.stacks[stack].plan
-        (logical_id,) = stage_synth.resources(stack, MODEL_RESOURCE_TYPE)
-        assert logical_id.startswith(f"EndpointModelModel{plan.model_name[-8:]}")
-
-
-def test_model_update_only_retags(stage_synth: Synthesized) -> None:
-    stack = "PeagleEndpoint-prod"
-    plan = stage_synth.stacks[stack].plan
-    model = stage_synth.one(stack, MODEL_RESOURCE_TYPE)["Properties"]
-    update = json.loads(_text(model["Update"]).replace("<AWS::Partition>", "aws"))
-    assert update["action"] == "addTags"
-    assert update["parameters"]["Tags"] == plan.create_model["Tags"]
-    assert update["parameters"]["ResourceArn"] == (
-        f"arn:aws:sagemaker:us-east-1:<AWS::AccountId>:model/{plan.model_name}"
-    )
-    assert update["physicalResourceId"] == {"id": plan.model_name}
-
-
-def test_model_resource_deletes_by_physical_id(prod: Template, stage_synth: Synthesized) -> None:
-    model = stage_synth.one("PeagleEndpoint-prod", MODEL_RESOURCE_TYPE)["Properties"]
-    delete = json.loads(model["Delete"])
-    assert delete["service"] == "SageMaker"
-    assert delete["action"] == "deleteModel"
-    assert delete["parameters"] == {"ModelName": "PHYSICAL:RESOURCEID:"}
-    assert delete["ignoreErrorCodesMatching"] == "ValidationException"
-    assert model["InstallLatestAwsSdk"] is False
-
-
-def test_model_provider_function_logs_to_its_own_encrypted_group(
-    stage_synth: Synthesized,
-) -> None:
-    stack = "PeagleEndpoint-dev"
-    (function,) = stage_synth.resources(stack, "AWS::Lambda::Function").values()
-    log_ref = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-    group = stage_synth.templates[stack]["Resources"][log_ref]
-    assert group["Type"] == "AWS::Logs::LogGroup"
-    assert "KmsKeyId" in group["Properties"]
-    assert "RetentionInDays" in group["Properties"]
-
-
 # --- PeagleEndpoint -------------------------------------------------------------------
 
 
@@ -615,9 +541,7 @@ def test_template_assertions_per_construct(prod: Template) -> None:
     prod.has_resource(
         MODEL_RESOURCE_TYPE,
         {
-            "Properties": Match.object_like(
-                {"InstallLatestAwsSdk": False, "Create": Match.any_value()}
-            ),
+            "Properties": Match.object_like({"CreateModel": Match.any_value()}),
             "DeletionPolicy": "Delete",
         },
     )

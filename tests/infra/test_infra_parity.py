@@ -2,21 +2,37 @@
 
 The SDK sends `plan.create_model` etc. (peagle_deploy.sdk); these tests rebuild the
 plan from the stage's spec file independently of the stack and compare it with what
-the synthesized template will send.
+the synthesized template will send. For the model, they go one step further: the
+custom resource's handler (loaded from the stack's Lambda asset) and `deploy_peagle()`
+both run against moto, and the CreateModel requests they send are compared.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+import boto3
 import botocore.session
 import pytest
 from botocore.validate import ParamValidator
-from cdk_helpers import ROLE_PLACEHOLDER, ROOT, Synthesized, decode_sdk_call
+from cdk_helpers import ROLE_PLACEHOLDER, ROOT, Synthesized
+from model_provider_kit import (
+    FakeContext,
+    event,
+    fail_first,
+    handler_asset,
+    load_handler,
+    model_properties,
+)
+from moto import mock_aws
 
 from infra.model import MODEL_RESOURCE_TYPE
-from peagle_deploy.plan import build_plan
+from infra.model_provider.handler import PROPERTY
+from peagle_deploy.emulator import MotoExtensions
+from peagle_deploy.plan import SPEC_HASH_TAG, build_plan
+from peagle_deploy.sdk import deploy_peagle
 from peagle_deploy.spec import load_spec
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
@@ -33,12 +49,11 @@ def _sdk_plan(stack: str) -> Any:
     return build_plan(load_spec(path, stage=stage))
 
 
-def _model_calls(synth: Synthesized, stack: str) -> dict[str, dict[str, Any]]:
-    model = synth.one(stack, MODEL_RESOURCE_TYPE)["Properties"]
-    roles = synth.resources(stack, "AWS::IAM::Role")
-    (role_id,) = [lid for lid in roles if "ExecutionRole" in lid]
-    subs = {role_id: ROLE_PLACEHOLDER}
-    return {event: decode_sdk_call(model[event], subs) for event in ("Create",)}
+def _create_model(synth: Synthesized, stack: str) -> dict[str, Any]:
+    """The CreateModel request in the custom resource's properties (role resolved)."""
+    properties = model_properties(synth, stack, ROLE_PLACEHOLDER)
+    request: dict[str, Any] = json.loads(properties[PROPERTY])
+    return request
 
 
 def _expected_create_model(plan: Any) -> dict[str, Any]:
@@ -52,32 +67,94 @@ def test_custom_resource_create_model_equals_the_sdk_request(
     stage_synth: Synthesized, stack: str
 ) -> None:
     plan = _sdk_plan(stack)
-    calls = _model_calls(stage_synth, stack)
-    for event, call in calls.items():
-        assert call["service"] == "SageMaker", event
-        assert call["action"] == "createModel", event
-        assert call["parameters"] == _expected_create_model(plan), event
-        assert call["physicalResourceId"] == {"id": plan.model_name}, event
-    drafters = calls["Create"]["parameters"]["PrimaryContainer"]["AdditionalModelDataSources"]
+    request = _create_model(stage_synth, stack)
+    assert request == _expected_create_model(plan)
+    drafters = request["PrimaryContainer"]["AdditionalModelDataSources"]
     assert [d["ChannelName"] for d in drafters] == ["eagle"]
 
 
 def test_edge_custom_model_parity(edge_synth: Synthesized) -> None:
     (stack,) = edge_synth.stacks
     plan = edge_synth.stacks[stack].plan
-    calls = _model_calls(edge_synth, stack)
-    assert calls["Create"]["parameters"] == _expected_create_model(plan)
-    assert calls["Create"]["parameters"]["VpcConfig"]["Subnets"] == [
+    request = _create_model(edge_synth, stack)
+    assert request == _expected_create_model(plan)
+    assert request["VpcConfig"]["Subnets"] == [
         "subnet-0123456789abcdef0",
         "subnet-0fedcba9876543210",
     ]
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+@pytest.mark.parametrize("stack", sorted(STAGE_FILES))
+def test_the_custom_resource_and_deploy_peagle_send_the_same_create_model(
+    stage_synth: Synthesized,
+    stack: str,
+    aws_credentials: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Run both for real against moto: the handler from the stack's Lambda asset with
+    the template's properties, and deploy_peagle() with the stage's spec file."""
+    stage, path = STAGE_FILES[stack]
+    region = stage_synth.stacks[stack].region
+    monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+    sent: dict[str, list[dict[str, Any]]] = {"cdk": [], "sdk": []}
+
+    module = load_handler(handler_asset(stage_synth, stack))
+    original = module.sagemaker_client
+
+    def recording_client() -> Any:
+        client = original()
+        fail_first(client, 0, "", "", sent["cdk"])
+        return client
+
+    monkeypatch.setattr(module, "sagemaker_client", recording_client)
+    with mock_aws():
+        properties = model_properties(stage_synth, stack, ROLE_PLACEHOLDER)
+        module.on_event(event("Create", properties), FakeContext())
+
+    with mock_aws(), MotoExtensions():
+        session = boto3.Session(region_name=region)
+        session.events.register(
+            "provide-client-params.sagemaker.CreateModel",
+            lambda params, **_: sent["sdk"].append(copy.deepcopy(params)),
+        )
+        deploy_peagle(
+            spec_file=str(path),
+            stage=stage,
+            role_arn=ROLE_PLACEHOLDER,
+            boto_session=session,
+            wait=False,
+            progress=False,
+        )
+    ((cdk,), (sdk,)) = sent["cdk"], sent["sdk"]
+    assert _without_identity(cdk) == _without_identity(sdk)
+    assert cdk["PrimaryContainer"]["AdditionalModelDataSources"]
+    # The names are content-derived; the SDK's content includes the role it was given,
+    # the stack's does not (its role is created with the stack): same spec, same rule.
+    assert cdk["ModelName"] == stage_synth.stacks[stack].plan.model_name
+    with_role = load_spec(path, stage=stage, execution_role_arn=ROLE_PLACEHOLDER)
+    assert sdk["ModelName"] == build_plan(with_role).model_name
+
+
+def _without_identity(request: dict[str, Any]) -> dict[str, Any]:
+    """A CreateModel request without its content-derived name and spec-hash tag."""
+    rest = {k: v for k, v in request.items() if k != "ModelName"}
+    rest["Tags"] = [t for t in request["Tags"] if t["Key"] != SPEC_HASH_TAG]
+    return rest
 
 
 @pytest.mark.parametrize("stack", sorted(STAGE_FILES))
 def test_create_model_parameters_pass_botocore_validation(
     stage_synth: Synthesized, stack: str
 ) -> None:
-    params = _model_calls(stage_synth, stack)["Create"]["parameters"]
+    params = _create_model(stage_synth, stack)
     model = botocore.session.get_session().get_service_model("sagemaker")
     shape = model.operation_model("CreateModel").input_shape
     report = ParamValidator().validate(params, shape)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peagle_serve.envargs import build_argv
+from peagle_serve.envargs import build_args
 
 from peagle_deploy.catalog import MODELS
 from peagle_deploy.catalog.engines import EngineNeeds, capabilities_for, engine_problems
@@ -91,7 +91,7 @@ def test_vllm_0_30_0_accepts_every_plan_that_runs_it(tmp_path: Path) -> None:
         if plan.vllm_version != VLLM_VERSION:
             continue
         env = dict(plan.create_model["PrimaryContainer"]["Environment"])
-        argv = build_argv(env)
+        argv = ["vllm", "serve", *build_args(env)]
         key = json.dumps(argv)  # regions differ only in names; vLLM sees the same argv
         cases.setdefault(key, {"name": name, "argv": argv, "config": plan.speculative_config})
     assert cases, "no plan chose a vLLM 0.30.0 image"

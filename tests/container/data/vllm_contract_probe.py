@@ -5,9 +5,14 @@ Usage: python vllm_contract_probe.py cases.json results.json
 
 What it asks vLLM 0.30.0 itself (import paths verified against the installed wheel):
 - argv: `vllm.entrypoints.launchers.cli_args.make_arg_parser(
-  vllm.utils.argparse_utils.FlexibleArgumentParser())` parses each `vllm serve` argv
-  (what `vllm serve` builds in vllm/entrypoints/cli/serve.py), then
-  `validate_parsed_serve_args` runs vLLM's pre-load checks on the namespace.
+  vllm.utils.argparse_utils.FlexibleArgumentParser())` parses each case's server
+  arguments, then `validate_parsed_serve_args` runs vLLM's pre-load checks on the
+  namespace. That is exactly what the launch command (`python3 -m
+  vllm.entrypoints.openai.api_server`, as the AWS image runs it) does: its `__main__`
+  calls `vllm.entrypoints.launchers.api_server.entry.main`, which builds the same parser
+  (the probe checks both in vLLM's source). For `--allowed-origins` the probe also asks
+  Starlette's CORSMiddleware, which vLLM installs with that value, whether a foreign
+  origin would be allowed.
 - spec (field validation): `vllm.config.SpeculativeConfig(**config)` with its
   `__post_init__` replaced by a no-op. That keeps pydantic's validation of every field
   (types, `gt=0` on num_speculative_tokens, the SpeculativeMethod Literal, `extra="forbid"`)
@@ -56,13 +61,12 @@ def check_argv(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     results = []
     for case in cases:
-        argv = case["argv"]
-        assert argv[:2] == ["vllm", "serve"], argv[:2]
-        parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        argv = case["args"]
+        parser = make_arg_parser(FlexibleArgumentParser(prog="api_server"))
         stderr = io.StringIO()
         try:
             with contextlib.redirect_stderr(stderr):
-                args = parser.parse_args(argv[2:])
+                args = parser.parse_args(argv)
                 validate_parsed_serve_args(args)
         except SystemExit as e:
             results.append(
@@ -72,7 +76,7 @@ def check_argv(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except Exception as e:  # validate_parsed_serve_args raises TypeError/ValueError
             results.append({"name": case["name"], "ok": False, "error": _error(e)})
             continue
-        dests = {tok[2:].replace("-", "_") for tok in argv[2:] if tok.startswith("--")} | {
+        dests = {tok[2:].replace("-", "_") for tok in argv if tok.startswith("--")} | {
             "port",
             "model",
             "speculative_config",
@@ -83,9 +87,36 @@ def check_argv(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "name": case["name"],
                 "ok": True,
                 "values": {d: _jsonable(getattr(args, d, "<missing>")) for d in sorted(dests)},
+                "cors_allows_foreign_origin": cors_allows(args.allowed_origins),
             }
         )
     return results
+
+
+def cors_allows(allowed_origins: list[str]) -> bool:
+    """Whether vLLM's CORS middleware (vllm/entrypoints/serve/middleware/register.py
+    passes allow_origins=args.allowed_origins) would let a foreign origin in."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    cors = CORSMiddleware(app=lambda *a: None, allow_origins=allowed_origins)
+    return bool(cors.is_allowed_origin("https://foreign.example"))
+
+
+def server_module_uses_this_parser() -> bool:
+    """`python3 -m vllm.entrypoints.openai.api_server` runs entry.main, which parses with
+    make_arg_parser(FlexibleArgumentParser(...)) and validate_parsed_serve_args."""
+    import inspect
+
+    import vllm.entrypoints.openai.api_server as module
+    from vllm.entrypoints.launchers.api_server import entry
+
+    dispatch = inspect.getsource(module).split('if __name__ == "__main__":', 1)[-1]
+    main_source = inspect.getsource(entry.main)
+    return (
+        "from vllm.entrypoints.launchers.api_server.entry import main" in dispatch
+        and "make_arg_parser(parser)" in main_source
+        and "validate_parsed_serve_args(args)" in main_source
+    )
 
 
 def check_spec_fields(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,6 +215,7 @@ def introspect() -> dict[str, Any]:
         "spec_init_fields": sorted(f.name for f in dataclasses.fields(SpeculativeConfig) if f.init),
         "spec_methods": sorted(literal_values(SpeculativeMethod)),
         "v2_runner_env_known": "VLLM_USE_V2_MODEL_RUNNER" in vllm.envs.environment_variables,
+        "server_module_uses_this_parser": server_module_uses_this_parser(),
     }
 
 

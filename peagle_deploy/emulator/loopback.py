@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible streaming server, for tests and for measuring the harness.
+"""A loopback streaming server (OpenAI and SageMaker shapes), for tests and for the harness.
 
 It speaks just enough HTTP/1.1 (keep-alive, chunked responses) on a raw asyncio
 Protocol, because the benchmark drives it at concurrency 128 as fast as it can and a
@@ -16,10 +16,19 @@ Behaviour (all configurable through LoopbackConfig):
   whitespace-separated words of the messages; completion tokens = tokens sent);
 - `/metrics` exports vLLM's spec-decode counters, grown per finished request so that
   the acceptance rate is `acceptance_rate` and K is `spec_tokens` (when spec_tokens > 0);
-- `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage.
+- `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage;
+- `GET /loopback/ttft` returns (and forgets) the median TTFT the server really produced,
+  for comparing a client's TTFT with the truth;
+- `POST /endpoints/<name>/invocations-response-stream` answers as SageMaker's
+  InvokeEndpointWithResponseStream does: the same SSE stream, each write wrapped in a
+  `PayloadPart` event-stream message (`application/vnd.amazon.eventstream`). A stand-in,
+  not an emulator: it only requires a SigV4 `Authorization` header (403 otherwise, as
+  AWS answers a request without one) and turns an injected failure into SageMaker's
+  `ModelError` (424). `peagle_deploy.emulator` is the faithful emulator; this one is
+  fast enough to measure a client at 50k events/s.
 
 Run standalone (prints the base URL on the first line of stdout):
-    python -m peagle_deploy.bench.loopback --port 0 --ttft-ms 20 --token-delay-ms 0
+    python -m peagle_deploy.emulator.loopback --port 0 --ttft-ms 20 --token-delay-ms 0
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.emulator.eventstream import payload_part
+
 CRLF = b"\r\n"
 HEADER_END = b"\r\n\r\n"
 MAX_HEADER_BYTES = 64 * 1024
@@ -50,6 +61,9 @@ class LoopbackConfig:
     model: str = "loopback"
     spec_tokens: int = 0
     acceptance_rate: float = 0.6
+    top_logprobs: int | None = None
+    """With N, every token carries OpenAI-shaped logprobs with N alternatives: streams
+    that cost the client far more per event than the server (it sends prepared bytes)."""
     fail_every: int = 0
     omit_usage: bool = False
     metrics: bool = True
@@ -90,6 +104,40 @@ def _frame(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
+def _sagemaker_frame(payload: bytes) -> bytes:
+    """One HTTP chunk holding one PayloadPart event-stream message."""
+    return _frame(payload_part(payload))
+
+
+def _model_error(conn: _Connection, status: int, message: str) -> None:
+    """What SageMaker answers when the container returns an error status (424 ModelError)."""
+    conn._simple(
+        424,
+        {
+            "Message": f"Received server error ({status}) from primary with message "
+            f'"{message}". See the endpoint\'s CloudWatch Logs for more information.',
+            "OriginalMessage": message,
+            "OriginalStatusCode": status,
+        },
+        headers={
+            "x-amzn-ErrorType": "ModelError:http://internal.amazon.com/coral/com.amazon.sagemaker/"
+        },
+    )
+
+
+def _logprobs(tokens: int, top: int | None) -> dict[str, Any] | None:
+    """An OpenAI chat `logprobs` block for `tokens` tokens of " x" (None without `top`)."""
+    if top is None:
+        return None
+
+    def entry(token: str, logprob: float) -> dict[str, Any]:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    alternatives = [entry(f" t{i}", -1.0 - i) for i in range(top)]
+    content = [{**entry(" x", -0.01), "top_logprobs": alternatives} for _ in range(tokens)]
+    return {"content": content}
+
+
 def _sse(doc: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
 
@@ -98,6 +146,23 @@ _STREAM_HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
     b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
 )
+_EVENT_STREAM_HEADERS = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n"
+    b"X-Amzn-SageMaker-Content-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+TTFT_PATH = "/loopback/ttft"
+SAGEMAKER_PREFIX = "/endpoints/"
+SAGEMAKER_SUFFIX = "/invocations-response-stream"
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    424: "Failed Dependency",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+}
 
 
 class _Stream:
@@ -223,16 +288,23 @@ class _Connection(asyncio.Protocol):
         body = bytes(self.buffer[end + 4 : end + 4 + length])
         del self.buffer[: end + 4 + length]
         self.busy = True
-        self.server.route(self, method, target.split("?", 1)[0], body)
+        self.server.route(self, method, target.split("?", 1)[0], body, headers)
 
     def _simple(
-        self, status: int, doc: Any, *, content_type: str = "application/json", close: bool = False
+        self,
+        status: int,
+        doc: Any,
+        *,
+        content_type: str = "application/json",
+        close: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
         payload = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
-            f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n"
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
             f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
+            + extra
             + ("Connection: close\r\n" if close else "")
             + "\r\n"
         ).encode()
@@ -255,6 +327,19 @@ class LoopbackServer:
         self._server: asyncio.base_events.Server | None = None
         self._seq = 0
         self._created = int(time.time())
+        self.ttfts: list[float] = []
+        """Seconds from each request's arrival to its first chunk, as this server wrote it."""
+
+    def take_ttfts(self) -> dict[str, Any]:
+        """The TTFTs this server actually produced since the last call (then forgotten):
+        the truth a client's TTFT is compared with. asyncio's timers fire up to 1 ms late
+        (epoll waits in whole milliseconds), so they are not exactly `ttft_s`."""
+        samples, self.ttfts = sorted(self.ttfts), []
+        if not samples:
+            return {"count": 0, "median_ms": None}
+        mid = len(samples) // 2
+        median = samples[mid] if len(samples) % 2 else (samples[mid - 1] + samples[mid]) / 2
+        return {"count": len(samples), "median_ms": round(median * 1000.0, 4)}
 
     @property
     def url(self) -> str:
@@ -278,9 +363,24 @@ class LoopbackServer:
         await self._server.serve_forever()
 
     # --- routes -------------------------------------------------------------------
-    def route(self, conn: _Connection, method: str, path: str, body: bytes) -> None:
+    def route(
+        self, conn: _Connection, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> None:
         if method == "POST" and path in ("/v1/chat/completions", "/invocations"):
             self._chat(conn, body)
+        elif (
+            method == "POST"
+            and path.startswith(SAGEMAKER_PREFIX)
+            and path.endswith(SAGEMAKER_SUFFIX)
+        ):
+            if not headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 Credential="):
+                conn._simple(
+                    403,
+                    {"message": "Missing Authentication Token"},
+                    headers={"x-amzn-ErrorType": "MissingAuthenticationTokenException"},
+                )
+                return
+            self._chat(conn, body, sagemaker=True)
         elif method == "GET" and path == "/v1/models":
             conn._simple(
                 200,
@@ -290,11 +390,16 @@ class LoopbackServer:
             conn._simple(200, self.metrics_text().encode(), content_type="text/plain")
         elif method == "GET" and path in ("/health", "/ping"):
             conn._simple(200, {})
+        elif method == "GET" and path == TTFT_PATH:
+            conn._simple(200, self.take_ttfts())
         else:
             conn._simple(404, {"error": f"no route {method} {path}"})
 
-    def _chat(self, conn: _Connection, body: bytes) -> None:
+    def _chat(self, conn: _Connection, body: bytes, *, sagemaker: bool = False) -> None:
         cfg = self.config
+        arrived = conn.loop.time()
+        # One write = one HTTP chunk; through SageMaker also one PayloadPart message.
+        frame = _sagemaker_frame if sagemaker else _frame
         try:
             req = json.loads(body)
             messages = req["messages"]
@@ -306,7 +411,11 @@ class LoopbackServer:
         self._seq += 1
         self.counters.requests += 1
         if cfg.fail_every and self._seq % cfg.fail_every == 0:
-            conn._simple(500, {"error": {"message": "injected failure", "code": 500}})
+            error = {"error": {"message": "injected failure", "code": 500}}
+            if sagemaker:
+                _model_error(conn, 500, json.dumps(error))
+            else:
+                conn._simple(500, error)
             return
         max_tokens = req.get("max_completion_tokens") or req.get("max_tokens") or 16
         n = (
@@ -340,7 +449,13 @@ class LoopbackServer:
                 ],
                 "usage": usage,
             }
-            conn._simple(200, doc)
+            if sagemaker:  # the container's JSON answer, streamed in one PayloadPart
+                conn.transport.write(
+                    _EVENT_STREAM_HEADERS + frame(json.dumps(doc).encode()) + b"0\r\n\r\n"
+                )
+                conn.response_done()
+            else:
+                conn._simple(200, doc)
             return
         include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
         base = {
@@ -354,15 +469,15 @@ class LoopbackServer:
             choice = {
                 "index": 0,
                 "delta": {"content": " x" * tokens},
-                "logprobs": None,
+                "logprobs": _logprobs(tokens, cfg.top_logprobs),
                 "finish_reason": finish_reason,
             }
-            return _frame(_sse({**base, "choices": [choice]}))
+            return frame(_sse({**base, "choices": [choice]}))
 
         per = cfg.tokens_per_chunk
         chunks = math.ceil(n / per)
         last_tokens = n - per * (chunks - 1)
-        role = _frame(
+        role = frame(
             _sse(
                 {
                     **base,
@@ -379,8 +494,8 @@ class LoopbackServer:
         )
         tail = b""
         if include_usage and not cfg.omit_usage:
-            tail += _frame(_sse({**base, "choices": [], "usage": usage}))
-        tail += _frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+            tail += frame(_sse({**base, "choices": [], "usage": usage}))
+        tail += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         stream = _Stream(
             conn,
             chunks=chunks,
@@ -389,13 +504,14 @@ class LoopbackServer:
             tail=tail,
             interval=cfg.token_delay_s * per,
         )
-        conn.transport.write(_STREAM_HEADERS)
+        conn.transport.write(_EVENT_STREAM_HEADERS if sagemaker else _STREAM_HEADERS)
         loop = conn.loop
         first_at = loop.time() + cfg.ttft_s
 
         def first() -> None:
             if conn.closed:
                 return
+            self.ttfts.append(loop.time() - arrived)
             conn.transport.write(role)
             stream.next_at = first_at
             stream.step()
@@ -471,8 +587,49 @@ def serve_in_thread(config: LoopbackConfig | None = None) -> Iterator[LoopbackSe
         thread.join(timeout=5)
 
 
+class LoopbackProcess:
+    """The loopback server in a child process (its own interpreter and event loop).
+
+    For measurements: a server in the client's process or loop would compete with the
+    client for the same core and loop. `url` is its /v1 base URL, `root` the server root.
+    `priority` (a negative nice value) keeps the stand-in endpoint from being starved by
+    the clients being measured and by other work on a shared machine; it needs the right
+    to raise priority (root), and `prioritized` says whether it was granted.
+    """
+
+    def __init__(self, *args: str, priority: int | None = None) -> None:
+        import os
+        import subprocess
+
+        cmd = [sys.executable, "-m", "peagle_deploy.emulator.loopback", "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http"):
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"loopback server did not start: {self.url!r}")
+        self.root = self.url.removesuffix("/v1")
+        self.prioritized = False
+        if priority is not None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, priority)
+                self.prioritized = True
+            except PermissionError:
+                pass
+
+    def __enter__(self) -> LoopbackProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m peagle_deploy.bench.loopback")
+    p = argparse.ArgumentParser(prog="python -m peagle_deploy.emulator.loopback")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ttft-ms", type=float, default=0.0)
@@ -482,6 +639,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", default="loopback")
     p.add_argument("--spec-tokens", type=int, default=0)
     p.add_argument("--acceptance-rate", type=float, default=0.6)
+    p.add_argument("--top-logprobs", type=int, default=None)
     return p.parse_args(argv)
 
 
@@ -493,6 +651,7 @@ def config_from_args(args: argparse.Namespace) -> LoopbackConfig:
         output_tokens=args.output_tokens,
         model=args.model,
         spec_tokens=args.spec_tokens,
+        top_logprobs=args.top_logprobs,
         acceptance_rate=args.acceptance_rate,
     )
 

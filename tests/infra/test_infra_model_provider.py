@@ -1,0 +1,414 @@
+"""The model custom resource's handler, executed as Lambda would execute it.
+
+The stack is synthesized (the session's `stage_synth`), the custom resource's properties
+are taken from the template, the handler is loaded from the asset directory CDK staged
+for the Lambda function, and it is called with CloudFormation Create / Update / Delete
+events against moto (in-process). One test runs the asset in a separate interpreter that
+sees nothing but the asset and the standard library, against a moto server, to prove
+the bundled botocore is complete and is the one used.
+
+moto stand-in fix (named, small): moto 5.2's CreateModel drops EnableNetworkIsolation
+(DescribeModel always says false); `moto_sagemaker` records it, so that adopting an
+existing identical model can be tested with the real request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import botocore.session
+import pytest
+from cdk_helpers import ROLE_PLACEHOLDER, Synthesized
+from model_provider_kit import (
+    ASSUME_ROLE_MESSAGE,
+    FakeContext,
+    event,
+    fail_first,
+    handler_asset,
+    load_handler,
+    model_properties,
+)
+from moto import mock_aws
+
+from infra import provider_bundle
+from infra.model_provider import handler as source_handler
+
+pytestmark = pytest.mark.xdist_group(name="cdk")
+
+STACK = "PeagleEndpoint-dev"
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+@pytest.fixture
+def moto_sagemaker(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from moto.sagemaker.responses import SageMakerResponse
+
+    original = SageMakerResponse.create_model
+
+    def create_model(self: Any) -> Any:
+        result = original(self)
+        model = self.sagemaker_backend._models[self._get_param("ModelName")]
+        model.enable_network_isolation = bool(self._get_param("EnableNetworkIsolation", False))
+        return result
+
+    monkeypatch.setattr(SageMakerResponse, "create_model", create_model)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def props(stage_synth: Synthesized) -> dict[str, Any]:
+    return model_properties(stage_synth, STACK, ROLE_PLACEHOLDER)
+
+
+@pytest.fixture
+def lambda_handler(
+    stage_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ModuleType, list[float]]:
+    """The asset's handler, with its waits recorded instead of slept."""
+    module = load_handler(handler_asset(stage_synth, STACK))
+    waits: list[float] = []
+    monkeypatch.setattr(module, "SLEEP", waits.append)
+    return module, waits
+
+
+def with_failures(
+    module: ModuleType, monkeypatch: pytest.MonkeyPatch, count: int, message: str
+) -> list[dict[str, Any]]:
+    """Make the handler's client fail its first `count` CreateModel calls with
+    ValidationException `message`; returns the params of every CreateModel it sends."""
+    requests: list[dict[str, Any]] = []
+    original = module.sagemaker_client
+
+    def client() -> Any:
+        c = original()
+        fail_first(c, count, "ValidationException", message, requests)
+        return c
+
+    monkeypatch.setattr(module, "sagemaker_client", client)
+    return requests
+
+
+def sagemaker() -> Any:
+    return botocore.session.get_session().create_client("sagemaker", region_name=REGION)
+
+
+def expected_request(stage_synth: Synthesized) -> dict[str, Any]:
+    request = dict(stage_synth.stacks[STACK].plan.create_model)
+    request["ExecutionRoleArn"] = ROLE_PLACEHOLDER
+    return request
+
+
+# --- Create --------------------------------------------------------------------------
+
+
+def test_create_retries_two_assume_role_failures_then_creates_the_planned_model(
+    moto_sagemaker: None,
+    stage_synth: Synthesized,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, waits = lambda_handler
+    requests = with_failures(module, monkeypatch, 2, ASSUME_ROLE_MESSAGE)
+    result = module.on_event(event("Create", props), FakeContext())
+
+    plan = stage_synth.stacks[STACK].plan
+    assert result["PhysicalResourceId"] == plan.model_name
+    assert result["Data"]["ModelName"] == plan.model_name
+    assert result["Data"]["ModelArn"].endswith(f":model/{plan.model_name}")
+    assert waits == [2.0, 4.0]  # the first two delays of the schedule
+    assert len(requests) == 3 and all(r == requests[0] for r in requests)
+    assert requests[0] == expected_request(stage_synth)  # exactly the plan, role swapped
+    described = sagemaker().describe_model(ModelName=plan.model_name)
+    created = requests[0]["PrimaryContainer"]
+    assert (
+        described["PrimaryContainer"]["AdditionalModelDataSources"]
+        == (created["AdditionalModelDataSources"])
+    )
+    assert described["ExecutionRoleArn"] == ROLE_PLACEHOLDER
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("ValidationException", "Could not access model data at s3://b/m/. Please ensure ..."),
+        ("ValidationException", "The role 'arn:...' does not have BatchGetImage permission"),
+        (
+            "AccessDeniedException",
+            "User: arn:aws:sts::123456789012:assumed-role/p/x is not authorized to perform: "
+            "sagemaker:CreateModel on resource: arn:aws:sagemaker:us-east-1:1:model/m",
+        ),
+    ],
+)
+@pytest.mark.usefixtures("moto_sagemaker")
+def test_every_propagation_error_is_retried(
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+    code: str,
+    message: str,
+) -> None:
+    module, waits = lambda_handler
+    requests: list[dict[str, Any]] = []
+    original = module.sagemaker_client
+
+    def client() -> Any:
+        c = original()
+        fail_first(c, 1, code, message, requests)
+        return c
+
+    monkeypatch.setattr(module, "sagemaker_client", client)
+    result = module.on_event(event("Create", props), FakeContext())
+    assert result["PhysicalResourceId"] == json.loads(props["CreateModel"])["ModelName"]
+    assert waits == [2.0] and len(requests) == 2
+
+
+def test_a_retried_create_adopts_the_identical_model(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+) -> None:
+    module, waits = lambda_handler
+    first = module.on_event(event("Create", props), FakeContext())
+    again = module.on_event(event("Create", props), FakeContext())
+    assert again == first
+    assert waits == []
+
+
+def test_an_existing_model_that_differs_is_an_error(
+    moto_sagemaker: None,
+    stage_synth: Synthesized,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+) -> None:
+    module, _ = lambda_handler
+    other = expected_request(stage_synth)
+    other["PrimaryContainer"] = {**other["PrimaryContainer"], "Image": "other:1"}
+    sagemaker().create_model(**other)
+    with pytest.raises(RuntimeError) as e:
+        module.on_event(event("Create", props), FakeContext())
+    assert "already exists with a different PrimaryContainer.Image" in str(e.value)
+
+
+def test_retries_stop_at_the_budget_with_the_last_message(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, waits = lambda_handler
+    requests = with_failures(module, monkeypatch, 1000, ASSUME_ROLE_MESSAGE)
+    with pytest.raises(RuntimeError) as e:
+        module.on_event(event("Create", props), FakeContext())
+    assert waits == list(module.RETRY_DELAYS_S)
+    assert sum(waits) <= module.RETRY_BUDGET_S
+    assert len(requests) == len(waits) + 1
+    message = str(e.value)
+    assert f"after {len(requests)} attempts" in message and "Could not assume role" in message
+    assert "\n" not in message
+
+
+def test_retries_stop_before_the_lambda_timeout(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, waits = lambda_handler
+    with_failures(module, monkeypatch, 1000, "Could not access model data at s3://b/k.")
+    context = FakeContext(remaining_ms=int((module.CALL_RESERVE_S + 3) * 1000))
+    with pytest.raises(RuntimeError, match="Could not access model data"):
+        module.on_event(event("Create", props), context)
+    assert waits == [2.0]  # a 4 s wait would eat into the reserve for the last call
+
+
+def test_other_errors_fail_at_once(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, waits = lambda_handler
+    with_failures(module, monkeypatch, 1, "1 validation error detected: Value 'x' at 'image'")
+    with pytest.raises(RuntimeError, match="ValidationException: 1 validation error"):
+        module.on_event(event("Create", props), FakeContext())
+    assert waits == []
+
+
+# --- Update and Delete --------------------------------------------------------------------
+
+
+def test_update_changes_only_tags(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+) -> None:
+    module, _ = lambda_handler
+    name = module.on_event(event("Create", props), FakeContext())["PhysicalResourceId"]
+    request = json.loads(props["CreateModel"])
+    retagged = {
+        **props,
+        "CreateModel": json.dumps({**request, "Tags": [{"Key": "k", "Value": "v"}]}),
+    }
+    update = event("Update", retagged, physical_id=name)
+    update["OldResourceProperties"] = props
+    result = module.on_event(update, FakeContext())
+    assert result["PhysicalResourceId"] == name
+    tags = sagemaker().list_tags(ResourceArn=result["Data"]["ModelArn"])["Tags"]
+    assert {"Key": "k", "Value": "v"} in tags
+
+    changed = json.loads(props["CreateModel"])
+    changed["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_MODEL_LEN"] = "1024"
+    bad = event("Update", {**props, "CreateModel": json.dumps(changed)}, physical_id=name)
+    bad["OldResourceProperties"] = props
+    with pytest.raises(RuntimeError, match="PrimaryContainer changed without a new model name"):
+        module.on_event(bad, FakeContext())
+
+
+def test_delete_removes_the_model_and_a_second_delete_succeeds(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+) -> None:
+    module, _ = lambda_handler
+    name = module.on_event(event("Create", props), FakeContext())["PhysicalResourceId"]
+    for _ in range(2):
+        result = module.on_event(event("Delete", props, physical_id=name), FakeContext())
+        assert result == {"PhysicalResourceId": name}  # the framework requires the same id
+        assert sagemaker().list_models()["Models"] == []
+
+
+def test_delete_after_a_failed_create_succeeds_without_a_call(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, _ = lambda_handler
+    marker = "AWSCDK::CustomResourceProviderFramework::CREATE_FAILED"
+    made: list[Any] = []
+    original = module.sagemaker_client
+
+    def client() -> Any:
+        c = original()
+        c.meta.events.register("before-call", lambda **kw: made.append(kw["model"].name))
+        return c
+
+    monkeypatch.setattr(module, "sagemaker_client", client)
+    result = module.on_event(event("Delete", props, physical_id=marker), FakeContext())
+    assert result == {"PhysicalResourceId": marker}
+    assert made == []
+
+
+# --- the asset's own botocore ------------------------------------------------------------
+
+
+def test_the_asset_carries_a_botocore_that_knows_the_drafter(stage_synth: Synthesized) -> None:
+    asset = handler_asset(stage_synth, STACK)
+    manifest = json.loads((asset / provider_bundle.MANIFEST).read_text())
+    assert manifest["distributions"] == provider_bundle.bundled_versions()
+    assert (asset / "handler.py").read_bytes() == Path(source_handler.__file__).read_bytes()
+    data = asset / "botocore" / "data"
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker"]
+    service = next((data / "sagemaker").glob("*/service-2.json*"))
+    assert service.exists()
+
+
+def test_the_asset_runs_alone_against_a_moto_server(
+    stage_synth: Synthesized, props: dict[str, Any], tmp_path: Path
+) -> None:
+    """A fresh interpreter that sees only the asset and the standard library (`-I -S`,
+    as Lambda puts the function's directory first): Create, then Delete twice."""
+    from moto.server import ThreadedMotoServer
+
+    asset = handler_asset(stage_synth, STACK)
+    runner = tmp_path / "runner.py"
+    runner.write_text(
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import botocore, handler\n"
+        "assert botocore.__file__.startswith(sys.argv[1]), botocore.__file__\n"
+        "events = json.loads(open(sys.argv[2]).read())\n"
+        "out = [handler.on_event(e, None) for e in events]\n"
+        "print(json.dumps({'botocore': botocore.__version__, 'results': out}))\n"
+    )
+    name = json.loads(props["CreateModel"])["ModelName"]
+    events = [
+        event("Create", props),
+        event("Delete", props, physical_id=name),
+        event("Delete", props, physical_id=name),
+    ]
+    (tmp_path / "events.json").write_text(json.dumps(events))
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "PATH": os.environ.get("PATH", ""),
+        }
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(runner), str(asset), str(tmp_path / "events.json")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = json.loads(done.stdout.splitlines()[-1])
+    assert output["botocore"] == provider_bundle.bundled_versions()["botocore"]
+    create, *deletes = output["results"]
+    assert create["PhysicalResourceId"] == name
+    assert deletes == [{"PhysicalResourceId": name}] * 2
+
+
+def test_a_botocore_without_the_field_fails_with_one_line() -> None:
+    class Shape:
+        members: dict[str, Any] = {"Image": None, "Environment": None}
+
+    class Model:
+        def shape_for(self, name: str) -> Shape:
+            assert name == "ContainerDefinition"
+            return Shape()
+
+    class OldSession:
+        def get_service_model(self, service: str) -> Model:
+            return Model()
+
+    with pytest.raises(RuntimeError) as e:
+        source_handler.require_additional_model_data_sources(OldSession())  # type: ignore[arg-type]
+    assert "AdditionalModelDataSources" in str(e.value) and "\n" not in str(e.value)
+    source_handler.require_additional_model_data_sources(botocore.session.get_session())
+
+
+def test_the_retry_schedule() -> None:
+    """Doubling from 2 s, capped at 60 s, within the 300 s budget: 242 s of waiting over
+    at most 9 attempts, inside the 480 s Lambda timeout with the 90 s reserve."""
+    h = source_handler
+    assert h.RETRY_DELAYS_S == (2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0)
+    assert sum(h.RETRY_DELAYS_S) <= h.RETRY_BUDGET_S
+    assert h.LAMBDA_TIMEOUT_S >= h.RETRY_BUDGET_S + h.CALL_RESERVE_S
+    assert h.LAMBDA_TIMEOUT_S < 15 * 60  # the Provider framework's function waits 15 min
