@@ -13,7 +13,6 @@ Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.catalog import MODELS
+from peagle_deploy.documents import check_tree, parse_document
 from peagle_deploy.errors import SpecError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
@@ -62,7 +62,11 @@ class StageConfig:
 
     def load_spec(self) -> DeploymentSpec:
         """The stage's spec: file, then overrides; the stage name always wins."""
-        spec = load_spec(self.spec_file, **{**self.overrides, "stage": self.name})
+        spec = load_spec(
+            self.spec_file,
+            file_field=f"{STAGES_CONTEXT_KEY}.{self.name}.spec",
+            **{**self.overrides, "stage": self.name},
+        )
         check_synthesizable_model(spec, f"{STAGES_CONTEXT_KEY}.{self.name}")
         return spec
 
@@ -87,12 +91,14 @@ def check_synthesizable_model(spec: DeploymentSpec, where: str) -> None:
 
 
 def _json_if_text(value: Any, where: str) -> Any:
-    """Context given with `-c key=value` arrives as text."""
+    """Context given with `-c key=value` arrives as text; from cdk.json it arrives parsed.
+
+    Either way it goes through the one loading path's limits (size, depth, duplicate
+    keys, NaN), with errors naming the context key.
+    """
     if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise SpecError(where, f"not valid JSON: {exc.msg}", "a JSON object") from None
+        return parse_document(value, where, f"-c {where}", "json")
+    check_tree(value, where, f"cdk.json context {where}")
     return value
 
 

@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from peagle_deploy import __version__
-from peagle_deploy.errors import PeagleError
+from peagle_deploy.errors import SpecError
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_RETRY_MODE = "adaptive"
@@ -27,21 +27,31 @@ DEFAULT_MAX_ATTEMPTS = 8  # total attempts (first try included)
 _RETRY_MODES = ("legacy", "standard", "adaptive")
 
 
+MAX_ATTEMPTS_LIMIT = 50
+"""Most attempts per call PEAGLE_AWS_MAX_ATTEMPTS may ask for: botocore backs off up to
+20 s between attempts (`_MAX_BACKOFF` of botocore/retries/standard.py), so 50 attempts
+already wait over a quarter of an hour on one call."""
+
+
 def retry_settings() -> dict[str, Any]:
-    """The `retries` dict for botocore's Config (from the environment, else defaults)."""
+    """The `retries` dict for botocore's Config (from the environment, else defaults).
+
+    A bad value is bad input (SpecError naming the variable, exit 2), refused before
+    any call.
+    """
     mode = os.environ.get("PEAGLE_AWS_RETRY_MODE", DEFAULT_RETRY_MODE)
     if mode not in _RETRY_MODES:
-        raise PeagleError(
-            f"PEAGLE_AWS_RETRY_MODE={mode!r} is not a botocore retry mode "
-            f"(allowed: {', '.join(_RETRY_MODES)})"
+        raise SpecError(
+            "PEAGLE_AWS_RETRY_MODE", f"{mode!r} is not a botocore retry mode", _RETRY_MODES
         )
     raw = os.environ.get("PEAGLE_AWS_MAX_ATTEMPTS", str(DEFAULT_MAX_ATTEMPTS))
-    try:
-        attempts = int(raw)
-    except ValueError:
-        attempts = 0
-    if attempts < 1:
-        raise PeagleError(f"PEAGLE_AWS_MAX_ATTEMPTS={raw!r} must be a positive integer")
+    attempts = int(raw.strip()) if raw.strip().isdigit() and len(raw.strip()) < 6 else 0
+    if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
+        raise SpecError(
+            "PEAGLE_AWS_MAX_ATTEMPTS",
+            f"{raw!r} is not a number of attempts",
+            f"an integer 1-{MAX_ATTEMPTS_LIMIT}",
+        )
     return {"mode": mode, "total_max_attempts": attempts}
 
 
@@ -78,12 +88,25 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
     """The caller's session if given, else a default boto3 Session in `region`."""
     if boto_session is not None:
         return boto_session
+    if region is None:
+        _check_environment_region()
     import boto3
     import botocore.session
 
     core = botocore.session.get_session()
     core.register_component("data_loader", _shared_loader())
     return boto3.Session(botocore_session=core, region_name=region)
+
+
+def _check_environment_region() -> None:
+    """AWS_REGION / AWS_DEFAULT_REGION as the planner reads them: empty or malformed is
+    an error naming the variable, before any call (botocore would fall back or fail)."""
+    from peagle_deploy.catalog.resolve import environment_region
+    from peagle_deploy.validation.aws_shapes import check_region
+
+    found = environment_region()
+    if found is not None:
+        check_region(found[1], found[0])
 
 
 def make_client(

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.promote.gates import GatesFile, parse_gates
+from peagle_deploy.terminal import escaped, plain_console
 
 DEMO_ROLE_ARN = "arn:aws:iam::123456789012:role/peagle-demo"
 """A role in the emulated account (created there for the doctor's checks); nothing is
@@ -98,7 +99,7 @@ class DemoSettings(BaseModel):
         return cls(levels=[1, 4, 8], num_prompts=32, max_tokens=128)
 
     def gates(self) -> GatesFile:
-        import yaml
+        from peagle_deploy.documents import parse_document
 
         text = DEMO_GATES_YAML.format(
             levels=list(self.levels),
@@ -106,7 +107,7 @@ class DemoSettings(BaseModel):
             max_tokens=self.max_tokens,
             prod_ttft_ms=round(max(self.ttft_s * 1000.0 / 2.0, 0.1), 3),
         )
-        return parse_gates(yaml.safe_load(text))
+        return parse_gates(parse_document(text, "gates", "the demo's gates", "yaml"))
 
 
 class DemoStep(BaseModel):
@@ -163,7 +164,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
     from peagle_deploy.emulator import LocalAWS
 
     settings = settings or DemoSettings()
-    out = console or Console()
+    out = console or plain_console()
     summary = DemoSummary()
     started = time.perf_counter()
     gates = settings.gates()
@@ -191,7 +192,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
         try:
             _rehearse(settings, gates=gates, aws=aws, steps=steps, created=created, summary=summary)
         except PeagleError as exc:
-            out.print(f"[bold red]rehearsal failed:[/] {exc}", highlight=False)
+            out.print(f"[bold red]rehearsal failed:[/] {escaped(exc)}", highlight=False)
         finally:
             try:
                 with steps.step("6. clean up") as step:
@@ -201,7 +202,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
                         raise PeagleError(f"left behind after clean-up: {', '.join(left)}")
                     step.detail = "no endpoint, endpoint config or model left"
             except PeagleError as exc:
-                out.print(f"[bold red]clean-up failed:[/] {exc}", highlight=False)
+                out.print(f"[bold red]clean-up failed:[/] {escaped(exc)}", highlight=False)
     summary.ok = len(summary.steps) == DEMO_STEPS and all(s.ok for s in summary.steps)
     summary.wall_s = round(time.perf_counter() - started, 2)
     verdict = "[green]rehearsal complete[/]" if summary.ok else "[bold red]rehearsal FAILED[/]"
@@ -412,4 +413,4 @@ def _cleanup(names: list[str], region: str, out: Console) -> None:
             else:
                 out.print(f"{name}: nothing to delete (never created)", highlight=False)
         except PeagleError as exc:
-            out.print(f"[yellow]could not delete {name}:[/] {exc}", highlight=False)
+            out.print(f"[yellow]could not delete {name}:[/] {escaped(exc)}", highlight=False)

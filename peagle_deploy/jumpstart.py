@@ -39,7 +39,7 @@ _last_local_roots: tuple[str | None, str | None] | None = None
 
 def is_jumpstart_candidate(model: str) -> bool:
     """JumpStart ids are lowercase words joined by dashes (`openai-reasoning-gpt-oss-20b`)."""
-    return bool(_JUMPSTART_ID.match(model))
+    return bool(_JUMPSTART_ID.fullmatch(model))
 
 
 def _s3_source(raw: dict[str, Any]) -> dict[str, Any]:

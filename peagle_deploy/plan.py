@@ -16,7 +16,7 @@ from typing import Any
 from peagle_deploy import render
 from peagle_deploy.catalog.engines import EngineNeeds
 from peagle_deploy.catalog.instances import INSTANCE_TYPES
-from peagle_deploy.catalog.resolve import resolve_model, resolve_region
+from peagle_deploy.catalog.resolve import region_field, resolve_model, resolve_region
 from peagle_deploy.catalog.resolved import ResolvedModel
 from peagle_deploy.errors import SpecError
 from peagle_deploy.findings import CdkIncompatibility, PlanWarning
@@ -137,7 +137,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     """Validate `spec` against the catalog and render the requests; SpecError on refusal."""
     warnings: list[PlanWarning] = []
     region = resolve_region(spec)
-    aws_shapes.check_region(region)
+    aws_shapes.check_region(region, region_field(spec))
     resolved = resolve_model(spec, region)
     warnings.extend(resolved.notes)
 
@@ -184,6 +184,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
         drafter_kind=resolved.drafter_kind,
         drafter_parallel_tokens=resolved.drafter_parallel_tokens,
         drafter_field="custom.drafter_kind",
+        max_model_len=max_model_len,
     )
     k_schedule = spec.speculative.num_speculative_tokens_per_batch_size
     channel = spec.speculative.drafter_channel

@@ -8,6 +8,7 @@ landed in the wrong field must not come back on the terminal or in CI logs.
 from __future__ import annotations
 
 import re
+import reprlib
 
 SECRET_VALUE_RE = re.compile(
     r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face access token
@@ -55,3 +56,44 @@ def safe_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     if len(text) > limit:
         text = f"{text[: limit - 1]}…"
     return text
+
+
+MAX_LINES = 40
+"""Longest multi-line message (a failure report with log lines) shown."""
+
+
+def safe_lines(text: str, max_lines: int = MAX_LINES) -> str:
+    """`safe_message` for each line of a multi-line report; at most `max_lines` lines."""
+    lines = text.split("\n")
+    shown = [safe_message(line) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(f"... ({len(lines) - max_lines} more lines)")
+    return "\n".join(shown)
+
+
+class _ValueRepr(reprlib.Repr):
+    """`repr` that never builds the whole text of a big value and masks strings first."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+        self.maxstring = self.maxother = max(limit - 30, 10)  # room for "… (N characters)"
+
+    def repr_str(self, x: str, level: int) -> str:
+        if len(x) <= self.maxstring:
+            return repr(mask_secrets(x))
+        head = mask_secrets(x[: self.maxstring + 200])[: self.maxstring]
+        return f"{head!r}… ({len(x)} characters)"
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() <= 256:
+            return repr(x)
+        return f"<a number of about {int(x.bit_length() * 0.30103) + 1} digits>"
+
+
+def value_excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A short repr of a value for an error message: strings cut, tokens masked, nested
+    collections summarised (`[['x', 'x', ...], ...]`), whatever the value's size."""
+    text = _ValueRepr(limit).repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

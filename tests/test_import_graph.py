@@ -14,7 +14,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "peagle_deploy"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"__init__", "errors", "redaction", "findings", "documents", "naming", "streaming"}),
+    frozenset(
+        {
+            "__init__",
+            "errors",
+            "redaction",
+            "findings",
+            "documents",
+            "naming",
+            "streaming",
+            "terminal",
+        }
+    ),
     frozenset({"spec"}),
     frozenset({"catalog", "jumpstart", "render", "validation", "plan"}),
     frozenset({"aws", "doctor"}),

@@ -104,7 +104,7 @@ def domains() -> frozenset[str]:
 
 def parse_image_uri(image: str) -> ParsedImage | None:
     """The parts of an ECR image URI, or None when it is not one."""
-    match = ECR_IMAGE_RE.match(image)
+    match = ECR_IMAGE_RE.fullmatch(image)  # `$` alone would let a trailing newline in
     if not match:
         return None
     return ParsedImage(

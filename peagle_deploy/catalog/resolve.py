@@ -14,20 +14,44 @@ from peagle_deploy.catalog.models import MODELS, ModelEntry, get_model
 from peagle_deploy.catalog.resolved import ResolvedModel
 from peagle_deploy.errors import SpecError
 from peagle_deploy.findings import PlanWarning
+from peagle_deploy.spec.empty import check_not_empty
 from peagle_deploy.spec.models import DeploymentSpec
 
 DEFAULT_REGION = "us-east-1"
 CUSTOM = "custom"
 
 
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+"""Where the region comes from when the spec names none (botocore's order)."""
+
+
+def environment_region() -> tuple[str, str] | None:
+    """(variable, value) of the first region variable that is set, or None.
+
+    Set but empty is an error naming the variable (`spec.empty`): a CI variable that
+    was never defined must not quietly mean us-east-1.
+    """
+    for variable in REGION_VARIABLES:
+        value = os.environ.get(variable)
+        if value is not None:
+            check_not_empty(variable, value.strip())
+            return variable, value
+    return None
+
+
 def resolve_region(spec: DeploymentSpec) -> str:
     """Spec region, else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1."""
-    return (
-        spec.region
-        or os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or DEFAULT_REGION
-    )
+    if spec.region:
+        return spec.region
+    found = environment_region()
+    return found[1] if found else DEFAULT_REGION
+
+
+def region_field(spec: DeploymentSpec) -> str:
+    """What named the region `resolve_region` returns, for errors: the spec field or the
+    environment variable."""
+    found = None if spec.region else environment_region()
+    return found[0] if found else "region"
 
 
 def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:

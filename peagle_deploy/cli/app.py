@@ -8,13 +8,14 @@ stay fast.
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, doctor, output, plan, promote
+from peagle_deploy.cli import bench, deploy, doctor, guards, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -78,20 +79,52 @@ def aws_error_message(exc: BaseException) -> str | None:
     return f"AWS call failed: {name}: {exc}"
 
 
+def _interrupted(exc: KeyboardInterrupt) -> None:
+    """An interrupted operation says how to resume (peagle_deploy.sdk.Interrupted's text)."""
+    if str(exc):
+        output.warn(str(exc))
+    else:
+        output.error("interrupted")
+
+
+def _say_how_to_resume(command: Any) -> None:
+    """typer turns a Ctrl-C inside a command into a silent exit 130; every command's
+    callback says first what was interrupted and how to resume."""
+    callback = getattr(command, "callback", None)
+    if callback is not None and not getattr(callback, "_peagle_resumable", False):
+
+        @functools.wraps(callback)
+        def resumable(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return callback(*args, **kwargs)
+            except KeyboardInterrupt as exc:
+                _interrupted(exc)
+                raise typer.Exit(130) from None
+
+        resumable._peagle_resumable = True  # type: ignore[attr-defined]
+        command.callback = resumable
+    for sub in getattr(command, "commands", {}).values():
+        _say_how_to_resume(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: PeagleError becomes one line on stderr, no traceback.
 
     Non-standalone mode: typer returns the code of a `typer.Exit` instead of exiting, and
-    raises its (vendored) click usage errors, which derive from `typer.TyperException`.
+    raises its (vendored) click usage errors, which derive from `typer.TyperException`;
+    they become one line too. Every parameter refuses an empty value (cli.guards).
     """
     output.degrade_to_ascii()
     try:
-        result = app(args=argv, standalone_mode=False)
+        command = typer.main.get_command(app)
+        guards.refuse_empty_values(command)
+        _say_how_to_resume(command)
+        result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
     except PeagleError as exc:
         output.error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        output.error("interrupted")
+    except KeyboardInterrupt as exc:  # outside any command (while parsing)
+        _interrupted(exc)
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
@@ -99,12 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         output.error("aborted")
         return 1
     except typer.TyperException as exc:  # usage errors: bad option, missing argument, ...
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]  # `peagle` alone: the help
         else:
-            output.error(exc.format_message())
-        return int(exc.exit_code)
+            output.error(guards.usage_error_line(exc))
+        return int(getattr(exc, "exit_code", 2))
     except Exception as exc:
         message = aws_error_message(exc)
         if message is None:

@@ -10,19 +10,28 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
 from peagle_deploy.cli.spec_options import spec_options
-from peagle_deploy.errors import PeagleError
+from peagle_deploy.errors import PeagleError, SpecError
 
 JsonOpt = so.JsonOpt
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
+MAX_WAIT_S = 86400.0
+"""Longest --timeout: a day, well past any SageMaker change (a blue/green rollout may
+run 8 h: MaximumExecutionTimeoutInSeconds <= 28800)."""
+MAX_TOKENS = 2**31 - 1
+"""Largest --max-tokens sent (a 32-bit integer; the server caps it by max_model_len)."""
+MAX_TEMPERATURE = 100.0
+"""Largest --temperature sent (vLLM takes any value >= 0; beyond this it is noise)."""
 TimeoutOpt = Annotated[
     float | None,
     typer.Option(
         "--timeout",
         min=1.0,
+        max=MAX_WAIT_S,
         help="Seconds to wait before giving up watching (not deploying).",
     ),
 ]
@@ -31,7 +40,22 @@ ProgressOpt = Annotated[
 ]
 
 
-def _interrupted(exc: BaseException) -> typer.Exit:
+def _check_endpoint(name: str, region: str | None) -> None:
+    """NAME and --region, refused before any AWS call, naming the argument or flag."""
+    from peagle_deploy.validation.aws_shapes import check_endpoint_name, check_region
+
+    check_endpoint_name(name, "NAME")
+    if region is not None:
+        check_region(region, "--region")
+
+
+def _say(line: str) -> None:
+    """A plain line on stdout: names from AWS are printed as they are (no markup)."""
+    output.console.print(line, highlight=False, markup=False)
+
+
+def _interrupted(exc: BaseException | str) -> typer.Exit:
+    """Ctrl-C: the message says how to resume; exit 130 like any interrupted command."""
     output.warn(str(exc))
     return typer.Exit(130)
 
@@ -73,7 +97,7 @@ def deploy_command(
     that rolls back leaves the old config serving.
     """
     from peagle_deploy.plan import build_plan
-    from peagle_deploy.sdk import WaitInterrupted, check_deployable_role, deploy_peagle
+    from peagle_deploy.sdk import Interrupted, check_deployable_role, deploy_peagle
 
     plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
     if not dry_run:
@@ -91,7 +115,7 @@ def deploy_command(
             deployed_by="peagle deploy",
             doctor=not no_doctor,
         )
-    except WaitInterrupted as exc:
+    except Interrupted as exc:
         raise _interrupted(exc) from None
     outcome = endpoint.deployment
     assert outcome is not None
@@ -122,22 +146,22 @@ def deploy_command(
                 f"would {would[outcome.action]} {outcome.endpoint_name} "
                 f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
             )
-        output.console.print(f"[bold]dry run:[/] {line}", highlight=False)
+        output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
         return
     output.console.print(
-        f"[bold]{outcome.endpoint_name}[/] {verb}: {outcome.status} on "
-        f"{outcome.endpoint_config_name} ({outcome.region}, stage {outcome.stage})",
+        f"[bold]{escape(outcome.endpoint_name)}[/] "
+        + escape(
+            f"{verb}: {outcome.status} on {outcome.endpoint_config_name} "
+            f"({outcome.region}, stage {outcome.stage})"
+        ),
         highlight=False,
     )
     if outcome.status != "InService":
-        output.console.print(
-            f"not waiting; watch it with `peagle status {outcome.endpoint_name} --wait`",
-            highlight=False,
-        )
+        _say(f"not waiting; watch it with `peagle status {outcome.endpoint_name} --wait`")
     if outcome.removed:
-        output.console.print(f"removed: {', '.join(outcome.removed)}", highlight=False)
+        _say(f"removed: {', '.join(outcome.removed)}")
     if outcome.manifest_parameter:
-        output.console.print(f"manifest: {outcome.manifest_parameter}", highlight=False)
+        _say(f"manifest: {outcome.manifest_parameter}")
 
 
 def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
@@ -153,16 +177,21 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """Show an endpoint's status (exit 1 if it settled Failed when --wait is given)."""
     from peagle_deploy.sdk import PeagleEndpoint, WaitInterrupted
 
+    _check_endpoint(name, region)
     endpoint = PeagleEndpoint.from_name(name, region=region)
-    if wait:
-        try:
+    try:
+        if wait:
             endpoint.wait(
                 timeout_s=timeout or 3600.0,
                 progress=False if (no_progress or as_json) else None,
             )
-        except WaitInterrupted as exc:
-            raise _interrupted(exc) from None
-    desc = endpoint.describe()
+        desc = endpoint.describe()
+    except WaitInterrupted as exc:
+        raise _interrupted(exc) from None
+    except KeyboardInterrupt:  # DescribeEndpoint in flight, without --wait
+        raise _interrupted(
+            f"interrupted; watch {name} with `peagle status {name} --wait`"
+        ) from None
     status = str(desc["EndpointStatus"])
     log_lines = endpoint.logs(limit=20) if status == "Failed" else []
     pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
@@ -206,10 +235,12 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.emit_json(data)
     else:
         color = {"InService": "green", "Failed": "red"}.get(status, "yellow")
-        output.console.print(f"[bold]{name}[/]: [{color}]{status}[/]", highlight=False)
-        output.console.print(f"config: {data['endpoint_config_name']}", highlight=False)
+        output.console.print(
+            f"[bold]{escape(name)}[/]: [{color}]{escape(status)}[/]", highlight=False
+        )
+        _say(f"config: {data['endpoint_config_name']}")
         if pending:
-            output.console.print(f"rolling to: {pending}", highlight=False)
+            _say(f"rolling to: {pending}")
         if data["failure_reason"]:
             output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
         for line in log_lines:
@@ -224,12 +255,10 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
             )
             if manifest["promoted_from"]:
                 line += f" (promoted from {manifest['promoted_from']})"
+            line = escape(line)
             if stale:
                 line += " [yellow](describes another config: stale)[/]"
-            output.console.print(
-                line,
-                highlight=False,
-            )
+            output.console.print(line, highlight=False)
     if wait and status in ("Failed", "OutOfService"):
         raise typer.Exit(1)
 
@@ -242,7 +271,8 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
         bool, typer.Option("--stream", help="Stream the answer (InvokeEndpointWithResponseStream).")
     ] = False,
     max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="Longest answer, in tokens.")
+        int,
+        typer.Option("--max-tokens", min=1, max=MAX_TOKENS, help="Longest answer, in tokens."),
     ] = 256,
     temperature: Annotated[
         float | None,
@@ -254,6 +284,9 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """Send one chat message (OpenAI chat-completions payload) and print the answer."""
     from peagle_deploy.sdk import PeagleEndpoint
 
+    _check_endpoint(name, region)
+    if temperature is not None and not 0.0 <= temperature <= MAX_TEMPERATURE:
+        raise SpecError("--temperature", f"{temperature} is out of range", f"0-{MAX_TEMPERATURE:g}")
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -294,7 +327,13 @@ def list_command(
 ) -> None:
     """The project's endpoints (tag peagle:managed=true), optionally of one stage."""
     from peagle_deploy.sdk import list_endpoints
+    from peagle_deploy.spec.stage import check_stage_name
+    from peagle_deploy.validation.aws_shapes import check_region
 
+    if region is not None:
+        check_region(region, "--region")
+    if stage is not None:
+        check_stage_name(stage, "--stage")
     found = list_endpoints(region=region, stage=stage)
     if as_json:
         output.emit_json([e.to_json() for e in found])
@@ -308,9 +347,8 @@ def list_command(
     for column in ("name", "status", "stage", "model", "spec hash", "created"):
         table.add_column(column)
     for e in found:
-        table.add_row(
-            e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created
-        )
+        cells = (e.name, e.status, e.stage or "-", e.model or "-", e.spec_hash or "-", e.created)
+        table.add_row(*(output.literal(cell) for cell in cells))  # AWS tags: shown as is
     output.print_table(table)
 
 
@@ -323,6 +361,7 @@ def delete_command(
     """Delete an endpoint with its endpoint configs, models and manifest (gone is fine)."""
     from peagle_deploy.sdk import PeagleEndpoint
 
+    _check_endpoint(name, region)
     if not yes:
         if as_json or not sys.stdin.isatty():
             raise PeagleError(f"refusing to delete {name} without --yes (no terminal to confirm)")
@@ -333,17 +372,17 @@ def delete_command(
         output.emit_json(result.to_json())
         return
     if result.endpoint_deleted:
-        output.console.print(f"deleting endpoint {name}", highlight=False)
+        _say(f"deleting endpoint {name}")
     else:
-        output.console.print(f"endpoint {name} was already gone", highlight=False)
+        _say(f"endpoint {name} was already gone")
     for config in result.endpoint_configs:
-        output.console.print(f"deleted endpoint config {config}", highlight=False)
+        _say(f"deleted endpoint config {config}")
     for model in result.models:
-        output.console.print(f"deleted model {model}", highlight=False)
+        _say(f"deleted model {model}")
     for target in result.scalable_targets:
-        output.console.print(f"deregistered autoscaling target {target}", highlight=False)
+        _say(f"deregistered autoscaling target {target}")
     if result.manifest_parameter:
-        output.console.print(f"deleted manifest {result.manifest_parameter}", highlight=False)
+        _say(f"deleted manifest {result.manifest_parameter}")
     if result.manifest_error:
         output.warn(f"the deployment manifest could not be deleted: {result.manifest_error}")
 

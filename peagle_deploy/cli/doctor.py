@@ -51,7 +51,7 @@ def _print_report(report: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"peagle doctor: {report.endpoint_name} ({report.region})")
+    table = Table(title=escape(f"peagle doctor: {report.endpoint_name} ({report.region})"))
     table.add_column("", no_wrap=True)
     table.add_column("check", no_wrap=True)
     table.add_column("resource", overflow="fold")

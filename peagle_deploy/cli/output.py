@@ -11,6 +11,9 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
+from peagle_deploy.redaction import safe_lines, safe_message
+from peagle_deploy.terminal import CONSOLE_OPTIONS
+
 
 class _Console(Console):
     """Off a terminal (a pipe, a CI log, a file) rich lays output out for 80 columns:
@@ -41,8 +44,9 @@ class _Console(Console):
             self.width = width
 
 
-console: Console = _Console()
-err_console: Console = _Console(stderr=True)
+# Emoji codes off (`aws:x:` stays as typed); see peagle_deploy.terminal.
+console: Console = _Console(**CONSOLE_OPTIONS)
+err_console: Console = _Console(stderr=True, **CONSOLE_OPTIONS)
 
 _ASCII_FALLBACK = {
     "\u2192": "->",
@@ -96,18 +100,32 @@ def degrade_to_ascii() -> None:
         reconfigure(errors=_ERRORS)
 
 
+WARNING_CHARS = 1000
+"""Longest warning shown (an interruption's resume advice is a few sentences)."""
+
+
 def error(message: str) -> None:
     """One error, on stderr, no traceback.
 
     The message is plain text: brackets in it (`[a-zA-Z0-9-]`, `[dev]`) are printed,
-    not read as rich markup and dropped.
+    not read as rich markup and dropped. Credentials are masked and pasted values cut
+    (`redaction.safe_lines`); a multi-line failure report (log lines) keeps its lines.
     """
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    text = escape(safe_lines(message))
+    err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    """One warning, on stderr; plain text like `error`."""
-    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """One warning, on stderr, one line; plain and safe like `error`."""
+    text = escape(safe_message(message, WARNING_CHARS))
+    err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+
+
+def literal(value: object) -> Any:
+    """A table cell that shows `value` exactly (no markup, no emoji)."""
+    from peagle_deploy.terminal import literal as as_text
+
+    return as_text(value)
 
 
 def emit_json(data: Any) -> None:

@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
 def _print_plan(plan: Any) -> None:
     from rich.table import Table
 
-    summary = Table(title=f"peagle plan: {plan.endpoint_name}", show_header=False)
+    summary = Table(title=output.literal(f"peagle plan: {plan.endpoint_name}"), show_header=False)
     summary.add_column("field", style="bold")
     summary.add_column("value", overflow="fold")
     spec_cfg = plan.speculative_config
@@ -110,7 +110,7 @@ def _print_plan(plan: Any) -> None:
         ("content hash", plan.content_hash),
     ]
     for key, value in rows:
-        summary.add_row(key, value)
+        summary.add_row(key, output.literal(value))  # user values: never read as markup
     output.console.print(summary)
     shown = plan.to_json()  # secret-looking env values are redacted, as in --json
     for title, request in (

@@ -83,8 +83,9 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
     1 error, 2 bad input, 3 refused by a gate (target unchanged).
     """
     from peagle_deploy.promote.gates import load_gates
-    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+    from peagle_deploy.promote.runner import PromoteOptions, check_stages, promote, render_result
 
+    check_stages(source_stage, target_stage)  # the flags first, then the file they pick from
     stage_gates = load_gates(gates).for_stage(target_stage)
     options = PromoteOptions(
         source_stage=source_stage,

@@ -110,4 +110,4 @@ def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -
 
     if file is None and model is None:
         raise SpecError("model", "no model given", "a MODEL argument or --file with `model:`")
-    return load_spec(file, model=model, **knobs)
+    return load_spec(file, file_field="--file", model=model, **knobs)

@@ -29,9 +29,9 @@ from peagle_deploy.emulator.iam_policy import (
     UnsupportedPolicyError,
     evaluate,
 )
+from peagle_deploy.emulator.patching import Patches, Slot, install
 
 SAGEMAKER = "sagemaker"
-_MISSING = object()
 
 
 def endpoint_quota_name(instance_type: str) -> str:
@@ -71,16 +71,11 @@ class _Quota:
         }
 
 
-class _Registry:
-    active: AccountExtensions | None = None
-    lock = threading.Lock()
+_SLOT: Slot[AccountExtensions] = Slot("peagle account extensions")
 
 
 def _active() -> AccountExtensions:
-    ext = _Registry.active
-    if ext is None:  # pragma: no cover - patches are removed with the registration
-        raise RuntimeError("peagle account extensions are not installed")
-    return ext
+    return _SLOT.get()
 
 
 @dataclass
@@ -90,7 +85,7 @@ class AccountExtensions:
     default_page_size: int = 100
     """Quotas per page when the caller gives no MaxResults (real default not documented)."""
     _quotas: dict[tuple[str, str, str], dict[str, _Quota]] = field(default_factory=dict, init=False)
-    _patches: list[tuple[Any, str, Any]] = field(default_factory=list, init=False)
+    _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
 
     # --- control API ------------------------------------------------------------------
@@ -138,30 +133,14 @@ class AccountExtensions:
         self.uninstall()
 
     def install(self) -> None:
-        with _Registry.lock:
-            if _Registry.active is not None:
-                raise RuntimeError("another AccountExtensions is already installed")
-            _Registry.active = self
-        try:
-            self._install_patches()
-        except BaseException:
-            self.uninstall()
-            raise
+        install(_SLOT, self, self._patches, self._install_patches)
 
     def uninstall(self) -> None:
-        while self._patches:
-            owner, name, old = self._patches.pop()
-            if old is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, old)
-        with _Registry.lock:
-            if _Registry.active is self:
-                _Registry.active = None
+        self._patches.undo_all()
+        _SLOT.release(self)
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._patches.append((owner, name, owner.__dict__.get(name, _MISSING)))
-        setattr(owner, name, value)
+        self._patches.set(owner, name, value)
 
     def _install_patches(self) -> None:
         from moto.iam.responses import IamResponse

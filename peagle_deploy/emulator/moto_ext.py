@@ -23,6 +23,7 @@ the endpoint is read, so no background thread is needed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -41,11 +42,11 @@ from peagle_deploy.emulator.chat import (
     sse_events,
 )
 from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
+from peagle_deploy.emulator.patching import Patches, Slot, install
 
 DEFAULT_VARIANT = "AllTraffic"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
-_MISSING = object()
 
 
 def log_group_name(endpoint_name: str) -> str:
@@ -115,26 +116,11 @@ class _Tracked:
     phase: _Phase | None = None
 
 
-@dataclass
-class _Patch:
-    owner: Any
-    name: str
-    old: Any
-
-
-class _Registry:
-    """The one installed MotoExtensions of this process (patched functions look it up)."""
-
-    active: MotoExtensions | None = None
-    lock = threading.Lock()
-    instance_types: frozenset[str] | None = None
+_SLOT: Slot[MotoExtensions] = Slot("peagle emulator extensions")
 
 
 def _active() -> MotoExtensions:
-    ext = _Registry.active
-    if ext is None:  # pragma: no cover - patches are removed together with the registration
-        raise RuntimeError("peagle emulator extensions are not installed")
-    return ext
+    return _SLOT.get()
 
 
 @dataclass
@@ -151,7 +137,7 @@ class MotoExtensions:
     _streams: dict[str, StreamSettings] = field(default_factory=dict, init=False)
     _metrics: dict[str, SpecMetrics] = field(default_factory=dict, init=False)
     _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
-    _patches: list[_Patch] = field(default_factory=list, init=False)
+    _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
     invocations: int = field(default=0, init=False)
     history: list[Transition] = field(default_factory=list, init=False)
@@ -279,42 +265,16 @@ class MotoExtensions:
         self.uninstall()
 
     def install(self) -> None:
-        with _Registry.lock:
-            if _Registry.active is not None:
-                raise RuntimeError("another MotoExtensions is already installed in this process")
-            _Registry.active = self
-        try:
-            self._install_patches()
-        except BaseException:
-            self.uninstall()
-            raise
+        install(_SLOT, self, self._patches, self._install_patches)
 
     def uninstall(self) -> None:
-        while self._patches:
-            p = self._patches.pop()
-            if isinstance(p.owner, dict):
-                if p.old is _MISSING:
-                    p.owner.pop(p.name, None)
-                else:
-                    p.owner[p.name] = p.old
-            elif p.old is _MISSING:
-                delattr(p.owner, p.name)
-            else:
-                setattr(p.owner, p.name, p.old)
-        with _Registry.lock:
-            if _Registry.active is self:
-                _Registry.active = None
+        self._patches.undo_all()
+        _SLOT.release(self)
         with self._lock:
             self._tracked.clear()
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
-        if isinstance(owner, dict):
-            old = owner.get(name, _MISSING)
-            owner[name] = value
-        else:
-            old = owner.__dict__.get(name, _MISSING)
-            setattr(owner, name, value)
-        self._patches.append(_Patch(owner, name, old))
+        self._patches.set(owner, name, value)
 
     def _install_patches(self) -> None:
         from moto.sagemaker import models as sm_models
@@ -687,14 +647,13 @@ def _validate_instance_type(self: Any, instance_type: str) -> None:
         )
 
 
+@functools.cache
 def _known_instance_types() -> frozenset[str]:
-    if _Registry.instance_types is None:
-        import botocore.session
+    import botocore.session
 
-        model = botocore.session.get_session().get_service_model("sagemaker")
-        shape = model.shape_for("ProductionVariantInstanceType")
-        _Registry.instance_types = frozenset(shape.enum)  # type: ignore[attr-defined]
-    return _Registry.instance_types
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    shape = model.shape_for("ProductionVariantInstanceType")
+    return frozenset(shape.enum)  # type: ignore[attr-defined]
 
 
 def _already_exists(backend: Any, arn_kind: str, label: str, name: str) -> None:

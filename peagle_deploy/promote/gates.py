@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -241,15 +240,15 @@ def parse_gates(data: Any) -> GatesFile:
         raise _spec_error(exc) from None
 
 
-def load_gates(path: str | Path) -> GatesFile:
-    """Read and validate a gates YAML (or JSON) file."""
+def load_gates(path: str | Path, field: str = "--gates") -> GatesFile:
+    """Read and validate a gates YAML (or JSON) file; file problems name `field`.
+
+    Read through the one loading path (peagle_deploy.documents): a stage given twice
+    under `stages:` is a duplicate key and refused here, before any AWS call.
+    """
+    from peagle_deploy.documents import load_document
+
     p = Path(path)
-    if not p.is_file():
-        raise SpecError("--gates", f"gates file {str(p)!r} does not exist", "a YAML file path")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError("gates", f"{p} is not valid YAML{where}") from None
-    return parse_gates(data)
+    if not p.exists():
+        raise SpecError(field, f"gates file {str(p)!r} does not exist", "a YAML file path")
+    return parse_gates(load_document(p, field))

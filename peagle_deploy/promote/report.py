@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from peagle_deploy.promote.evaluate import GateReport, GateResult
+from peagle_deploy.terminal import literal
 
 _STATUS_STYLE = {"pass": "[green]PASS[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]"}
 
@@ -36,8 +37,10 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
     """The per-gate table (also used by the rehearsal)."""
     table = Table(
         title=title
-        or f"gates for {report.target_stage} (measured on {report.source_stage} endpoint "
-        f"{report.source_endpoint})",
+        or escape(
+            f"gates for {report.target_stage} (measured on {report.source_stage} endpoint "
+            f"{report.source_endpoint})"
+        ),
         title_justify="left",
         show_lines=False,
     )
@@ -52,9 +55,9 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
             r.kind,
             "-" if r.concurrency is None else str(r.concurrency),
             _measured(r),
-            r.required,
+            literal(r.required),
             _STATUS_STYLE[r.status],
-            r.detail,
+            literal(r.detail),  # may quote the endpoint's answer or error: shown as is
         )
     return table
 

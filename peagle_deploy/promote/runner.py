@@ -42,7 +42,9 @@ from peagle_deploy.promote.target import (
     target_endpoint_name,
     target_stage_settings,
 )
+from peagle_deploy.sdk.waiter import Interrupted, resume_hint
 from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.terminal import escaped, literal, plain_console
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
@@ -174,17 +176,40 @@ class Target:
     settings: StageSettings
 
 
-def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
-    """Everything that can be refused without AWS: stage names, gates dataset, paths."""
-    check_stage_name(options.source_stage, "--from")
-    check_stage_name(options.target_stage, "--to")
-    if options.source_stage == options.target_stage:
+def check_stages(source_stage: str, target_stage: str) -> None:
+    """--from and --to: stage names, and two different ones."""
+    check_stage_name(source_stage, "--from")
+    check_stage_name(target_stage, "--to")
+    if source_stage == target_stage:
         raise SpecError("--to", "is the same stage as --from", "a different stage")
+
+
+def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
+    """Everything that can be refused without AWS: stage and endpoint names, role and
+    region shapes, the gates' dataset, and the files (read now, not after the gates)."""
+    from peagle_deploy.promote.target import check_stage_files
+    from peagle_deploy.validation.aws_shapes import (
+        check_endpoint_name,
+        check_region,
+        check_role,
+    )
+
+    check_stages(options.source_stage, options.target_stage)
+    for name, flag in (
+        (options.source_endpoint, "--name"),
+        (options.target_endpoint, "--target-name"),
+    ):
+        if name is not None:
+            check_endpoint_name(name, flag)
+    check_role(options.role_arn, "--role-arn")
+    if options.region is not None:
+        check_region(options.region, "--region")
     check_bench_dataset(gates, options.target_stage)
     if options.write_spec is not None:
         check_spec_destination(Path(options.write_spec))
     if options.stage_file is not None and not Path(options.stage_file).is_file():
         raise SpecError("--stage-file", f"{options.stage_file} does not exist", "a spec file")
+    check_stage_files(write_spec=options.write_spec, stage_file=options.stage_file)
 
 
 def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -> Source:
@@ -192,9 +217,10 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
     stage = options.source_stage
     name = options.source_endpoint or store.only_endpoint_in_stage(clients, stage)
     manifest = store.read_source_manifest(clients, stage, name)
+    instance = manifest.spec.instance_type or "default instance"
     out.print(
-        f"[bold]source[/] {stage}/{name}: spec {manifest.content_hash} "
-        f"(model {manifest.spec.model}, {manifest.spec.instance_type or 'default instance'})",
+        f"[bold]source[/] {escaped(f'{stage}/{name}')}: spec {escaped(manifest.content_hash)} "
+        f"(model {escaped(manifest.spec.model)}, {escaped(instance)})",
         highlight=False,
     )
     described = describe_endpoint_or_none(clients.sagemaker, name)
@@ -320,8 +346,8 @@ def deploy_target(
     origin = f"{source.state.stage}/{source.state.endpoint_name}"
     store.promotion_manifest(plan, report, origin)  # fits in SSM? (else stop here)
     out.print(
-        f"[bold]deploy[/] {options.target_stage}/{plan.endpoint_name}: "
-        f"{_diff(target.state, plan)[0]} ({plan.endpoint_config_name})",
+        f"[bold]deploy[/] {escaped(f'{options.target_stage}/{plan.endpoint_name}')}: "
+        f"{_diff(target.state, plan)[0]} ({escaped(plan.endpoint_config_name)})",
         highlight=False,
     )
     try:
@@ -333,6 +359,15 @@ def deploy_target(
         )
     except PeagleError as exc:
         raise DeployError(_failed_deploy_message(clients, plan, target.state, exc)) from exc
+    except KeyboardInterrupt:
+        name = plan.endpoint_name
+        raise Interrupted(
+            name,
+            f"interrupted while deploying {options.target_stage}/{name} for the promotion; "
+            "the promotion was not recorded. A request SageMaker accepted carries on: watch "
+            f"it with `{resume_hint(name)}`, then run the same `peagle promote` again to "
+            "record it (the gates run again).",
+        ) from None
     return store.record_promotion(clients, plan, report, origin)
 
 
@@ -355,7 +390,7 @@ def promote(
     missing, manifest unreadable) or when the target deployment fails or rolls back; the
     message then says what the target serves now.
     """
-    out = console or Console(stderr=True)
+    out = console or plain_console(stderr=True)
     check_inputs(options, gates)
     clients = store.Clients.create(options.region)
     source = read_source(clients, options, out)
@@ -459,7 +494,9 @@ def run_gates(
 
     smoke: SmokeOutcome | None = None
     if gates.smoke.enabled:
-        console.print(f"[bold]gate[/] smoke chat on {source.endpoint_name}", highlight=False)
+        console.print(
+            f"[bold]gate[/] smoke chat on {escaped(source.endpoint_name)}", highlight=False
+        )
         runner = smoke_runner or (
             lambda name, gate: measure.run_smoke(
                 name, gate, region=options.region, boto_session=clients.session
@@ -474,7 +511,7 @@ def run_gates(
         if b.duration_s is not None:
             per_level.append(f"{b.duration_s:g} s")
         console.print(
-            f"[bold]gate[/] benchmark on {source.endpoint_name}: concurrency "
+            f"[bold]gate[/] benchmark on {escaped(source.endpoint_name)}: concurrency "
             f"{b.concurrency}, {' or '.join(per_level) or 'max(32, 4 x concurrency) prompts'} "
             "per level",
             highlight=False,
@@ -603,18 +640,18 @@ def render_result(result: PromotionResult, console: Console) -> None:
     src = result.source
     table.add_row(
         "source",
-        f"{src.stage}/{src.endpoint_name} ({src.status}, {src.endpoint_config_name})",
+        literal(f"{src.stage}/{src.endpoint_name} ({src.status}, {src.endpoint_config_name})"),
     )
     tgt = result.target
     state = "absent" if tgt.status is None else f"{tgt.status}, {tgt.endpoint_config_name}"
-    table.add_row("target", f"{tgt.stage}/{tgt.endpoint_name} ({state})")
+    table.add_row("target", literal(f"{tgt.stage}/{tgt.endpoint_name} ({state})"))
     table.add_row("action", result.action)
     for change in result.changes:
-        table.add_row("", f"- {change}")
+        table.add_row("", literal(f"- {change}"))
     if result.status == "dry-run":
-        table.add_row("gates", ", ".join(result.gates_planned) or "(none)")
+        table.add_row("gates", literal(", ".join(result.gates_planned) or "(none)"))
     console.print(table)
     if result.report is not None:
         render_report(result.report, console)
     style = {"refused": "bold red", "dry-run": "yellow"}.get(result.status, "green")
-    console.print(f"[{style}]{result.status}:[/] {result.message}", highlight=False)
+    console.print(f"[{style}]{result.status}:[/] {escaped(result.message)}", highlight=False)

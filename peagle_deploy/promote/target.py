@@ -53,14 +53,27 @@ def _stage_owned(spec: DeploymentSpec, *, keep_unset_role: bool) -> dict[str, An
 
 
 def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
+    """The stage file as a spec; every error names `flag`."""
+    from peagle_deploy.documents import DocumentError
     from peagle_deploy.spec import load_spec
 
     try:
-        return load_spec(path)
+        return load_spec(path, file_field=flag)
+    except DocumentError:
+        raise  # already names the flag
     except SpecError as exc:
         raise SpecError(
             flag, f"the stage settings in {path} cannot be read ({exc})", "a stage spec file"
         ) from None
+
+
+def check_stage_files(*, write_spec: Path | None, stage_file: Path | None) -> None:
+    """Read the stage files `target_stage_settings` may read, before any AWS call: a
+    broken file must stop the promotion in a second, not after the source checks."""
+    if write_spec is not None and Path(write_spec).is_file():
+        _load_stage_file(Path(write_spec), "--write-spec")
+    if stage_file is not None:
+        _load_stage_file(Path(stage_file), "--stage-file")
 
 
 def target_stage_settings(

@@ -28,7 +28,12 @@ from peagle_deploy.sdk.manifest import (
     write_manifest,
 )
 from peagle_deploy.sdk.outcome import DeployOutcome
-from peagle_deploy.sdk.waiter import EndpointGoneError, WaitInterrupted, WaitTimeoutError
+from peagle_deploy.sdk.waiter import (
+    EndpointGoneError,
+    Interrupted,
+    WaitInterrupted,
+    WaitTimeoutError,
+)
 
 __all__ = [
     "ChatResult",
@@ -39,6 +44,7 @@ __all__ = [
     "EndpointGoneError",
     "EndpointNotFoundError",
     "EndpointSummary",
+    "Interrupted",
     "InvokeError",
     "ManifestError",
     "PeagleEndpoint",

@@ -38,6 +38,7 @@ from peagle_deploy.sdk.manifest import (
 from peagle_deploy.sdk.outcome import Action, DeployOutcome
 from peagle_deploy.sdk.waiter import (
     IN_PROGRESS,
+    Interrupted,
     WaitResult,
     log_tail,
     resume_hint,
@@ -154,7 +155,12 @@ def deploy_peagle(
         deployed_by=deployed_by,
     )
     deployer.warnings += doctor_warnings
-    handle.deployment = deployer.run(dry_run=dry_run)
+    try:
+        handle.deployment = deployer.run(dry_run=dry_run)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise deployer.interrupted() from None
     return handle
 
 
@@ -189,9 +195,9 @@ class _Deployer:
         if not self.progress:
             return
         if self._console is None:
-            from rich.console import Console
+            from peagle_deploy.terminal import plain_console
 
-            self._console = Console(stderr=True)
+            self._console = plain_console(stderr=True)
         self._console.print(text, highlight=False)
 
     def outcome(self, action: Action, status: str, **extra: Any) -> DeployOutcome:
@@ -210,6 +216,19 @@ class _Deployer:
             elapsed_s=time.monotonic() - self.started,
             warnings=list(self.warnings),
             **extra,
+        )
+
+    def interrupted(self) -> Interrupted:
+        """Ctrl-C outside the wait (a create or update call in flight): what exists now
+        is unknown to this run, so it says what was done and how to find out the rest."""
+        name = self.plan.endpoint_name
+        done = ", ".join(self.created + [f"removed {r}" for r in self.removed])
+        return Interrupted(
+            name,
+            f"interrupted while deploying {name}: watch it with `{resume_hint(name)}`; "
+            "running the same deploy again picks up where this one stopped (the names come "
+            "from the spec, so nothing is made twice). A request SageMaker accepted carries "
+            f"on. Done so far: {done or 'nothing'}.",
         )
 
     # --- helpers --------------------------------------------------------------------

@@ -121,7 +121,13 @@ class PeagleEndpoint:
         deployment: DeployOutcome | None = None,
     ):
         from peagle_deploy.aws import make_session
+        from peagle_deploy.validation.aws_shapes import check_endpoint_name, check_region
 
+        # botocore checks no patterns: a bad name would cost a round trip and come back
+        # as a ValidationException (or, for DescribeEndpoint, as "not found").
+        check_endpoint_name(endpoint_name)
+        if region is not None:
+            check_region(region)
         self.endpoint_name = endpoint_name
         self._session = make_session(region, boto_session)
         self.region: str = region or self._session.region_name or "us-east-1"
@@ -226,8 +232,25 @@ class PeagleEndpoint:
         also removes configs and models whose names the planner derived for this
         endpoint (left over from earlier specs), and the deployment manifest in SSM (a
         later promotion must not read a manifest of an endpoint that is gone). Does not
-        wait for SageMaker to finish deleting the endpoint.
+        wait for SageMaker to finish deleting the endpoint. Ctrl-C raises `Interrupted`,
+        whose message says how to finish.
         """
+        from peagle_deploy.sdk.waiter import Interrupted
+
+        try:
+            return self._delete()
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            name = self.endpoint_name
+            raise Interrupted(
+                name,
+                f"interrupted while deleting {name}: what was deleted stays deleted. Finish "
+                f"with `peagle delete {name} --yes` (it skips what is already gone); "
+                f"`peagle status {name} --wait` shows the endpoint meanwhile.",
+            ) from None
+
+    def _delete(self) -> DeleteResult:
         from botocore.exceptions import ClientError
 
         from peagle_deploy.aws import (

@@ -12,7 +12,6 @@ Small on purpose: `manifest_parameter_name`, `write_manifest`, `read_manifest`,
 
 from __future__ import annotations
 
-import json
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -234,10 +233,12 @@ def find_manifest_parameters(endpoint_name: str, *, ssm_client: Any) -> list[str
 
 def parse_manifest(value: str, *, source: str = "manifest") -> DeploymentManifest:
     """Validate a manifest document; ManifestError names what is wrong."""
-    try:
-        doc = json.loads(value)
-    except ValueError as exc:
-        raise ManifestError(f"{source} is not JSON: {exc}") from None
+    from peagle_deploy.documents import DocumentError, parse_document
+
+    try:  # the strict reader: a tampered parameter gets no deeper than a spec file does
+        doc = parse_document(value, source, "its value", "json")
+    except DocumentError as exc:
+        raise ManifestError(f"{source} is not JSON peagle-deploy reads: {exc.problem}") from None
     if not isinstance(doc, dict):
         raise ManifestError(f"{source} is not a JSON object")
     version = doc.get("schema_version")

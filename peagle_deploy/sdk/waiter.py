@@ -45,23 +45,36 @@ class WaitTimeoutError(DeployError):
         )
 
 
-class WaitInterrupted(KeyboardInterrupt):
-    """Ctrl-C while waiting. The endpoint keeps going; `str()` says how to resume."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during an operation on an endpoint; `str()` says what to run to resume.
 
-    def __init__(self, endpoint_name: str, status: str, waited_s: float):
+    Still a KeyboardInterrupt (a script's `except KeyboardInterrupt` keeps working); the
+    CLI prints the message and exits 130.
+    """
+
+    def __init__(self, endpoint_name: str, message: str):
         self.endpoint_name = endpoint_name
-        self.status = status
-        self.waited_s = waited_s
-        self.message = (
-            f"stopped watching endpoint {endpoint_name} ({status} after {waited_s:.0f} s). "
-            "SageMaker carries on; nothing was cancelled or deleted. Resume watching with "
-            f"`{resume_hint(endpoint_name)}` (or run the same deploy again: it waits and then "
-            "records the deployment manifest)."
-        )
-        super().__init__(self.message)
+        self.message = message
+        super().__init__(message)
 
     def __str__(self) -> str:
         return self.message
+
+
+class WaitInterrupted(Interrupted):
+    """Ctrl-C while waiting (between polls or with DescribeEndpoint in flight). The
+    endpoint keeps going; `str()` says how to resume."""
+
+    def __init__(self, endpoint_name: str, status: str, waited_s: float):
+        self.status = status
+        self.waited_s = waited_s
+        super().__init__(
+            endpoint_name,
+            f"stopped watching endpoint {endpoint_name} ({status} after {waited_s:.0f} s). "
+            "SageMaker carries on; nothing was cancelled or deleted. Resume watching with "
+            f"`{resume_hint(endpoint_name)}` (or run the same deploy again: it waits and then "
+            "records the deployment manifest).",
+        )
 
 
 class EndpointGoneError(DeployError):
@@ -101,8 +114,8 @@ def wait_for_endpoint(
 ) -> WaitResult:
     """Poll DescribeEndpoint until the endpoint settles (or `until(description)` is true).
 
-    Raises WaitTimeoutError, WaitInterrupted (Ctrl-C) or EndpointGoneError; never changes
-    the endpoint.
+    Raises WaitTimeoutError, WaitInterrupted (Ctrl-C, whether between polls or while a
+    DescribeEndpoint call is in flight) or EndpointGoneError; never changes the endpoint.
     """
     from peagle_deploy.aws import is_not_found
 
@@ -115,14 +128,15 @@ def wait_for_endpoint(
     status_cm: Any = None
     console: Any = None
     if show:
-        from rich.console import Console
+        from peagle_deploy.terminal import escaped, plain_console
 
-        console = Console(stderr=True)
-        status_cm = console.status(f"{label or endpoint_name}...", spinner="dots")
+        console = plain_console(stderr=True)
+        shown = escaped(endpoint_name)
+        status_cm = console.status(f"{escaped(label) if label else shown}...", spinner="dots")
         status_cm.__enter__()
     try:
         while True:
-            try:
+            try:  # Ctrl-C during the call: the except KeyboardInterrupt below
                 description = sagemaker.describe_endpoint(EndpointName=endpoint_name)
             except Exception as exc:
                 if is_not_found(exc):
@@ -141,7 +155,7 @@ def wait_for_endpoint(
                 transitions.append((new_status, elapsed))
                 if console is not None:
                     console.print(
-                        f"{endpoint_name}: {new_status} ({_fmt_elapsed(elapsed)})",
+                        f"{shown}: {escaped(new_status)} ({_fmt_elapsed(elapsed)})",
                         highlight=False,
                     )
                 status = new_status
@@ -152,14 +166,13 @@ def wait_for_endpoint(
                 raise WaitTimeoutError(endpoint_name, status, elapsed)
             if status_cm is not None:
                 status_cm.update(
-                    f"{endpoint_name}: [bold]{status}[/] {_fmt_elapsed(elapsed)} "
+                    f"{shown}: [bold]{escaped(status)}[/] {_fmt_elapsed(elapsed)} "
                     "[dim](Ctrl-C: stop watching)[/]"
                 )
-            try:
-                _sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
-            except KeyboardInterrupt:
-                raise WaitInterrupted(endpoint_name, status, _clock() - start) from None
+            _sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
             delay = min(poll_interval_s, delay * BACKOFF)
+    except KeyboardInterrupt:
+        raise WaitInterrupted(endpoint_name, status, _clock() - start) from None
     finally:
         if status_cm is not None:
             status_cm.__exit__(None, None, None)

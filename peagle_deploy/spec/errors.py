@@ -10,6 +10,11 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from peagle_deploy.errors import SpecError
+from peagle_deploy.redaction import value_excerpt
+
+_UNECHOED = frozenset({"env"})
+"""Top-level fields whose values are never echoed: container environments carry tokens
+under any key (`HF_TOKEN=...` pasted as a list or a string), so only the kind is said."""
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -73,6 +78,24 @@ def _bounds(info: FieldInfo | None) -> str | None:
     return None
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} character{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _shown(loc: tuple[int | str, ...], value: Any) -> str:
+    """How an error message shows the offending value: a short masked excerpt, or only
+    its kind where values may be credentials."""
+    if loc and loc[0] in _UNECHOED:
+        return _kind(value)
+    return value_excerpt(value)
+
+
 def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
     """The first pydantic error as a SpecError naming the field and the allowed values."""
     err = exc.errors()[0]
@@ -82,6 +105,7 @@ def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
     ctx = err.get("ctx") or {}
     msg = err.get("msg", "invalid value")
     value = err.get("input")
+    shown = _shown(loc, value)
     owner, info = _walk(model, loc)
     allowed: str | list[str] | None = None
     if kind == "extra_forbidden":
@@ -91,15 +115,15 @@ def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
         problem = "is required"
     elif kind == "literal_error":
         allowed = str(ctx.get("expected", ""))
-        problem = f"{value!r} is not allowed"
+        problem = f"{shown} is not allowed"
     elif kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
         allowed = _bounds(info)
-        problem = f"{value!r} is out of range"
+        problem = f"{shown} is out of range"
     elif "allowed" in ctx:  # the project's own rules (e.g. StageName) say what is allowed
         allowed = str(ctx["allowed"])
         problem = msg
     else:
-        problem = f"{msg.lower()} (got {value!r})" if value is not None else msg.lower()
+        problem = f"{msg.lower()} (got {shown})" if value is not None else msg.lower()
     more = len(exc.errors()) - 1
     if more > 0:
         problem += f" [and {more} more problem{'s' if more > 1 else ''}]"

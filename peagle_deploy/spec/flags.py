@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from peagle_deploy.errors import SpecError
+from peagle_deploy.spec.empty import check_not_empty
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -79,6 +80,7 @@ class SpecFlag:
 
     def from_cli(self, raw: Any) -> Any:
         """A parsed CLI value -> the spec value; None when the flag was not given."""
+        check_not_empty(self.flag, raw)
         if self.kind == "switch":
             return (not self.default) if raw else None
         if self.kind == "list":
@@ -90,6 +92,7 @@ class SpecFlag:
     def from_keyword(self, value: Any) -> Any:
         """An SDK keyword value -> the spec value (a list of `K=V` strings is accepted for
         mappings, as on the command line)."""
+        check_not_empty(self.keyword, value)
         if self.kind == "pairs" and isinstance(value, list | tuple):
             return parse_pairs(self.keyword, list(value))
         return value

@@ -9,7 +9,6 @@ ignored, so unset CLI flags never clobber the file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,43 +20,19 @@ from peagle_deploy.spec.errors import spec_error_from
 from peagle_deploy.spec.models import DeploymentSpec
 
 
-def _read_file(path: Path) -> dict[str, Any]:
-    """Parse a spec file; YAML is only imported for YAML files (CLI start-up cost)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("file", f"cannot read {path}: {exc.strerror or exc}") from None
-    suffix = path.suffix.lower()
-    data: Any
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(
-                "file", f"{path} line {exc.lineno}: not valid JSON: {exc.msg}", "a JSON object"
-            ) from None
-    else:
-        import yaml
+def _read_file(path: Path, field: str) -> dict[str, Any]:
+    """Parse a spec file through the one loading path (size, depth, encoding, duplicates)."""
+    from peagle_deploy.documents import load_mapping
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise SpecError(
-                "file", f"{path}{where}: not valid YAML: {problem}", "a YAML mapping"
-            ) from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SpecError("file", f"{path}: top level is {type(data).__name__}", "a mapping")
-    return data
+    return load_mapping(path, field)
 
 
 def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted keys become nested dicts (shallow keys first, so deeper ones win); pydantic
-    models become plain dicts; None values are dropped."""
+    models become plain dicts; None values are dropped. Each value gets the size and
+    depth limits of a spec file (NaN is left to the model, which names the field)."""
+    from peagle_deploy.documents import check_tree
+
     out: dict[str, Any] = {}
     for key in sorted(overrides, key=lambda k: k.count(".")):
         value = overrides[key]
@@ -65,7 +40,9 @@ def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json")
-        elif isinstance(value, Mapping):
+        else:
+            check_tree(value, key, f"the value of {key}", finite=False)
+        if isinstance(value, Mapping):
             value = deep_merge({}, value)  # a copy: dotted keys below must not edit the caller's
         parts = key.split(".")
         node = out
@@ -95,13 +72,18 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-def load_spec(path: str | Path | None = None, **overrides: Any) -> DeploymentSpec:
+def load_spec(
+    path: str | Path | None = None, *, file_field: str = "spec_file", **overrides: Any
+) -> DeploymentSpec:
     """Read the spec file (if any), apply `overrides`, and validate the field shapes.
+
+    `file_field` names the file in errors: the flag or key it came from (`--file`,
+    `--stage-file`, `peagle:stages.dev.spec`); the SDK's keyword by default.
 
     Cross-field rules (instance fit, K against the drafter, ...) are checked by
     `peagle_deploy.plan.build_plan`, which knows the catalog.
     """
-    data: dict[str, Any] = _read_file(Path(path)) if path is not None else {}
+    data: dict[str, Any] = _read_file(Path(path), file_field) if path is not None else {}
     data = deep_merge(data, _expand(overrides))
     return spec_from_dict(data)
 

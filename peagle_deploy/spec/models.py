@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
+from peagle_deploy.spec.empty import EMPTY_ALLOWED, EMPTY_PROBLEM, is_empty
 from peagle_deploy.spec.stage import StageName
 
 SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
@@ -52,11 +54,33 @@ class Flag:
     panel: str = PANEL_MODEL
 
 
-_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, defer_build=True)
+AWS_INT_MAX = 2**31 - 1
+"""Largest value of an AWS API `integer` (32-bit signed in the Smithy models that botocore's
+service models come from). The counts sent to AWS have a minimum and no maximum there
+(`InitialTaskCount` of SageMaker's ProductionVariant, `ResourceCapacity` of Application
+Auto Scaling's RegisterScalableTarget), so this is their upper bound."""
+
+_CONFIG = ConfigDict(
+    extra="forbid",
+    use_attribute_docstrings=True,
+    frozen=True,
+    defer_build=True,
+    allow_inf_nan=False,  # `weights_gb=float("nan")` from the SDK is a mistake, not a size
+)
+
+
+def refuse_empty(value: object, info: ValidationInfo) -> object:
+    """The empty-value rule (`spec.empty`) for spec files and keywords: `region: ""` is
+    an error, never us-east-1 in disguise."""
+    if is_empty(value):
+        raise PydanticCustomError("empty_string", EMPTY_PROBLEM, {"allowed": EMPTY_ALLOWED})
+    return value
 
 
 class _Strict(BaseModel):
     model_config = _CONFIG
+
+    _no_empty_strings = field_validator("*", mode="before")(refuse_empty)
 
 
 class CustomModel(_Strict):
@@ -74,7 +98,7 @@ class CustomModel(_Strict):
     """Drafter (speculator) weights: an S3 prefix ending in `/`."""
     drafter_kind: DrafterKind | None = None
     """`p-eagle`: EAGLE-3 head trained for parallel drafting; `eagle3`: plain EAGLE-3 head."""
-    drafter_parallel_tokens: int | None = Field(default=None, ge=1)
+    drafter_parallel_tokens: int | None = Field(default=None, ge=1, le=AWS_INT_MAX)
     """How many parallel tokens the P-EAGLE drafter was trained for (warn when K exceeds it)."""
     weights_gb: float | None = Field(default=None, gt=0)
     """Size of the target weights in GB, for the fit check (skipped when unknown)."""
@@ -149,11 +173,11 @@ class RolloutSpec(_Strict):
 class ScalingSpec(_Strict):
     """Target-tracking autoscaling of the endpoint variant (applied by the SDK/CDK)."""
 
-    min_instances: int = Field(default=1, ge=1)
+    min_instances: int = Field(default=1, ge=1, le=AWS_INT_MAX)
     """Lower bound of the instance count."""
-    max_instances: int = Field(default=1, ge=1)
+    max_instances: int = Field(default=1, ge=1, le=AWS_INT_MAX)
     """Upper bound of the instance count."""
-    target_invocations_per_instance: int = Field(default=20, ge=1)
+    target_invocations_per_instance: int = Field(default=20, ge=1, le=AWS_INT_MAX)
     """Target of SageMakerVariantInvocationsPerInstance per minute."""
 
 
@@ -186,12 +210,14 @@ class DeploymentSpec(_Strict):
     instance_type: Annotated[str | None, Flag(short="-i", panel=PANEL_CAPACITY)] = None
     """SageMaker instance type (default: the model's catalog default, an ml.g7e type)."""
     initial_instance_count: Annotated[int, Flag("--instance-count", panel=PANEL_CAPACITY)] = Field(
-        default=1, ge=1
+        default=1, ge=1, le=AWS_INT_MAX
     )
     """Instances behind the endpoint at creation."""
-    tensor_parallel_size: Annotated[int | None, Flag("--tp")] = Field(default=None, ge=1)
+    tensor_parallel_size: Annotated[int | None, Flag("--tp")] = Field(
+        default=None, ge=1, le=AWS_INT_MAX
+    )
     """GPUs one model replica spans (default: the catalog's; must divide the GPU count)."""
-    max_model_len: Annotated[int | None, Flag()] = Field(default=None, ge=256)
+    max_model_len: Annotated[int | None, Flag()] = Field(default=None, ge=256, le=AWS_INT_MAX)
     """Maximum sequence length vLLM serves (default: the catalog's)."""
     env: Annotated[dict[str, str], Flag(short="-e")] = Field(default_factory=dict)
     """Extra container environment (`SM_VLLM_*` become vLLM flags)."""

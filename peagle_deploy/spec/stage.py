@@ -26,7 +26,7 @@ _STAGE_NAME = re.compile(STAGE_NAME_PATTERN)
 
 def is_stage_name(value: object) -> bool:
     """Whether `value` is a valid stage name."""
-    return isinstance(value, str) and _STAGE_NAME.match(value) is not None
+    return isinstance(value, str) and _STAGE_NAME.fullmatch(value) is not None
 
 
 def check_stage_name(value: object, field: str) -> str:

@@ -56,10 +56,19 @@ MAX_TAGS = 50
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 
 
-def check_region(region: str) -> None:
+def check_region(region: str, field: str = "region") -> None:
     """Region names look like `us-east-1`, `eu-central-2`, `us-gov-west-1`."""
-    if not REGION_RE.match(region):
-        raise SpecError("region", f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
+    if not REGION_RE.fullmatch(region):
+        raise SpecError(field, f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
+
+
+ENDPOINT_NAME_RULE = "1-63 of [a-zA-Z0-9-], starting and ending with a letter or digit"
+
+
+def check_endpoint_name(name: str, field: str = "endpoint_name") -> None:
+    """botocore's EndpointName: 1-63 characters, `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`."""
+    if not NAME_RE.fullmatch(name):
+        raise SpecError(field, f"{name!r} is not a valid endpoint name", ENDPOINT_NAME_RULE)
 
 
 def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
@@ -69,19 +78,14 @@ def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
     pattern, 256 characters) and part of the default endpoint name.
     """
     custom_name = spec.custom.name if spec.custom is not None else None
-    if custom_name is not None and not CUSTOM_NAME_RE.match(custom_name):
+    if custom_name is not None and not CUSTOM_NAME_RE.fullmatch(custom_name):
         raise SpecError(
             "custom.name",
             f"{custom_name!r} is not a short model name",
             "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
         )
     check_stage_name(spec.stage, "stage")
-    if not NAME_RE.match(endpoint_name):
-        raise SpecError(
-            "endpoint_name",
-            f"{endpoint_name!r} is not a valid endpoint name",
-            "1-63 of [a-zA-Z0-9-], starting and ending with a letter or digit",
-        )
+    check_endpoint_name(endpoint_name)
 
 
 def check_image(field: str, image: str, region: str) -> list[PlanWarning]:
@@ -109,7 +113,7 @@ def check_model_data_uri(field: str, uri: str | None) -> None:
     """Target weights: an S3 prefix ending in `/`, or a `.tar.gz` object."""
     if uri is None:
         raise SpecError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
-    if len(uri) > 1024 or not (S3_PREFIX_RE.match(uri) or S3_TARGZ_RE.match(uri)):
+    if len(uri) > 1024 or not (S3_PREFIX_RE.fullmatch(uri) or S3_TARGZ_RE.fullmatch(uri)):
         raise SpecError(
             field,
             f"{uri!r} is not an S3 prefix or .tar.gz object",
@@ -121,13 +125,13 @@ def check_drafter_uri(field: str, uri: str | None) -> None:
     """Drafters are uncompressed checkpoints: an S3 prefix ending in `/`."""
     if uri is None:
         raise SpecError(field, "is required for speculative decoding", "s3://bucket/prefix/")
-    if len(uri) > 1024 or not S3_PREFIX_RE.match(uri):
+    if len(uri) > 1024 or not S3_PREFIX_RE.fullmatch(uri):
         raise SpecError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
 
 
 def check_channel(channel: str) -> None:
     """AdditionalModelDataSources ChannelName: 1-64 of [A-Za-z0-9.-_]."""
-    if not CHANNEL_RE.match(channel):
+    if not CHANNEL_RE.fullmatch(channel):
         raise SpecError(
             "speculative.drafter_channel",
             f"{channel!r} is not a valid channel name",
@@ -146,7 +150,7 @@ def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
     for key, value in user_env.items():
         if key in owners:
             raise SpecError(f"env.{key}", "is set by peagle-deploy", f"use {owners[key]} instead")
-        if not ENV_KEY_RE.match(key):
+        if not ENV_KEY_RE.fullmatch(key):
             raise SpecError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
         if len(key.encode()) > MAX_ENV_BYTES or len(str(value).encode()) > MAX_ENV_BYTES:
             raise SpecError(f"env.{key}", "key or value is longer than 1024 bytes", "<= 1024 bytes")
@@ -175,7 +179,7 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
     """A key id, key ARN, alias or alias ARN; an ARN must be in the endpoint's region."""
     if kms_key_id is None:
         return
-    if not KMS_RE.match(kms_key_id):
+    if not KMS_RE.fullmatch(kms_key_id):
         raise SpecError(
             "kms_key_id",
             f"{kms_key_id!r} is not a KMS key id, key ARN, alias or alias ARN",
@@ -192,11 +196,11 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
             )
 
 
-def check_role(role: str | None) -> None:
+def check_role(role: str | None, field: str = "execution_role_arn") -> None:
     """Execution role ARN shape (IAM role ARNs only)."""
-    if role is not None and not ROLE_ARN_RE.match(role):
+    if role is not None and not ROLE_ARN_RE.fullmatch(role):
         raise SpecError(
-            "execution_role_arn",
+            field,
             f"{role!r} is not an IAM role ARN",
             "arn:aws:iam::<12 digits>:role/<name>",
         )
@@ -216,12 +220,12 @@ def check_vpc_ids(spec: DeploymentSpec) -> None:
             "1-5 security group ids",
         )
     for i, subnet in enumerate(vpc.subnet_ids):
-        if not SUBNET_RE.match(subnet):
+        if not SUBNET_RE.fullmatch(subnet):
             raise SpecError(
                 f"vpc.subnet_ids[{i}]", f"{subnet!r} is not a subnet id", "subnet-<hex>"
             )
     for i, group in enumerate(vpc.security_group_ids):
-        if not SG_RE.match(group):
+        if not SG_RE.fullmatch(group):
             raise SpecError(
                 f"vpc.security_group_ids[{i}]", f"{group!r} is not a security group id", "sg-<hex>"
             )
@@ -268,7 +272,7 @@ def check_model_data_kms_keys(arns: list[str]) -> None:
             f"<= {MAX_MODEL_DATA_KMS_KEYS} key ARNs",
         )
     for i, arn in enumerate(arns):
-        if not KMS_KEY_ARN_RE.match(arn):
+        if not KMS_KEY_ARN_RE.fullmatch(arn):
             raise SpecError(
                 f"model_data_kms_key_arns[{i}]",
                 f"{arn!r} is not a KMS key ARN (aliases and key ids cannot be granted in IAM)",

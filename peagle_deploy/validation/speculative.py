@@ -19,6 +19,49 @@ from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.validation.aws_shapes import check_channel
 
+VLLM_MAX_DRAFT_TOKENS = 128
+"""The most draft tokens vLLM verifies per request and step: `MAX_SPEC_LEN = 128` in
+vllm/v1/sample/rejection_sampler.py, asserted on every speculative step (the same in
+vLLM 0.18.0, 0.27.1 and 0.30.0). A larger K starts, then fails its first step."""
+
+TOKENS_BESIDE_DRAFTS = 3
+"""What a decoding step needs in max_model_len besides K drafts: one prompt token, the
+token the drafts extend, and the sampled (bonus) token. vLLM 0.30.0's scheduler
+(v1/core/sched/scheduler.py) trims a step to `max_model_len - num_computed_tokens - 1`
+tokens, so with `K > max_model_len - 3` no step can ever verify K drafts."""
+
+
+def max_draft_tokens(max_model_len: int | None) -> int:
+    """The largest K vLLM can use: its per-step cap, or less when max_model_len is short."""
+    if max_model_len is None:
+        return VLLM_MAX_DRAFT_TOKENS
+    return max(1, min(VLLM_MAX_DRAFT_TOKENS, max_model_len - TOKENS_BESIDE_DRAFTS))
+
+
+def check_k_bound(k: int, max_model_len: int | None, drafter_parallel_tokens: int | None) -> None:
+    """K within what vLLM can verify (VLLM_MAX_DRAFT_TOKENS, max_model_len); the error
+    names the bound and, when known, what the drafter was trained for."""
+    bound = max_draft_tokens(max_model_len)
+    if k <= bound:
+        return
+    reasons = []
+    if k > VLLM_MAX_DRAFT_TOKENS:
+        reasons.append(f"vLLM verifies at most {VLLM_MAX_DRAFT_TOKENS} draft tokens per step")
+    if max_model_len is not None and k > max_model_len - TOKENS_BESIDE_DRAFTS:
+        reasons.append(
+            f"max_model_len {max_model_len} leaves room for at most "
+            f"{max(max_model_len - TOKENS_BESIDE_DRAFTS, 0)} (K + {TOKENS_BESIDE_DRAFTS} "
+            "tokens must fit in a step)"
+        )
+    why = "; ".join(reasons)
+    allowed = f"1-{bound}"
+    if drafter_parallel_tokens is not None:
+        allowed += (
+            f"; the drafter was trained for {drafter_parallel_tokens} parallel tokens, "
+            "above that acceptance drops"
+        )
+    raise SpecError("speculative.num_speculative_tokens", f"{k} is too many: {why}", allowed)
+
 
 def check_speculative(
     spec: DeploymentSpec,
@@ -27,8 +70,10 @@ def check_speculative(
     drafter_kind: str | None,
     drafter_parallel_tokens: int | None,
     drafter_field: str,
+    max_model_len: int | None = None,
 ) -> list[PlanWarning]:
-    """K against the drafter; parallel drafting only with a P-EAGLE (EAGLE-3) drafter."""
+    """K against the drafter and vLLM's limits; parallel drafting only with a P-EAGLE
+    (EAGLE-3) drafter."""
     s = spec.speculative
     warnings: list[PlanWarning] = []
     if s.mode == "none":
@@ -40,6 +85,7 @@ def check_speculative(
                 )
             )
         return warnings
+    check_k_bound(k, max_model_len, drafter_parallel_tokens)
     check_channel(s.drafter_channel)
     kind_field = "speculative.drafter_kind" if s.drafter_kind else drafter_field
     if s.mode == "p-eagle" and drafter_kind != "p-eagle":

@@ -130,7 +130,7 @@ def test_bad_file_gives_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text("model: [gpt-oss-20b\n")
     code, out, err = _run(capsys, "plan", "--file", str(bad))
     assert code == 2 and out == ""
-    assert err.startswith("error: file: ") and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: --file: ") and len(err.strip().splitlines()) == 1
 
 
 def test_usage_errors_and_help_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:

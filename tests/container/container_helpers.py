@@ -8,33 +8,18 @@ that the real `safetensors` library reads the same file.
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from peagle_deploy.emulator.world import safetensors_bytes
+
 HIDDEN = 64
-DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4}
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]]) -> None:
     """A valid safetensors file whose tensors (name -> (dtype, shape)) are all zeros."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, (dtype, shape) in tensors.items():
-        count = 1
-        for d in shape:
-            count *= d
-        nbytes = count * DTYPE_BYTES[dtype]
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [offset, offset + nbytes],
-        }
-        offset += nbytes
-    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    blob += b" " * (-len(blob) % 8)
-    path.write_bytes(struct.pack("<Q", len(blob)) + blob + b"\0" * offset)
+    path.write_bytes(safetensors_bytes(tensors))
 
 
 def drafter_config(hidden: int = HIDDEN, **extra: Any) -> dict[str, Any]:

@@ -209,3 +209,39 @@ def test_jsonl_utf16_named(tmp_path: Path) -> None:
     path = _write(tmp_path, "d.jsonl", '{"p": "a"}\n'.encode("utf-16"))
     err = _refused(lambda: list(iter_json_lines(path, "--dataset", JSONL_LINE)))
     assert "UTF-16" in str(err)
+
+
+def test_pure_python_yaml_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libyaml is used when PyYAML has it; without it the pure-Python loader must refuse
+    and accept exactly the same documents."""
+    import yaml
+
+    from peagle_deploy import documents
+
+    texts = [
+        "base: &b {a: 1, b: 2}\nother:\n  <<: *b\n  b: 3\nlist: [*b, *b]\n",
+        "model: x\nmodel: y\n",
+        BILLION_LAUGHS,
+        "[" * 40 + "]" * 40,
+        "a: .nan\n",
+        "a: [unclosed\n",
+    ]
+
+    def answers() -> list[object]:
+        out: list[object] = []
+        for text in texts:
+            try:
+                out.append(parse_yaml(text, "--file", "f.yaml"))
+            except DocumentError as exc:
+                out.append(exc.problem.split(":")[1] if ":" in exc.problem else exc.problem)
+        return out
+
+    fast = answers()
+    documents._safe_loader.cache_clear()
+    documents._strict_loader.cache_clear()
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    try:
+        assert answers() == fast
+    finally:
+        documents._safe_loader.cache_clear()
+        documents._strict_loader.cache_clear()

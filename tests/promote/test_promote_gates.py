@@ -109,8 +109,9 @@ def test_missing_and_invalid_files(tmp_path: Path) -> None:
         load_gates(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("stages:\n  staging: [unclosed\n")
-    with pytest.raises(SpecError, match="not valid YAML at line"):
+    with pytest.raises(SpecError, match=r"line \d+: not valid YAML") as info:
         load_gates(bad)
+    assert info.value.field == "--gates"
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n- 2\n")
     with pytest.raises(SpecError, match="mapping"):

@@ -432,9 +432,10 @@ def test_errors_say_what_is_allowed(overrides: dict[str, Any], allowed_part: str
 
 def test_bad_file_contents(tmp_path: Path) -> None:
     cases = {
-        "malformed.yaml": ("model: gpt-oss-20b\nspeculative: [unclosed\n", "file"),
-        "malformed.json": ('{"model": "gpt-oss-20b",}', "file"),
-        "list.yaml": ("- gpt-oss-20b\n", "file"),
+        # load_spec names the file by the SDK's keyword; the CLI passes `--file`
+        "malformed.yaml": ("model: gpt-oss-20b\nspeculative: [unclosed\n", "spec_file"),
+        "malformed.json": ('{"model": "gpt-oss-20b",}', "spec_file"),
+        "list.yaml": ("- gpt-oss-20b\n", "spec_file"),
         "unknown.yaml": ("model: gpt-oss-20b\ninstance: ml.g7e.2xlarge\n", "instance"),
         "nested.json": (
             '{"model": "gpt-oss-20b", "vpc": {"subnets": ["subnet-1"]}}',
@@ -454,7 +455,7 @@ def test_bad_file_contents(tmp_path: Path) -> None:
         assert field in str(info.value)
     with pytest.raises(SpecError) as info:
         load_spec(tmp_path / "missing.yaml")
-    assert info.value.field == "file" and "missing.yaml" in str(info.value)
+    assert info.value.field == "spec_file" and "missing.yaml" in str(info.value)
 
 
 def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:

@@ -1,0 +1,54 @@
+"""Rules every option and argument of every `peagle` command obeys, applied in one place.
+
+- An empty value (`--region ''`, `peagle status ''`: an unset shell variable) is an
+  error naming the flag, checked before the value is converted (`--file ''` would
+  otherwise become the current directory) and before the command runs. The rule itself
+  is the one of the flag table and the spec (`peagle_deploy.spec.empty`).
+- A usage error (unknown option, a value of the wrong type) is one line that names the
+  option and where help is, with any echoed value cut and masked like every error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peagle_deploy.spec.empty import check_not_empty
+
+
+def option_name(param: Any) -> str:
+    """How the user spells a parameter: its first option name, or the argument's name."""
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    if opts:
+        return str(opts[0])
+    return str(getattr(param, "metavar", None) or param.name).upper()
+
+
+def refuse_empty_values(command: Any) -> None:
+    """Make every parameter of `command` and of its subcommands refuse an empty value."""
+    for param in getattr(command, "params", []):
+        _guard(param)
+    for sub in getattr(command, "commands", {}).values():
+        refuse_empty_values(sub)
+
+
+def _guard(param: Any) -> None:
+    if getattr(param, "_peagle_guarded", False):
+        return
+    process = param.process_value
+    name = option_name(param)
+
+    def checked(ctx: Any, value: Any) -> Any:
+        check_not_empty(name, value)
+        return process(ctx, value)
+
+    param.process_value = checked
+    param._peagle_guarded = True
+
+
+def usage_error_line(exc: Any) -> str:
+    """One line for a click/typer usage error: the problem and where help is."""
+    text = str(exc.format_message()).strip().replace("\n", " ")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        text += f" (see `{ctx.command_path} --help`)"
+    return text
