@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +71,8 @@ def _check_creatable(directory: Path, flag: str) -> None:
 
 def _probe(directory: Path, flag: str, creating: Path | None = None) -> None:
     """Create and remove a file in `directory`: the one sure test that it is writable."""
+    import tempfile
+
     try:
         fd, name = tempfile.mkstemp(dir=directory, prefix=".peagle-write-check-")
         os.close(fd)
