@@ -22,14 +22,14 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from peagle_deploy.emulator.iam_policy import (
     NamedPolicy,
     UnsupportedPolicyError,
     evaluate,
 )
-from peagle_deploy.emulator.patching import Patches, Slot, install
+from peagle_deploy.emulator.patching import Installable, Patches, Slot
 
 SAGEMAKER = "sagemaker"
 
@@ -79,7 +79,7 @@ def _active() -> AccountExtensions:
 
 
 @dataclass
-class AccountExtensions:
+class AccountExtensions(Installable):
     """Install with `with AccountExtensions() as account:` (inside or outside `mock_aws`)."""
 
     default_page_size: int = 100
@@ -87,6 +87,7 @@ class AccountExtensions:
     _quotas: dict[tuple[str, str, str], dict[str, _Quota]] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    _slot: ClassVar[Slot[AccountExtensions]] = _SLOT
 
     # --- control API ------------------------------------------------------------------
     def set_quota(
@@ -124,24 +125,7 @@ class AccountExtensions:
             table = self._quotas.get((account_id, region, service_code))
             return None if table is None else [table[k] for k in sorted(table)]
 
-    # --- install / uninstall ----------------------------------------------------------
-    def __enter__(self) -> AccountExtensions:
-        self.install()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.uninstall()
-
-    def install(self) -> None:
-        install(_SLOT, self, self._patches, self._install_patches)
-
-    def uninstall(self) -> None:
-        self._patches.undo_all()
-        _SLOT.release(self)
-
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._patches.set(owner, name, value)
-
+    # --- install (see patching.Installable) -------------------------------------------
     def _install_patches(self) -> None:
         from moto.iam.responses import IamResponse
         from moto.servicequotas.responses import ServiceQuotasResponse

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import unquote
 
 from peagle_deploy.emulator.chat import (
@@ -42,7 +42,7 @@ from peagle_deploy.emulator.chat import (
     sse_events,
 )
 from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
-from peagle_deploy.emulator.patching import Patches, Slot, install
+from peagle_deploy.emulator.patching import Installable, Patches, Slot
 
 DEFAULT_VARIANT = "AllTraffic"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -124,7 +124,7 @@ def _active() -> MotoExtensions:
 
 
 @dataclass
-class MotoExtensions:
+class MotoExtensions(Installable):
     """Install with `with MotoExtensions() as ext:` (inside or outside `mock_aws`).
 
     Only one instance can be installed at a time in a process.
@@ -139,6 +139,7 @@ class MotoExtensions:
     _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    _slot: ClassVar[Slot[MotoExtensions]] = _SLOT
     invocations: int = field(default=0, init=False)
     history: list[Transition] = field(default_factory=list, init=False)
     """Every scripted transition, stamped with the time it was due (not when it was read)."""
@@ -256,25 +257,10 @@ class MotoExtensions:
         events = [e for s in group.streams.values() for e in s.events]
         return [e.message for e in sorted(events, key=lambda e: e.timestamp)]
 
-    # --- install / uninstall ----------------------------------------------------------
-    def __enter__(self) -> MotoExtensions:
-        self.install()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.uninstall()
-
-    def install(self) -> None:
-        install(_SLOT, self, self._patches, self._install_patches)
-
-    def uninstall(self) -> None:
-        self._patches.undo_all()
-        _SLOT.release(self)
+    # --- install (see patching.Installable) -------------------------------------------
+    def _after_uninstall(self) -> None:
         with self._lock:
             self._tracked.clear()
-
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._patches.set(owner, name, value)
 
     def _install_patches(self) -> None:
         from moto.sagemaker import models as sm_models

@@ -9,7 +9,7 @@ what was there before, attribute or dict entry, in reverse order.
 from __future__ import annotations
 
 import threading
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 _MISSING = object()
 T = TypeVar("T")
@@ -78,3 +78,38 @@ def install(slot: Slot[T], ext: T, patches: Patches, apply: Any) -> None:
         patches.undo_all()
         slot.release(ext)
         raise
+
+
+class Installable:
+    """`with ext:` / `install()` / `uninstall()` for an extension kind with one slot.
+
+    Subclasses (dataclasses) set `_slot`, own a `_patches` undo log and apply their
+    replacements in `_install_patches` through `_patch`.
+    """
+
+    _slot: ClassVar[Slot[Any]]
+    _patches: Patches
+
+    def __enter__(self) -> Self:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        install(self._slot, self, self._patches, self._install_patches)
+
+    def uninstall(self) -> None:
+        self._patches.undo_all()
+        self._slot.release(self)
+        self._after_uninstall()
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        self._patches.set(owner, name, value)
+
+    def _install_patches(self) -> None:
+        raise NotImplementedError
+
+    def _after_uninstall(self) -> None:
+        """Drop state that only made sense while installed (nothing by default)."""
