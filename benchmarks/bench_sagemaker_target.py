@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.bench import BenchSettings, OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
-from peagle_deploy.emulator.loopback import TTFT_PATH, LoopbackProcess
+from peagle_deploy.emulator.loopback import TTFT_PATH, LoopbackProcess, sagemaker_runtime_env
 
 TTFT_MS = 50.0
 TOKEN_DELAY_MS = 2.0
@@ -137,12 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     server_args = ("--ttft-ms", str(TTFT_MS), "--token-delay-ms", str(TOKEN_DELAY_MS))
     with LoopbackProcess(*server_args, "--output-tokens", str(TOKENS), priority=-10) as server:
         report["server_prioritized"] = server.prioritized
-        os.environ.update(
-            AWS_ACCESS_KEY_ID="AKIDLOOPBACK",
-            AWS_SECRET_ACCESS_KEY="loopback-secret",
-            AWS_DEFAULT_REGION="us-west-2",
-            AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=server.root,
-        )
+        os.environ.update(sagemaker_runtime_env(server.root))
         os.environ.pop("AWS_PROFILE", None)
         for c, workers in modes:
             n = REQUESTS.get(c, max(64, 12 * c))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.bench import BenchSettings, OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
-from peagle_deploy.emulator.loopback import LoopbackProcess
+from peagle_deploy.emulator.loopback import LoopbackProcess, sagemaker_runtime_env
 
 TTFT_MS = 50.0
 TOKEN_DELAY_MS = 2.0
@@ -87,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     report["top_logprobs"] = args.top_logprobs
     with LoopbackProcess(*server_args, "--output-tokens", str(TOKENS), priority=-10) as server:
         report["server_prioritized"] = server.prioritized
-        os.environ.update(
-            AWS_ACCESS_KEY_ID="AKIDLOOPBACK",
-            AWS_SECRET_ACCESS_KEY="loopback-secret",
-            AWS_DEFAULT_REGION="us-west-2",
-            AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=server.root,
-        )
+        os.environ.update(sagemaker_runtime_env(server.root))
         os.environ.pop("AWS_PROFILE", None)
         for i in range(args.rounds):
             for n in counts:

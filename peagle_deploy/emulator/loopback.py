@@ -587,6 +587,20 @@ def serve_in_thread(config: LoopbackConfig | None = None) -> Iterator[LoopbackSe
         thread.join(timeout=5)
 
 
+def sagemaker_runtime_env(root: str) -> dict[str, str]:
+    """Environment that points boto3's sagemaker-runtime client at a loopback server root.
+
+    Throw-away credentials (the server does not check signatures) and no profile, so a
+    user's real AWS configuration is never read or used.
+    """
+    return {
+        "AWS_ACCESS_KEY_ID": "AKIDLOOPBACK",
+        "AWS_SECRET_ACCESS_KEY": "loopback-secret",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": root,
+    }
+
+
 class LoopbackProcess:
     """The loopback server in a child process (its own interpreter and event loop).
 

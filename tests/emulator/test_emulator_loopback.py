@@ -22,6 +22,7 @@ from peagle_deploy.emulator.loopback import (
     TTFT_PATH,
     LoopbackConfig,
     LoopbackServer,
+    sagemaker_runtime_env,
     serve_in_thread,
 )
 
@@ -36,10 +37,9 @@ def server() -> Iterator[LoopbackServer]:
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, server: LoopbackServer) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLOOPBACK")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for name, value in sagemaker_runtime_env(_root(server)).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url.removesuffix("/v1"))
 
 
 def _root(server: LoopbackServer) -> str:
