@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from doctor_testkit import MODEL, REGION, ROLE, make_plan
 
 from peagle_deploy.cli.app import main
 from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.world import stage_world
-
-
-@pytest.fixture
-def local(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAWS]:
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with LocalAWS(region=REGION) as aws:
-        for key, value in aws.env().items():
-            monkeypatch.setenv(key, value)
-        stage_world(make_plan(), aws.session(), aws.account)
-        yield aws
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,21 +11,11 @@ from peagle_deploy.aws import make_session
 from peagle_deploy.cli.app import main
 from peagle_deploy.doctor import DoctorFailedError
 from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.world import clear_prefix, stage_world
+from peagle_deploy.emulator.world import clear_prefix
 from peagle_deploy.sdk import deploy_peagle
 
 pytestmark = pytest.mark.doctor_gate
 READS = ("Get", "List", "Describe", "Head", "Simulate", "BatchGet")
-
-
-@pytest.fixture
-def local(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAWS]:
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with LocalAWS(region=REGION) as aws:
-        for key, value in aws.env().items():
-            monkeypatch.setenv(key, value)
-        stage_world(make_plan(), aws.session(), aws.account)
-        yield aws
 
 
 def _recorded(session: Any) -> list[str]:
