@@ -15,7 +15,10 @@ or a multi-megabyte echo:
   to are counted on the event stream and capped, so a "billion laughs" document is
   refused after reading a few hundred events, not after expanding them;
 - duplicate keys are refused (JSON and YAML would silently keep the last one);
-- NaN and Infinity are refused (JSON `NaN`, `1e999`, YAML `.nan`, `.inf`).
+- NaN and Infinity are refused (JSON `NaN`, `1e999`, YAML `.nan`, `.inf`);
+- pipes (`--file <(...)`, `/dev/stdin`) are read, but one that gives nothing to read
+  within `PIPE_WAIT_S` (a named pipe no program writes to) is refused instead of
+  waiting for ever.
 """
 
 from __future__ import annotations
@@ -24,16 +27,21 @@ import codecs
 import functools
 import json
 import math
+import os
+import select
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from peagle_deploy.errors import SpecError
 
 Format = Literal["json", "yaml"]
 
 _MIB = 1 << 20
+PIPE_WAIT_S = 30.0
+"""How long a pipe or device may keep a reader waiting for its first byte."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +111,45 @@ def decode(data: bytes, field: str, where: str, *, one_line: bool = False) -> st
     return text
 
 
-def read_bytes(path: Path, field: str, limits: Limits) -> bytes:
-    """The file's bytes, refusing it before reading when it is larger than allowed."""
+def open_for_reading(path: Path, field: str, what: str = "a file") -> BinaryIO:
+    """`path` opened for reading, or one DocumentError; never blocks on an idle pipe.
+
+    A FIFO opened the usual way blocks in open() until some program opens it for
+    writing, which may be never. Opening without blocking and then waiting, bounded, for
+    the first byte keeps `--file <(cmd)` working and turns a forgotten pipe into an error.
+    """
     try:
-        with path.open("rb") as f:
-            data = f.read(limits.max_bytes + 1)
-    except IsADirectoryError:
-        raise DocumentError(field, f"{path} is a directory", "a file") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise DocumentError(field, f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise DocumentError(field, f"{path} is a directory", what)
+        if not stat.S_ISREG(mode):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLPRI)
+            if not poller.poll(int(PIPE_WAIT_S * 1000)):
+                raise DocumentError(
+                    field,
+                    f"nothing to read from {path} within {PIPE_WAIT_S:g} s "
+                    "(a named pipe that no program writes to?)",
+                    what,
+                )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path, field: str, limits: Limits) -> bytes:
+    """The file's bytes, refusing it before reading when it is larger than allowed."""
+    with open_for_reading(path, field) as f:
+        try:
+            data = f.read(limits.max_bytes + 1)
+        except OSError as exc:
+            raise DocumentError(field, f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > limits.max_bytes:
         raise DocumentError(
             field, f"{path} is larger than {_size(limits.max_bytes)}", limits.describe()
@@ -397,13 +435,7 @@ def iter_json_lines(
 ) -> Iterator[tuple[int, Any]]:
     """(line number, value) for each non-blank line of a JSONL file, each line strict."""
     p = Path(path)
-    try:
-        f = p.open("rb")
-    except IsADirectoryError:
-        raise DocumentError(field, f"{p} is a directory", "a JSONL file") from None
-    except OSError as exc:
-        raise DocumentError(field, f"cannot read {p}: {exc.strerror or exc}") from None
-    with f:
+    with open_for_reading(p, field, "a JSONL file") as f:
         for number, raw in enumerate(iter(lambda: f.readline(limits.max_bytes + 1), b""), 1):
             if number > max_lines:
                 raise DocumentError(field, f"{p} has more than {max_lines} lines", "a smaller file")

@@ -73,10 +73,10 @@ def load_dataset(name_or_path: str, field: str = "--dataset") -> Dataset:
         return load_humaneval(field)
     path = Path(name_or_path).expanduser()
     try:
-        is_file = path.is_file()
+        exists = path.exists()  # a pipe (`--dataset <(cmd)`) counts; directories fail later
     except (OSError, ValueError):  # a name too long for the file system, a NUL byte
-        is_file = False
-    if not is_file:
+        exists = False
+    if not exists:
         raise SpecError(
             field,
             f"{name_or_path!r} is neither 'humaneval' nor an existing file",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,22 @@ def test_unknown_dataset_is_refused(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(SpecError, match="has no prompts"):
         load_dataset(str(empty))
+
+
+def test_dataset_from_a_pipe_is_read(tmp_path: Path) -> None:
+    """`--dataset <(zcat chats.jsonl.gz)`: a pipe is a dataset too, not "no such file"."""
+    fifo = tmp_path / "chats.jsonl"
+    os.mkfifo(fifo)
+    line = '{"messages": [{"role": "user", "content": "from a pipe"}]}\n'
+
+    def write() -> None:
+        with fifo.open("w") as f:
+            f.write(line * 3)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    data = load_dataset(str(fifo))
+    writer.join()
+    assert len(data) == 3 and data.prompts[0][0]["content"] == "from a pipe"
+    with pytest.raises(SpecError, match="is a directory"):
+        load_dataset(str(tmp_path))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from peagle_deploy import documents
 from peagle_deploy.documents import (
     JSONL_LINE,
     SPEC,
@@ -187,6 +190,50 @@ def test_unhashable_key_refused() -> None:
 def test_directory_and_missing_file(tmp_path: Path) -> None:
     assert "is a directory" in str(_refused(load_mapping, tmp_path, "--gates"))
     assert "cannot read" in str(_refused(load_mapping, tmp_path / "nope.yaml", "--gates"))
+
+
+def test_named_pipe_nobody_writes_to_is_refused_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(documents, "PIPE_WAIT_S", 0.3)
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    err = _refused(load_mapping, fifo, "--file")
+    assert time.monotonic() - start < 10
+    assert err.field == "--file"
+    assert "nothing to read from" in str(err) and "0.3 s" in str(err)
+    err = _refused(lambda: list(iter_json_lines(fifo, "--dataset")))
+    assert err.field == "--dataset" and "nothing to read" in str(err)
+
+
+def _write_later(fifo: Path, data: bytes, delay_s: float) -> threading.Thread:
+    """A writer that opens the pipe after the reader did, as `--file <(slow cmd)` does."""
+
+    def write() -> None:
+        time.sleep(delay_s)
+        with fifo.open("wb") as f:
+            f.write(data)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def test_pipe_with_a_writer_is_read_whole(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    thread = _write_later(fifo, b"model: gpt-oss-20b\nk: 3\n", 0.2)
+    assert load_mapping(fifo, "--file") == {"model": "gpt-oss-20b", "k": 3}
+    thread.join()
+    thread = _write_later(fifo, b'{"prompt": "a"}\n{"prompt": "b"}\n', 0.2)
+    assert [n for n, _ in iter_json_lines(fifo, "--dataset")] == [1, 2]
+    thread.join()
+
+
+def test_endless_device_is_cut_at_the_size_cap() -> None:
+    err = _refused(load_mapping, Path("/dev/zero"), "--file")
+    assert "larger than" in str(err)
 
 
 def test_jsonl_lines_are_strict_and_numbered(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ and environment values. Every case must be refused the same way (hostile_kit).""
 from __future__ import annotations
 
 import codecs
+import os
 from pathlib import Path
 
 import pytest
@@ -458,3 +459,33 @@ def test_a_valid_plan_still_passes_and_shows_values_literally(
         result = run_cli(capsys, calls, ["plan", "-f", str(spec_file), "--tag", "team=a:x:b"])
     assert result.code == 0 and result.aws_calls == [], result.err
     assert uri in result.out and "\u274c" not in result.out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fld"),
+    [
+        (["plan", "--file", "{fifo}"], "--file"),
+        (["deploy", "--file", "{fifo}", "--no-wait"], "--file"),
+        (
+            ["promote", "--from", "dev", "--to", "staging", "--gates", "{fifo}", "--dry-run"],
+            "--gates",
+        ),
+    ],
+    ids=["plan-spec", "deploy-spec", "promote-gates"],
+)
+def test_named_pipe_nobody_writes_to_is_refused(
+    argv: list[str],
+    fld: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from peagle_deploy import documents
+
+    monkeypatch.setattr(documents, "PIPE_WAIT_S", 0.2)
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    with recording_aws_calls(monkeypatch) as calls:
+        result = run_cli(capsys, calls, [a.replace("{fifo}", str(fifo)) for a in argv])
+    assert_refused(result, fld, ("nothing to read",))
