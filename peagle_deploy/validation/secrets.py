@@ -39,8 +39,8 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
     """Warn, naming the key (never the value), about secrets in the model environment.
 
     CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
-    and the CDK path puts it in the CloudFormation template and in the log of the
-    custom-resource Lambda. With network isolation (the default) the container cannot
+    and the CDK path puts it in the CloudFormation template (the model custom resource's
+    properties; its provider never logs them). With network isolation (the default) the container cannot
     reach the Hugging Face Hub or any API anyway.
     """
     warnings = []
@@ -55,7 +55,7 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
                 f"env.{key}",
                 f"env.{key} looks like a secret: SageMaker model environments are readable "
                 "with sagemaker:DescribeModel and the CDK path writes them in clear into the "
-                "CloudFormation template and the model provider's log; keep credentials out "
+                "CloudFormation template; keep credentials out "
                 f"of env (stage the weights in S3 instead){hint}",
             )
         )

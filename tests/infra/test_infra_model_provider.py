@@ -39,6 +39,7 @@ from moto import mock_aws
 
 from infra import provider_bundle
 from infra.model_provider import handler as source_handler
+from infra.model_provider.handler import PROPERTY
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
 
@@ -250,6 +251,37 @@ def test_other_errors_fail_at_once(
     with pytest.raises(RuntimeError, match="ValidationException: 1 validation error"):
         module.on_event(event("Create", props), FakeContext())
     assert waits == []
+
+
+def test_the_handler_never_writes_the_model_environment_to_its_log(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The Lambda's log is readable more widely than the model; env values stay out of it
+    on every path: retry, create, a refused differing model, update, delete."""
+    secret = "hf_" + "Q" * 34
+    request = json.loads(props[PROPERTY])
+    request["PrimaryContainer"]["Environment"]["HF_TOKEN"] = secret
+    with_secret = {**props, PROPERTY: json.dumps(request)}
+    module, _ = lambda_handler
+    with_failures(module, monkeypatch, 1, ASSUME_ROLE_MESSAGE)
+    created = module.on_event(event("Create", with_secret), FakeContext())
+    request["PrimaryContainer"]["Environment"]["HF_TOKEN"] = secret[::-1]
+    with pytest.raises(RuntimeError) as refused:
+        module.on_event(event("Create", {**props, PROPERTY: json.dumps(request)}), FakeContext())
+    module.on_event(
+        event("Update", with_secret, created["PhysicalResourceId"])
+        | {"OldResourceProperties": with_secret},
+        FakeContext(),
+    )
+    module.on_event(event("Delete", with_secret, created["PhysicalResourceId"]), FakeContext())
+    out, err = capfd.readouterr()
+    logged = out + err + str(refused.value)
+    assert '"peagle_model_provider": "retry"' in out and '"peagle_model_provider": "deleted"' in out
+    assert secret not in logged and secret[::-1] not in logged
 
 
 # --- Update and Delete --------------------------------------------------------------------
