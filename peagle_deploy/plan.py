@@ -113,6 +113,7 @@ class Plan:
             "create_endpoint_config": self.create_endpoint_config,
             "create_endpoint": self.create_endpoint,
             "update_endpoint": self.update_endpoint,
+            "autoscaling": self.autoscaling,
             "warnings": list(self.warnings),
             "engine": {
                 "image": self.image_uri,

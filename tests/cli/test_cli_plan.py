@@ -267,3 +267,23 @@ def test_plan_and_deploy_share_the_spec_flags() -> None:
         options = {o: p for p in root.commands[name].params for o in p.opts}
         for flag in spec_flags():
             assert options[flag.flag].help == flag.help, (name, flag.flag)
+
+
+def test_json_plan_carries_the_autoscaling_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: gpt-oss-20b\ninitial_instance_count: 2\n"
+        "scaling: {min_instances: 2, max_instances: 4, target_invocations_per_instance: 30}\n"
+    )
+    code, out, _ = _run(capsys, "plan", "-f", str(spec), "--json")
+    assert code == 0
+    scaling = json.loads(out)["autoscaling"]
+    target = scaling["register_scalable_target"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (2, 4)
+    assert target["ResourceId"] == "endpoint/peagle-gpt-oss-20b-dev/variant/AllTraffic"
+    policy = scaling["put_scaling_policy"]["TargetTrackingScalingPolicyConfiguration"]
+    assert policy["TargetValue"] == 30.0
+    code, out, _ = _run(capsys, "plan", "gpt-oss-20b", "--json")
+    assert json.loads(out)["autoscaling"] is None

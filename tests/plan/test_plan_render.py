@@ -225,6 +225,7 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
         "create_endpoint_config",
         "create_endpoint",
         "update_endpoint",
+        "autoscaling",
         "warnings",
         "engine",
         "names",
