@@ -25,7 +25,12 @@ from peagle_deploy.bench.metrics import (
     SpecDecodeStats,
     spec_decode_from_metric_lines,
 )
-from peagle_deploy.bench.stream import StreamAccumulator, chat_payload
+from peagle_deploy.bench.stream import (
+    LOGS_DELAY_S,
+    REQUEST_TIMEOUT_S,
+    StreamAccumulator,
+    chat_payload,
+)
 from peagle_deploy.errors import SpecError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
@@ -64,9 +69,9 @@ class SageMakerTarget:
         label: str | None = None,
         model: str | None = None,
         target_variant: str | None = None,
-        request_timeout_s: float = 600.0,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
         extra_body: dict[str, Any] | None = None,
-        logs_delay_s: float = 20.0,
+        logs_delay_s: float = LOGS_DELAY_S,
         logs_client: Any = None,
         endpoint_url: str | None = None,
     ) -> None:

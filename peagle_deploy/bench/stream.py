@@ -15,6 +15,10 @@ from peagle_deploy.bench.metrics import RequestOutput
 from peagle_deploy.streaming import parse_chat_chunk
 
 _loads = json.loads
+REQUEST_TIMEOUT_S = 600.0
+"""Default seconds before one request counts as failed (both targets, `--request-timeout`)."""
+LOGS_DELAY_S = 20.0
+"""Default wait for the container's metric lines in CloudWatch Logs (`--logs-delay`)."""
 NO_USAGE = "no usage in stream (the server must honour stream_options.include_usage)"
 NO_TOKENS = "stream ended without any choices event"
 

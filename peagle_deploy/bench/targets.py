@@ -19,6 +19,7 @@ from peagle_deploy.bench.sagemaker import SageMakerTarget
 from peagle_deploy.bench.stream import (
     NO_TOKENS,
     NO_USAGE,
+    REQUEST_TIMEOUT_S,
     StreamAccumulator,
     chat_payload,
 )
@@ -112,7 +113,7 @@ class OpenAITarget:
         model: str | None = None,
         label: str | None = None,
         api_key: str | None = None,
-        request_timeout_s: float = 600.0,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
         extra_body: dict[str, Any] | None = None,
         scrape_metrics: bool = True,
     ) -> None:

@@ -102,7 +102,11 @@ def _flag(default: Any, *decls: str, text: str, **option: Any) -> Any:
 @dataclass(frozen=True)
 class RunFlags:
     """The flags of `peagle bench` and `peagle bench compare` that are not sweep knobs,
-    and (`sweep`) the sweep knobs given, as typed: `config()` validates them."""
+    and (`sweep`) the sweep knobs given, as typed: `config()` validates them.
+
+    The target defaults (request timeout, logs delay) are `bench.stream`'s constants,
+    repeated here as literals so that `--help` imports no bench code; a test ties them.
+    """
 
     model: str | None = _flag(
         None, "--model", text="Model name sent in requests (URL default: first /v1/models).",
@@ -118,7 +122,7 @@ class RunFlags:
     )
     request_timeout: float = _flag(
         600.0, "--request-timeout", text="Seconds before one request counts as failed.",
-        parser=number("--request-timeout", float, "> 0 seconds"),
+        parser=number("--request-timeout", float, "> 0 seconds", minimum=math.ulp(0.0)),  # > 0
     )  # fmt: skip
     logs_delay: float = _flag(
         20.0,
@@ -146,10 +150,6 @@ class RunFlags:
         """The SweepConfig these flags describe (a refused value names its flag)."""
         from peagle_deploy.bench.settings import sweep_config
 
-        if self.request_timeout <= 0:
-            raise SpecError(
-                "--request-timeout", f"{self.request_timeout} is not positive", "> 0 seconds"
-            )
         return sweep_config(
             self.sweep, name_of=FLAG_OF, progress=self.progress and self.json_path is None
         )

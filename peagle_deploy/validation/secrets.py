@@ -40,8 +40,8 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
 
     CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
     and the CDK path puts it in the CloudFormation template (the model custom resource's
-    properties; its provider never logs them). With network isolation (the default) the container cannot
-    reach the Hugging Face Hub or any API anyway.
+    properties; its provider never logs them). With network isolation (the default) the
+    container cannot reach the Hugging Face Hub or any API anyway.
     """
     warnings = []
     for key in secret_env_keys(spec.env):

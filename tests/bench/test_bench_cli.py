@@ -367,3 +367,23 @@ def test_labels_are_printed_as_plain_text(
     assert main(["bench", "compare", "--results", str(path)]) == 0
     out = capsys.readouterr().out
     assert "[/]peagle-[bold]k3" in out
+
+
+def test_cli_target_defaults_are_the_targets_own() -> None:
+    """`--help` shows literals (no bench import at start-up); they must be the targets'."""
+    import inspect
+    from dataclasses import fields
+
+    from peagle_deploy.bench import stream
+    from peagle_deploy.bench.sagemaker import SageMakerTarget
+    from peagle_deploy.bench.targets import OpenAITarget
+    from peagle_deploy.cli.bench_flags import RunFlags
+
+    cli = {f.name: f.default for f in fields(RunFlags)}
+    assert cli["request_timeout"] == stream.REQUEST_TIMEOUT_S
+    assert cli["logs_delay"] == stream.LOGS_DELAY_S
+    for target in (OpenAITarget, SageMakerTarget):
+        params = inspect.signature(target.__init__).parameters
+        assert params["request_timeout_s"].default == stream.REQUEST_TIMEOUT_S
+    logs = inspect.signature(SageMakerTarget.__init__).parameters["logs_delay_s"]
+    assert logs.default == stream.LOGS_DELAY_S
