@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.access import ecr_repositories, s3_reads
 from infra.nag import acknowledge, nag_text
+from peagle_deploy.access import ecr_repositories, s3_reads
 
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",

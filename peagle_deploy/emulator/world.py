@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.access import ecr_repositories, s3_reads
 from peagle_deploy.emulator.account_ext import AccountExtensions
 
 TINY_HIDDEN = 64
@@ -148,7 +149,6 @@ def _ensure_bucket(s3: Any, bucket: str) -> None:
 
 def execution_policy(plan: Any, *, partition: str = "aws") -> dict[str, Any]:
     """A least-privilege policy for the plan's model (the CDK role's S3, ECR and KMS grants)."""
-    from infra.access import ecr_repositories, s3_reads
 
     reads = s3_reads(plan.create_model)
     statements: list[dict[str, Any]] = [

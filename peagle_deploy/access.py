@@ -1,8 +1,9 @@
 """What a plan's requests give SageMaker access to, as IAM resource strings.
 
 Pure functions over the renderer's CreateModel dictionary (no aws_cdk import), so the
-least-privilege rules are unit-testable and the CDK constructs only turn their output
-into policy statements. Everything the execution role may read is derived from the
+least-privilege rules are unit-testable, the CDK role construct (infra/role.py) only turns
+their output into policy statements, and the emulator grants a staged account's role the
+same access. Everything the execution role may read is derived from the
 exact request the model is created with: the role can never grant more (or less) than
 the model uses.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.access import (
+from peagle_deploy.access import (
     EcrRepository,
     ecr_repositories,
     parse_s3_uri,
