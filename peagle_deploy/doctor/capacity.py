@@ -15,13 +15,20 @@ not offered for hosting in the region.
 
 ListServiceQuotas returns applied values and leaves out quotas whose applied value is
 not available (botocore's service-quotas model); those are looked up in
-ListAWSDefaultServiceQuotas. Instances that other endpoints of the account already run
-count against the same quota and are not looked at here.
+ListAWSDefaultServiceQuotas.
+
+The quota covers every endpoint of the account in the region ("current utilization" in
+the error above), so the instances of this type that endpoints already run are counted
+(ListEndpoints, DescribeEndpoint, DescribeEndpointConfig): the endpoint's own current
+fleet too, because a blue/green update runs the new fleet beside the old one until the
+traffic has moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
@@ -30,6 +37,86 @@ from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 SERVICE_CODE = "sagemaker"
 ENDPOINT_USAGE = " for endpoint usage"
 PAGE_SIZE = 100  # ListServiceQuotas MaxResults maximum (botocore's service-quotas model)
+
+
+IDLE_STATES = frozenset({"Failed", "Deleting", "OutOfService"})
+"""Endpoint states that hold no instances against the quota."""
+MAX_ENDPOINTS = 500
+"""Endpoints looked at for usage (two Describe calls each); beyond, usage is a warning."""
+DESCRIBE_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Instances of one type that the account's endpoints run now."""
+
+    by_endpoint: tuple[tuple[str, int], ...]
+    """(endpoint name, instances of the type), only endpoints that run some."""
+
+    @property
+    def instances(self) -> int:
+        return sum(n for _, n in self.by_endpoint)
+
+    def describe(self, own: str) -> str:
+        if not self.by_endpoint:
+            return "no endpoint runs one now"
+        shown = ", ".join(
+            f"{name} {n}"
+            + (" (this endpoint, until an update has moved traffic)" if name == own else "")
+            for name, n in self.by_endpoint[:5]
+        )
+        more = len(self.by_endpoint) - 5
+        return f"{self.instances} already run: {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def _variant_count(summary: Mapping[str, Any] | None, configured: Mapping[str, Any]) -> int:
+    """Instances a variant holds: the larger of current and desired (an update or a scale
+    in progress), else the configured initial count (an endpoint still creating)."""
+    counts = (
+        [summary.get(k) for k in ("CurrentInstanceCount", "DesiredInstanceCount")]
+        if summary
+        else []
+    )
+    known = [int(c) for c in counts if isinstance(c, int)]
+    return max(known) if known else int(configured.get("InitialInstanceCount") or 0)
+
+
+def _endpoint_instances(ctx: DoctorContext, name: str, instance_type: str) -> int:
+    sm = ctx.client("sagemaker")
+    endpoint = sm.describe_endpoint(EndpointName=name)
+    if endpoint.get("EndpointStatus") in IDLE_STATES:
+        return 0
+    config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    summaries = {v.get("VariantName"): v for v in endpoint.get("ProductionVariants") or []}
+    summaries |= {v.get("VariantName"): v for v in endpoint.get("ShadowProductionVariants") or []}
+    total = 0
+    for variant in (config.get("ProductionVariants") or []) + (
+        config.get("ShadowProductionVariants") or []
+    ):
+        if variant.get("InstanceType") == instance_type:
+            total += _variant_count(summaries.get(variant.get("VariantName")), variant)
+    pending = (endpoint.get("PendingDeploymentSummary") or {}).get("ProductionVariants") or []
+    for variant in pending:  # the new fleet of an update in progress
+        if variant.get("InstanceType") == instance_type:
+            total += _variant_count(variant, {})
+    return total
+
+
+def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
+    """Instances of `instance_type` that the account's endpoints in the region hold."""
+    sm = ctx.client("sagemaker")
+    names: list[str] = []
+    for page in sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100}):
+        names += [
+            e["EndpointName"]
+            for e in page.get("Endpoints", [])
+            if e.get("EndpointStatus") not in IDLE_STATES
+        ]
+        if len(names) > MAX_ENDPOINTS:
+            raise RuntimeError(f"more than {MAX_ENDPOINTS} endpoints to look at")
+    with ThreadPoolExecutor(DESCRIBE_WORKERS, thread_name_prefix="peagle-doctor-usage") as pool:
+        counts = list(pool.map(lambda n: _endpoint_instances(ctx, n, instance_type), names))
+    return Usage(tuple((n, c) for n, c in sorted(zip(names, counts, strict=True)) if c))
 
 
 def quota_name(instance_type: str) -> str:
@@ -116,22 +203,42 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
         ]
     value = float(quota.get("Value", 0))
     needed, why = instances_needed(ctx)
-    if value < needed:
+    try:
+        usage: Usage | None = endpoint_usage(ctx, instance)
+        usage_problem = ""
+    except Exception as exc:
+        usage, usage_problem = None, error_code(exc) or short_error(exc)
+    in_use = usage.instances if usage else 0
+    if value < in_use + needed:
         code = quota.get("QuotaCode", "<quota code>")
+        held = f"; {usage.describe(ctx.plan.endpoint_name)}" if usage and in_use else ""
         return [
             failed(
                 "capacity.quota",
                 resource,
-                f"the {source} quota is {value:g} instances; the endpoint needs {needed} ({why})",
+                f"the {source} quota is {value:g} instances; the endpoint needs {needed} "
+                f"({why}){held}",
                 f"aws service-quotas request-service-quota-increase --region {ctx.region} "
-                f"--service-code {SERVICE_CODE} --quota-code {code} --desired-value {needed}",
+                f"--service-code {SERVICE_CODE} --quota-code {code} "
+                f"--desired-value {in_use + needed}",
+            )
+        ]
+    if usage is None:
+        return [
+            warned(
+                "capacity.quota",
+                resource,
+                f"{source} quota {value:g} covers {needed} instance(s) ({why}), but the "
+                f"instances other endpoints hold could not be counted ({usage_problem})",
+                "grant the caller sagemaker:ListEndpoints, sagemaker:DescribeEndpoint and "
+                "sagemaker:DescribeEndpointConfig",
             )
         ]
     return [
         passed(
             "capacity.quota",
             resource,
-            f"{source} quota {value:g} covers {needed} instance(s) ({why}); other endpoints' "
-            "usage not counted",
+            f"{source} quota {value:g} covers {needed} instance(s) ({why}); "
+            f"{usage.describe(ctx.plan.endpoint_name)}",
         )
     ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from doctor_testkit import REGION, Account, by_check, make_plan, only_failure
+import pytest
+from doctor_testkit import REGION, ROLE, Account, by_check, make_plan, only_failure
 
 from peagle_deploy.emulator.account_ext import SAGEMAKER, endpoint_quota_name
 
@@ -86,3 +87,82 @@ def test_service_quotas_denied_is_a_warning(inprocess: Account) -> None:
     inprocess.deny("ListServiceQuotas", "service-quotas")
     line = by_check(inprocess.doctor(plan))["capacity.quota"]
     assert line.status == "warn" and "may not read Service Quotas" in line.detail
+
+
+@pytest.fixture
+def hosting_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto in-process knows no g7e; the emulator's check takes botocore's instance enum."""
+    from moto.sagemaker import models
+
+    from peagle_deploy.emulator import moto_ext
+
+    monkeypatch.setattr(
+        models.FakeEndpointConfig, "validate_instance_type", moto_ext._validate_instance_type
+    )
+
+
+def _running_endpoint(account: Account, name: str, instance_type: str, count: int) -> None:
+    """An endpoint of the account that holds `count` instances of `instance_type`."""
+    sm = account.client("sagemaker")
+    sm.create_model(
+        ModelName=f"{name}-m",
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={"Image": make_plan().image_uri},
+    )
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": f"{name}-m",
+        "InstanceType": instance_type,
+        "InitialInstanceCount": count,
+    }
+    sm.create_endpoint_config(EndpointConfigName=f"{name}-c", ProductionVariants=[variant])
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-c")
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_instances_other_endpoints_hold_count_against_the_quota(account: Account) -> None:
+    plan = make_plan()
+    account.stage(plan, endpoint_quota=2)
+    _running_endpoint(account, "team-a-chat", plan.instance_type, 2)
+    _running_endpoint(account, "team-b-other-type", "ml.g7e.4xlarge", 4)
+    failure = only_failure(account.doctor(plan))
+    assert failure.check == "capacity.quota"
+    assert failure.detail == (
+        "the applied quota is 2 instances; the endpoint needs 1 (initial_instance_count); "
+        "2 already run: team-a-chat 2"
+    )
+    assert failure.fix.endswith("--desired-value 3")
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_the_endpoints_own_fleet_counts_during_an_update(inprocess: Account) -> None:
+    plan = make_plan()
+    inprocess.stage(plan, endpoint_quota=1)
+    _running_endpoint(inprocess, plan.endpoint_name, plan.instance_type, 1)
+    failure = only_failure(inprocess.doctor(plan))
+    assert f"1 already run: {plan.endpoint_name} 1 (this endpoint" in failure.detail
+    assert failure.fix.endswith("--desired-value 2")
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_quota_with_room_passes_and_names_the_usage(inprocess: Account) -> None:
+    plan = make_plan()
+    inprocess.stage(plan, endpoint_quota=3)
+    _running_endpoint(inprocess, "team-a-chat", plan.instance_type, 2)
+    line = by_check(inprocess.doctor(plan))["capacity.quota"]
+    assert line.status == "pass"
+    assert line.detail == (
+        "applied quota 3 covers 1 instance(s) (initial_instance_count); "
+        "2 already run: team-a-chat 2"
+    )
+
+
+def test_usage_that_cannot_be_read_is_a_warning(inprocess: Account) -> None:
+    plan = make_plan()
+    inprocess.stage(plan, endpoint_quota=4)
+    inprocess.deny("ListEndpoints", "sagemaker")
+    report = inprocess.doctor(plan)
+    line = by_check(report)["capacity.quota"]
+    assert report.ok and line.status == "warn"
+    assert "could not be counted (AccessDenied)" in line.detail
+    assert "sagemaker:ListEndpoints" in line.fix
