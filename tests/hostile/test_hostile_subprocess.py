@@ -29,6 +29,19 @@ def peagle(*argv: str) -> list[str]:
     return [sys.executable, "-m", "peagle_deploy.cli.app", *argv]
 
 
+def with_default_sigint(cmd: list[str]) -> list[str]:
+    """`cmd` started with SIGINT at its default, as from a terminal.
+
+    A shell starts background jobs with SIGINT ignored, and an ignored signal stays
+    ignored across exec: a CI run launched in the background would hand that on and the
+    child Python would never see Ctrl-C. Resetting it in the parent with preexec_fn is
+    unsafe while the moto server's threads run, so a tiny launcher resets it and execs.
+    """
+    launcher = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    launcher += "os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", launcher, *cmd]
+
+
 def _environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PEAGLE_AWS_"))}
     # Credentials that work nowhere and an endpoint nothing listens on: a refusal that
@@ -143,7 +156,7 @@ def test_sigint_while_describe_endpoint_is_in_flight(
     backend.describe_endpoint = held  # type: ignore[method-assign]
     try:
         proc = subprocess.Popen(
-            peagle("status", name, "--wait", "--no-progress"),
+            with_default_sigint(peagle("status", name, "--wait", "--no-progress")),
             env={**_environment(), **local.env()},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
