@@ -63,6 +63,17 @@ class PeagleModel(Construct):
     framework's may only invoke the handler. Both log to one encrypted log group.
     """
 
+    def _logging_lambda_role(self, construct_id: str, what: str, log: logs.ILogGroup) -> iam.Role:
+        """A role for one of the model's Lambda functions that may write only to `log`."""
+        role = iam.Role(
+            self,
+            construct_id,
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{what} (peagle-deploy)",
+        )
+        log.grant_write(role)
+        return role
+
     def __init__(
         self,
         scope: Construct,
@@ -98,13 +109,9 @@ class PeagleModel(Construct):
             retention=log_retention,
             removal_policy=removal_policy,
         )
-        provider_role = iam.Role(
-            self,
-            "ProviderRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Creates and deletes the P-EAGLE SageMaker model (peagle-deploy)",
+        provider_role = self._logging_lambda_role(
+            "ProviderRole", "Creates and deletes the P-EAGLE SageMaker model", provider_logs
         )
-        provider_logs.grant_write(provider_role)
         # A policy of its own (not the custom resource's), so that it outlives a
         # replaced model resource: the old model's DeleteModel runs after the new one.
         self.provider_policy = iam.Policy(
@@ -147,13 +154,9 @@ class PeagleModel(Construct):
             log_group=provider_logs,
             logging_format=lambda_.LoggingFormat.JSON,
         )
-        framework_role = iam.Role(
-            self,
-            "FrameworkRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Runs the CDK provider framework of the P-EAGLE model (peagle-deploy)",
+        framework_role = self._logging_lambda_role(
+            "FrameworkRole", "Runs the CDK provider framework of the P-EAGLE model", provider_logs
         )
-        provider_logs.grant_write(framework_role)
         self.provider = cr.Provider(
             self,
             "Provider",
