@@ -2,22 +2,29 @@
 
 The framing (`application/vnd.amazon.eventstream`) is decoded by botocore's own
 `botocore.eventstream.EventStreamBuffer`: prelude, both CRC32 checks, headers, payload.
-Network reads cut messages anywhere; the buffer keeps the partial message until the rest
+Network reads cut messages anywhere; the stream keeps the partial message until the rest
 arrives. Messages that are not PayloadPart events (a `ModelStreamError` or
 `InternalStreamFailure` exception, an error message) are parsed by botocore's
 `EventStreamJSONParser` and raised as botocore's `EventStreamError`, which is what a
 boto3 caller iterating the response body sees.
 
-The client decodes up to ~45k messages/s (benchmarks/bench_sagemaker_target.py), so the
-per-message path is kept short, with no change of result: every PayloadPart carries the
-same header bytes and botocore's pure-Python header parser was about 60 % of its
-per-message cost, so parsed headers are memoised by their bytes; the loop calls the
-buffer's `next()` directly and counts nothing per message (an incomplete message left
-at the end is read from the buffer once). Together: 3x less decoding time per message.
+The client decodes up to ~45k messages/s (benchmarks/bench_sagemaker_target.py) on one
+core that also runs HTTP, SSE and JSON, so the per-message path is kept short without
+changing any result. botocore decodes the first message of a stream and every message
+that is not byte-for-byte a PayloadPart of the same header block; once it has decoded
+one PayloadPart, later messages whose header bytes are identical to that block take a
+fast path that does the same checks (prelude CRC32, message CRC32, lengths) with C-level
+`zlib.crc32` on a memoryview, instead of botocore's ten Python calls and a copy of the
+buffer per message: 2.4x less decoding time per message. Any framing the fast path does
+not accept as valid (a bad prelude CRC, a length past its bound) hands the rest of the
+stream to botocore, so errors are botocore's own exceptions. botocore's header parser
+is memoised per header block, which serves the other messages.
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
 from typing import Any
 
 from botocore.eventstream import EventStreamBuffer, EventStreamHeaderParser, EventStreamMessage
@@ -26,6 +33,11 @@ from botocore.parsers import EventStreamJSONParser
 
 OPERATION = "InvokeEndpointWithResponseStream"
 _MEMO_LIMIT = 32  # distinct header blocks kept; a stream uses one or two
+_PRELUDE = struct.Struct("!III")  # total length, headers length, prelude CRC32
+_PRELUDE_LEN = 12
+_FAST_MAX = 1 << 20
+"""Largest message the fast path takes; larger ones (legal up to botocore's 24 MiB
+payload bound) are left to botocore, which enforces its limits."""
 
 
 class HeaderMemo(EventStreamHeaderParser):
@@ -73,7 +85,12 @@ class PayloadStream:
     def __init__(self, event_stream_shape: Any = None, headers: HeaderMemo | None = None) -> None:
         self._buffer = _Buffer(headers or HeaderMemo())
         self._shape = event_stream_shape
-        self._payload_headers: dict[str, Any] | None = None
+        self._data = b""
+        """Bytes of an incomplete message (the fast path's buffer)."""
+        self._payload_block: bytes | None = None
+        """The header bytes of a message botocore decoded as a PayloadPart event."""
+        self._botocore_only = False
+        """Set once framing looked wrong: from then on botocore decodes everything."""
 
     @property
     def header_parses(self) -> int:
@@ -87,11 +104,47 @@ class PayloadStream:
         Raises botocore's EventStreamError for an exception/error message and botocore's
         `ParserError` subclasses (ChecksumMismatch, ...) for corrupt framing.
         """
+        if self._botocore_only:
+            return self._decode_with_botocore(data)
+        buf = self._data + data if self._data else data
+        size = len(buf)
+        view = memoryview(buf)
+        unpack = _PRELUDE.unpack_from
+        crc32 = zlib.crc32
+        block = self._payload_block
+        parts: list[bytes] = []
+        off = 0
+        while size - off >= _PRELUDE_LEN:
+            total, header_len, prelude_crc = unpack(buf, off)
+            if crc32(view[off : off + 8]) != prelude_crc or not (
+                header_len + 16 <= total <= _FAST_MAX
+            ):
+                self._data = b""
+                self._botocore_only = True
+                return parts + self._decode_with_botocore(buf[off:])
+            end = off + total
+            if end > size:
+                break
+            body = off + _PRELUDE_LEN + header_len
+            if (
+                block is not None
+                and header_len == len(block)
+                and view[off + _PRELUDE_LEN : body] == block
+                and crc32(view[off + 8 : end - 4], prelude_crc)
+                == int.from_bytes(view[end - 4 : end], "big")
+            ):
+                parts.append(buf[body : end - 4])
+            else:  # the first message, another event, an error, a bad message CRC
+                parts += self._decode_with_botocore(buf[off:end])
+                block = self._payload_block
+            off = end
+        self._data = buf[off:]
+        return parts
+
+    def _decode_with_botocore(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
         buffer.add_data(data)
         parts: list[bytes] = []
-        append = parts.append
-        usual = self._payload_headers
         # botocore's own next() (its __next__ only forwards to it); Any: botocore-stubs
         # types EventStreamMessage.prelude and .headers as int.
         next_message: Any = buffer.next
@@ -99,12 +152,16 @@ class PayloadStream:
             while True:
                 message = next_message()
                 headers = message.headers
-                if headers is usual:  # the memoised PayloadPart header block: no lookups
-                    append(message.payload)
-                elif headers.get(":message-type") == "event":
+                if headers.get(":message-type") == "event":
                     if headers.get(":event-type") == "PayloadPart":
-                        append(message.payload)
-                        usual = self._payload_headers = headers
+                        parts.append(message.payload)
+                        if self._payload_block is None:
+                            raw = message.prelude
+                            self._payload_block = (
+                                bytes(data[_PRELUDE_LEN : _PRELUDE_LEN + raw.headers_length])
+                                if len(data) == raw.total_length
+                                else None
+                            )
                     # other event types are skipped, as boto3 skips events it does not model
                 else:
                     raise self._error(message)
@@ -113,7 +170,7 @@ class PayloadStream:
 
     def leftover(self) -> int:
         """Bytes of an incomplete message still buffered (non-zero at the end = cut off)."""
-        return len(self._buffer._data)
+        return len(self._data) + len(self._buffer._data)
 
     def _error(self, message: EventStreamMessage) -> EventStreamError:
         parsed = EventStreamJSONParser().parse(message.to_response_dict(), self._shape)

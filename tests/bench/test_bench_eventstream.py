@@ -67,18 +67,22 @@ def test_header_blocks_are_parsed_once_per_distinct_block() -> None:
     assert streams[0].header_parses == 1
 
 
-def test_a_model_stream_error_is_botocores_event_stream_error() -> None:
+def _body_shape() -> object:
+    """The response Body's event-stream shape, from botocore's service model."""
     import boto3
 
     from peagle_deploy.bench.invoke_call import OPERATION
 
-    shape = (
+    return (
         boto3.Session(region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
         .client("sagemaker-runtime")
         .meta.service_model.operation_model(OPERATION)
         .output_shape.members["Body"]
     )
-    stream = PayloadStream(shape)
+
+
+def test_a_model_stream_error_is_botocores_event_stream_error() -> None:
+    stream = PayloadStream(_body_shape())
     assert stream.feed(payload_part(PAYLOADS[0])) == [PAYLOADS[0]]
     with pytest.raises(EventStreamError) as err:
         stream.feed(model_stream_error("Model stream broke off", "StreamBroken"))
@@ -96,3 +100,87 @@ def test_unknown_event_types_are_skipped_and_corrupt_framing_is_refused() -> Non
     corrupt[-1] ^= 0xFF  # message CRC
     with pytest.raises(ChecksumMismatch):
         PayloadStream().feed(bytes(corrupt))
+
+
+def _botocore_payloads(body: bytes) -> list[bytes]:
+    """The reference: botocore's EventStreamBuffer alone, PayloadPart events only."""
+    from botocore.eventstream import EventStreamBuffer
+
+    buffer = EventStreamBuffer()
+    buffer.add_data(body)
+    return [
+        m.payload
+        for m in buffer
+        if m.headers.get(":message-type") == "event"
+        and m.headers.get(":event-type") == "PayloadPart"
+    ]
+
+
+def test_random_streams_cut_at_random_give_botocores_payloads() -> None:
+    import random
+
+    rng = random.Random(20261123)
+    for _ in range(40):
+        messages = []
+        for _ in range(rng.randint(1, 60)):
+            payload = rng.randbytes(rng.choice([0, 1, 7, 80, 300, 5000]))
+            if rng.random() < 0.1:
+                messages.append(
+                    encode_message({":message-type": "event", ":event-type": "X"}, payload)
+                )
+            else:
+                messages.append(payload_part(payload))
+        body = b"".join(messages)
+        cuts = sorted(rng.sample(range(len(body) + 1), k=min(len(body) + 1, rng.randint(0, 30))))
+        stream, got, start = PayloadStream(), [], 0
+        for cut in [*cuts, len(body)]:
+            got += stream.feed(body[start:cut])
+            start = cut
+        assert got == _botocore_payloads(body)
+        assert stream.leftover() == 0
+
+
+def test_botocore_decodes_only_the_first_payload_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[int] = []
+    original = PayloadStream._decode_with_botocore
+
+    def counting(self: PayloadStream, data: bytes) -> list[bytes]:
+        decoded.append(len(data))
+        return original(self, data)
+
+    monkeypatch.setattr(PayloadStream, "_decode_with_botocore", counting)
+    stream = PayloadStream()
+    body = b"".join(payload_part(f"data: {i}\n\n".encode()) for i in range(50))
+    assert len(stream.feed(body)) == 50
+    assert decoded == [len(payload_part(b"data: 0\n\n"))]
+
+
+@pytest.mark.parametrize("where", ["message crc", "prelude crc", "payload"])
+def test_corruption_after_the_fast_path_started_is_botocores_error(where: str) -> None:
+    first = payload_part(b"data: a\n\n")
+    bad = bytearray(payload_part(b"data: b\n\n"))
+    bad[{"message crc": -1, "prelude crc": 9, "payload": -6}[where]] ^= 0x01
+    stream = PayloadStream()
+    assert stream.feed(first + first) == [b"data: a\n\n"] * 2
+    with pytest.raises(ChecksumMismatch):
+        stream.feed(bytes(bad) + first)
+
+
+def test_a_message_larger_than_the_fast_path_bound_is_decoded_by_botocore() -> None:
+    from peagle_deploy.bench import eventstream
+
+    big = b"x" * (eventstream._FAST_MAX + 10)
+    body = payload_part(b"a") + payload_part(big) + payload_part(b"b")
+    stream = PayloadStream()
+    got: list[bytes] = []
+    for start in range(0, len(body), 65536):
+        got += stream.feed(body[start : start + 65536])
+    assert got == [b"a", big, b"b"]
+    assert stream.leftover() == 0
+
+
+def test_a_model_stream_error_after_fast_path_payloads_is_raised() -> None:
+    stream = PayloadStream(_body_shape())
+    parts = b"".join(payload_part(b"data: x\n\n") for _ in range(5))
+    with pytest.raises(EventStreamError, match="broke off"):
+        stream.feed(parts + model_stream_error("broke off"))
