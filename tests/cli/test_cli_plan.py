@@ -238,14 +238,20 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.strip() == f"peagle-deploy {__version__}"
 
 
-def test_human_plan_shows_scaling_and_rollout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _scaled_spec(tmp_path: Path) -> Path:
+    """gpt-oss-20b on 2 instances, autoscaled 2-4 at 30 invocations/instance/minute."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "model: gpt-oss-20b\ninitial_instance_count: 2\n"
         "scaling: {min_instances: 2, max_instances: 4, target_invocations_per_instance: 30}\n"
     )
+    return spec
+
+
+def test_human_plan_shows_scaling_and_rollout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _scaled_spec(tmp_path)
     code, out, _ = _run(capsys, "plan", "-f", str(spec), "--alarm", "p99")
     assert code == 0
     assert "2-4 instances, target 30 invocations/instance/minute" in out
@@ -272,11 +278,7 @@ def test_plan_and_deploy_share_the_spec_flags() -> None:
 def test_json_plan_carries_the_autoscaling_requests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        "model: gpt-oss-20b\ninitial_instance_count: 2\n"
-        "scaling: {min_instances: 2, max_instances: 4, target_invocations_per_instance: 30}\n"
-    )
+    spec = _scaled_spec(tmp_path)
     code, out, _ = _run(capsys, "plan", "-f", str(spec), "--json")
     assert code == 0
     scaling = json.loads(out)["autoscaling"]
