@@ -23,7 +23,11 @@ from peagle_serve.safetensors_header import (
 )
 
 from peagle_deploy.doctor import locations
-from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
+from peagle_deploy.doctor.context import (
+    DoctorContext,
+    could_not_check,
+    error_code,
+)
 from peagle_deploy.doctor.locations import DataLocation
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 
@@ -58,14 +62,14 @@ def _size(n: float) -> str:
 
 
 def _cannot_look(check: str, resource: str, what: str, exc: BaseException) -> CheckResult:
-    if is_access_denied(exc):
-        return warned(
-            check,
-            resource,
-            f"could not check: no permission to {what} ({short_error(exc)})",
-            "run doctor with credentials that may read the location, or check it by hand",
-        )
-    return warned(check, resource, f"could not check: {what} failed ({short_error(exc)})")
+    return could_not_check(
+        check,
+        resource,
+        exc,
+        denied=f"no permission to {what}",
+        fix="run doctor with credentials that may read the location, or check it by hand",
+        failed=f"{what} failed",
+    )
 
 
 def _bucket(ctx: DoctorContext, loc: DataLocation, check: str) -> None:

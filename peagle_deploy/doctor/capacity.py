@@ -31,7 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
+from peagle_deploy.doctor.context import (
+    DoctorContext,
+    could_not_check,
+    error_code,
+    short_error,
+)
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 
 SERVICE_CODE = "sagemaker"
@@ -166,21 +171,15 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
             listed = listed or listed_defaults
             source = "AWS default"
     except Exception as exc:
-        if is_access_denied(exc):
-            return [
-                warned(
-                    "capacity.quota",
-                    resource,
-                    f"could not check: the caller may not read Service Quotas ({short_error(exc)})",
-                    "grant the caller servicequotas:ListServiceQuotas and "
-                    "servicequotas:ListAWSDefaultServiceQuotas",
-                )
-            ]
         return [
-            warned(
+            could_not_check(
                 "capacity.quota",
                 resource,
-                f"could not check: Service Quotas failed ({error_code(exc) or short_error(exc)})",
+                exc,
+                denied="the caller may not read Service Quotas",
+                fix="grant the caller servicequotas:ListServiceQuotas and "
+                "servicequotas:ListAWSDefaultServiceQuotas",
+                failed="Service Quotas failed",
             )
         ]
     if quota is None:

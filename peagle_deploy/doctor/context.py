@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_deploy.doctor.result import CheckResult, warned
 from peagle_deploy.plan import Plan
 
 # Error codes that mean "you may not look", not "it is broken": the check becomes a
@@ -49,6 +50,16 @@ def short_error(exc: BaseException) -> str:
     code = error_code(exc)
     text = error_message(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{code}: {text}" if code else f"{type(exc).__name__}: {text}"
+
+
+def could_not_check(
+    check: str, resource: str, exc: BaseException, *, denied: str, fix: str, failed: str
+) -> CheckResult:
+    """The warning for a check that an AWS error stopped: a caller without the right
+    (`denied`, with the `fix` to grant it) or a call that failed (`failed`)."""
+    if is_access_denied(exc):
+        return warned(check, resource, f"could not check: {denied} ({short_error(exc)})", fix)
+    return warned(check, resource, f"could not check: {failed} ({short_error(exc)})")
 
 
 @dataclass

@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from peagle_deploy.catalog.images import VLLM_REPOSITORY, Registry, parse_image_uri, registries
-from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
+from peagle_deploy.doctor.context import (
+    DoctorContext,
+    could_not_check,
+    error_code,
+)
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 
 
@@ -153,17 +157,16 @@ def check_image(ctx: DoctorContext) -> list[CheckResult]:
                 )
             ]
         what = "ecr:DescribeImages" if own else "ecr:BatchGetImage"
-        if is_access_denied(exc):
-            return [
-                warned(
-                    "image.exists",
-                    uri,
-                    f"could not check: the caller may not call {what} on the repository "
-                    f"({short_error(exc)})",
-                    f"grant the caller {what} on {image.repository_arn(ctx.partition)}",
-                )
-            ]
-        return [warned("image.exists", uri, f"could not check: {what} failed ({short_error(exc)})")]
+        return [
+            could_not_check(
+                "image.exists",
+                uri,
+                exc,
+                denied=f"the caller may not call {what} on the repository",
+                fix=f"grant the caller {what} on {image.repository_arn(ctx.partition)}",
+                failed=f"{what} failed",
+            )
+        ]
     where = "private image" if own else f"image in registry {image.account}"
     return [passed("image.exists", uri, f"{where}; {image.reference} resolves")]
 

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from peagle_deploy.doctor import locations
-from peagle_deploy.doctor.context import DoctorContext, error_code, is_access_denied, short_error
+from peagle_deploy.doctor.context import (
+    DoctorContext,
+    could_not_check,
+    error_code,
+)
 from peagle_deploy.doctor.image import parse_image
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 
@@ -127,14 +131,14 @@ def check_role(ctx: DoctorContext) -> list[CheckResult]:
 
 
 def _cannot(exc: BaseException, check: str, resource: str, action: str) -> CheckResult:
-    if is_access_denied(exc):
-        return warned(
-            check,
-            resource,
-            f"could not check: the caller may not call {action} ({short_error(exc)})",
-            f"grant the caller {action}, or check the role's policy by hand",
-        )
-    return warned(check, resource, f"could not check: {action} failed ({short_error(exc)})")
+    return could_not_check(
+        check,
+        resource,
+        exc,
+        denied=f"the caller may not call {action}",
+        fix=f"grant the caller {action}, or check the role's policy by hand",
+        failed=f"{action} failed",
+    )
 
 
 def simulate(ctx: DoctorContext, asks: Sequence[Ask]) -> dict[Ask, str]:
