@@ -135,8 +135,10 @@ class PayloadStream:
             ):
                 parts.append(buf[body : end - 4])
             else:  # the first message, another event, an error, a bad message CRC
-                parts += self._decode_with_botocore(buf[off:end])
-                block = self._payload_block
+                decoded = self._decode_with_botocore(buf[off:end])
+                if decoded and block is None:  # botocore read this one message as a PayloadPart
+                    block = self._payload_block = bytes(view[off + _PRELUDE_LEN : body])
+                parts += decoded
             off = end
         self._data = buf[off:]
         return parts
@@ -155,13 +157,6 @@ class PayloadStream:
                 if headers.get(":message-type") == "event":
                     if headers.get(":event-type") == "PayloadPart":
                         parts.append(message.payload)
-                        if self._payload_block is None:
-                            raw = message.prelude
-                            self._payload_block = (
-                                bytes(data[_PRELUDE_LEN : _PRELUDE_LEN + raw.headers_length])
-                                if len(data) == raw.total_length
-                                else None
-                            )
                     # other event types are skipped, as boto3 skips events it does not model
                 else:
                     raise self._error(message)
