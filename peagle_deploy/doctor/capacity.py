@@ -21,7 +21,10 @@ The quota covers every endpoint of the account in the region ("current utilizati
 the error above), so the instances of this type that endpoints already run are counted
 (ListEndpoints, DescribeEndpoint, DescribeEndpointConfig): the endpoint's own current
 fleet too, because a blue/green update runs the new fleet beside the old one until the
-traffic has moved.
+traffic has moved ("SageMaker creates a new fleet during the deployment while maintaining
+the old fleet": https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html;
+the blue fleet is terminated after the baking period:
+https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green.html).
 """
 
 from __future__ import annotations
