@@ -19,7 +19,7 @@ from constructs import Construct
 from infra.model import PeagleModel, provider_log_group_name
 from infra.role import ExecutionRole
 from peagle_deploy.catalog import get_instance
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 from peagle_deploy.naming import derived_prefix
 from peagle_deploy.plan import Plan
 from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES
@@ -63,7 +63,7 @@ def check_cdk_expressible(plan: Plan) -> None:
     """
     if plan.cdk_incompatibilities:
         first = plan.cdk_incompatibilities[0]
-        raise SpecError(
+        raise InputError(
             first.field,
             f"{first.message}; CloudFormation cannot express it, deploy this spec with "
             "`peagle deploy` instead of `cdk deploy`",
@@ -108,7 +108,7 @@ def production_variant_property(
                 raise NotExpressibleError(f"{where}.RoutingConfig", f"fields {sorted(unknown)}")
             strategy = value["RoutingStrategy"]
             if strategy not in CFN_ROUTING_STRATEGIES:
-                raise SpecError(
+                raise InputError(
                     "routing_strategy",
                     f"{strategy} is not supported by AWS::SageMaker::EndpointConfig; "
                     "deploy it with `peagle deploy`",
@@ -138,7 +138,7 @@ def deployment_config_property(
     if unknown:
         raise NotExpressibleError("DeploymentConfig", f"fields {sorted(unknown)}")
     if not 1 <= len(alarm_names) <= MAX_ROLLBACK_ALARMS:
-        raise SpecError(
+        raise InputError(
             "rollout.alarms",
             f"{len(alarm_names)} rollback alarms including the stack's own",
             f"1..{MAX_ROLLBACK_ALARMS} in total",

@@ -15,7 +15,7 @@ from infra.monitoring import AlarmThresholds, EndpointAlarms, EndpointDashboard,
 from infra.role import endpoint_log_group_name
 from infra.scaling import EndpointAutoscaling
 from infra.stages import StageConfig
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan
 
 # RetentionDays members in declaration order, and the days each one stands for.
@@ -31,7 +31,7 @@ def retention_days(days: int, where: str) -> logs.RetentionDays:
     try:
         return _RETENTION[days]
     except KeyError:
-        raise SpecError(
+        raise InputError(
             where, f"{days} days is not a CloudWatch Logs retention", [str(d) for d in _DAYS]
         ) from None
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from peagle_deploy.catalog import MODELS
 from peagle_deploy.documents import check_tree, parse_document
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
 from peagle_deploy.spec.stage import check_stage_name
@@ -82,7 +82,7 @@ def check_synthesizable_model(spec: DeploymentSpec, where: str) -> None:
     JumpStart locations the catalog knows) or `custom`.
     """
     if spec.model != CUSTOM_MODEL and spec.model not in MODELS:
-        raise SpecError(
+        raise InputError(
             "model",
             f"{spec.model!r} ({where}) is not a catalog key; JumpStart ids are resolved by "
             "the sagemaker SDK, which `cdk synth` does not load (use `peagle deploy`)",
@@ -106,7 +106,7 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
     """Parse the `peagle:stages` context value; clear errors name the offending key."""
     context = _json_if_text(context, STAGES_CONTEXT_KEY)
     if not isinstance(context, Mapping) or not context:
-        raise SpecError(
+        raise InputError(
             STAGES_CONTEXT_KEY, "missing or empty in cdk.json context", "a mapping stage -> {spec}"
         )
     configs = []
@@ -115,33 +115,33 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
         check_stage_name(name, where)
         raw = _json_if_text(value, where)
         if not isinstance(raw, Mapping):
-            raise SpecError(where, f"is {type(raw).__name__}", "a mapping")
+            raise InputError(where, f"is {type(raw).__name__}", "a mapping")
         unknown = sorted(set(raw) - _STAGE_KEYS)
         if unknown:
-            raise SpecError(f"{where}.{unknown[0]}", "unknown key", sorted(_STAGE_KEYS))
+            raise InputError(f"{where}.{unknown[0]}", "unknown key", sorted(_STAGE_KEYS))
         alarms = dict(raw.get("alarms") or {})
         bad_alarm = sorted(set(alarms) - _ALARM_KEYS)
         if bad_alarm:
-            raise SpecError(f"{where}.alarms.{bad_alarm[0]}", "unknown key", sorted(_ALARM_KEYS))
+            raise InputError(f"{where}.alarms.{bad_alarm[0]}", "unknown key", sorted(_ALARM_KEYS))
         for key, threshold in alarms.items():
             if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
-                raise SpecError(f"{where}.alarms.{key}", f"{threshold!r}", "an integer >= 1")
+                raise InputError(f"{where}.alarms.{key}", f"{threshold!r}", "an integer >= 1")
         retention = raw.get("log_retention_days", 30)
         if not isinstance(retention, int) or retention < 1:
-            raise SpecError(f"{where}.log_retention_days", f"{retention!r}", "an integer >= 1")
+            raise InputError(f"{where}.log_retention_days", f"{retention!r}", "an integer >= 1")
         for flag in ("retain", "termination_protection"):
             if not isinstance(raw.get(flag, False), bool):
                 # bool("false") is True: a quoted flag must not turn retention on or off
-                raise SpecError(f"{where}.{flag}", f"{raw[flag]!r}", "true or false (JSON)")
+                raise InputError(f"{where}.{flag}", f"{raw[flag]!r}", "true or false (JSON)")
         account = raw.get("account")
         if account is not None and not _ACCOUNT.match(str(account)):
-            raise SpecError(f"{where}.account", f"{account!r}", "a 12-digit AWS account id")
+            raise InputError(f"{where}.account", f"{account!r}", "a 12-digit AWS account id")
         spec_file = raw.get("spec")
         overrides = raw.get("overrides") or {}
         if not isinstance(overrides, Mapping):
-            raise SpecError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
+            raise InputError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
         if spec_file is None and not overrides:
-            raise SpecError(where, "names neither a spec file nor overrides", "spec, overrides")
+            raise InputError(where, "names neither a spec file nor overrides", "spec, overrides")
         configs.append(
             StageConfig(
                 name=str(name),

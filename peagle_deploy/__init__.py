@@ -19,7 +19,7 @@ _LAZY = {
     "deploy_peagle": "peagle_deploy.sdk",
     "PeagleEndpoint": "peagle_deploy.sdk",
     "PeagleError": "peagle_deploy.errors",
-    "SpecError": "peagle_deploy.errors",
+    "InputError": "peagle_deploy.errors",
 }
 
 __all__ = [*_LAZY, "__version__"]  # noqa: PLE0604 (the _LAZY keys are strings)

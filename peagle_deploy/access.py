@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 _S3_URI = re.compile(r"^(?:s3|https)://(?P<bucket>[^/]+)/?(?P<key>.*)$")
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>[:tag|@digest]
@@ -68,15 +68,15 @@ def parse_s3_uri(uri: str, *, data_type: str, source: str) -> S3Read:
     """
     match = _S3_URI.match(uri)
     if not match:
-        raise SpecError(source, f"{uri!r} is not an S3 location", "s3://bucket/prefix/")
+        raise InputError(source, f"{uri!r} is not an S3 location", "s3://bucket/prefix/")
     bucket, key = match["bucket"], match["key"]
     if data_type == "S3Prefix":
         return S3Read(bucket=bucket, key=key, is_prefix=True, source=source)
     if data_type == "S3Object":
         if not key:
-            raise SpecError(source, f"{uri!r} names a bucket, not an object", "s3://bucket/key")
+            raise InputError(source, f"{uri!r} names a bucket, not an object", "s3://bucket/key")
         return S3Read(bucket=bucket, key=key, is_prefix=False, source=source)
-    raise SpecError(f"{source}.S3DataType", f"unknown value {data_type!r}", "S3Prefix, S3Object")
+    raise InputError(f"{source}.S3DataType", f"unknown value {data_type!r}", "S3Prefix, S3Object")
 
 
 def _containers(create_model: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -131,10 +131,10 @@ def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
     for where, container in _containers(create_model):
         image = container.get("Image")
         if not image:
-            raise SpecError(f"{where}.Image", "missing", "an ECR image URI")
+            raise InputError(f"{where}.Image", "missing", "an ECR image URI")
         match = _ECR_IMAGE.match(image)
         if not match:
-            raise SpecError(
+            raise InputError(
                 "image_uri",
                 f"{image!r} is not a private ECR image; SageMaker hosting pulls from ECR",
                 "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>",

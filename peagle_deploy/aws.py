@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from peagle_deploy import __version__
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_RETRY_MODE = "adaptive"
@@ -36,18 +36,18 @@ already wait over a quarter of an hour on one call."""
 def retry_settings() -> dict[str, Any]:
     """The `retries` dict for botocore's Config (from the environment, else defaults).
 
-    A bad value is bad input (SpecError naming the variable, exit 2), refused before
+    A bad value is bad input (InputError naming the variable, exit 2), refused before
     any call.
     """
     mode = os.environ.get("PEAGLE_AWS_RETRY_MODE", DEFAULT_RETRY_MODE)
     if mode not in _RETRY_MODES:
-        raise SpecError(
+        raise InputError(
             "PEAGLE_AWS_RETRY_MODE", f"{mode!r} is not a botocore retry mode", _RETRY_MODES
         )
     raw = os.environ.get("PEAGLE_AWS_MAX_ATTEMPTS", str(DEFAULT_MAX_ATTEMPTS))
     attempts = int(raw.strip()) if raw.strip().isdigit() and len(raw.strip()) < 6 else 0
     if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
-        raise SpecError(
+        raise InputError(
             "PEAGLE_AWS_MAX_ATTEMPTS",
             f"{raw!r} is not a number of attempts",
             f"an integer 1-{MAX_ATTEMPTS_LIMIT}",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 Format = Literal["json", "yaml"]
 
@@ -67,7 +67,7 @@ JSONL_LINE = Limits(max_bytes=4 * _MIB)
 """One line of a JSONL dataset (a prompt and its metadata)."""
 
 
-class DocumentError(SpecError):
+class DocumentError(InputError):
     """A document that cannot be read; `field` names where it came from (`--file`, ...)."""
 
 

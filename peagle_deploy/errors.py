@@ -13,8 +13,9 @@ class PeagleError(Exception):
     exit_code = 1
 
 
-class SpecError(PeagleError):
-    """A deployment spec that is refused before any AWS call.
+class InputError(PeagleError):
+    """Input of any kind (a spec field, a flag, a file, an environment variable) refused
+    before any AWS call.
 
     `field` is the dotted path of the offending field (`speculative.num_speculative_tokens`),
     `allowed` says what would have been accepted. The message (`str()`) cuts each part to

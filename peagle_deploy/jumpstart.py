@@ -27,7 +27,7 @@ from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 
 from peagle_deploy.catalog.models import MODELS, catalog_match
 from peagle_deploy.catalog.resolved import ResolvedModel
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec.models import DrafterKind
 
 MANIFEST_OVERRIDE_ENV = "AWS_JUMPSTART_MANIFEST_LOCAL_ROOT_DIR_OVERRIDE"
@@ -62,10 +62,10 @@ def _fresh_cache_for_local_roots() -> None:
         _last_local_roots = roots
 
 
-def _eula_refusal(model_id: str, what: str, region: str, eula_key: str) -> SpecError:
+def _eula_refusal(model_id: str, what: str, region: str, eula_key: str) -> InputError:
     from sagemaker.core.jumpstart.utils import get_formatted_eula_message_template
 
-    return SpecError(
+    return InputError(
         "accept_eula",
         f"{what} of JumpStart model {model_id} needs its license accepted: "
         + get_formatted_eula_message_template(model_id, region, eula_key),
@@ -107,7 +107,7 @@ def resolve_jumpstart(
 ) -> ResolvedModel:
     """Image, model data, drafter source and env of a JumpStart model, via the SDK.
 
-    Raises SpecError when the id is unknown to JumpStart (or its metadata cannot be read),
+    Raises InputError when the id is unknown to JumpStart (or its metadata cannot be read),
     when the instance type has no image, or when an EULA is not accepted.
     """
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
@@ -145,14 +145,14 @@ def resolve_jumpstart(
                 config_name=config_name,
             )
     except KeyError as exc:
-        raise SpecError(
+        raise InputError(
             "model",
             f"{model_id!r} is not a catalog key and JumpStart does not know it "
             f"({str(exc).strip(chr(34) + chr(39))[:160]})",
             [*MODELS, "custom", "a JumpStart model id"],
         ) from None
     except Exception as exc:  # botocore: no credentials, no network, access denied
-        raise SpecError(
+        raise InputError(
             "model",
             f"cannot read JumpStart metadata for {model_id!r}: {type(exc).__name__}: {exc}",
             f"network access to the JumpStart bucket, or {MANIFEST_OVERRIDE_ENV} and "
@@ -170,7 +170,7 @@ def resolve_jumpstart(
     try:
         image_uri = _retrieve_image_uri(image_scope=scope, **common)
     except ValueError:
-        raise SpecError(
+        raise InputError(
             "instance_type",
             f"JumpStart model {model_id} has no image for {chosen_instance} in {region}",
             specs.supported_inference_instance_types or ["see the model's JumpStart page"],

@@ -18,7 +18,7 @@ from peagle_deploy.catalog.engines import EngineNeeds
 from peagle_deploy.catalog.instances import INSTANCE_TYPES
 from peagle_deploy.catalog.resolve import region_field, resolve_model, resolve_region
 from peagle_deploy.catalog.resolved import ResolvedModel
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import CdkIncompatibility, PlanWarning
 from peagle_deploy.naming import DIGEST_LEN, default_endpoint_name, derived_name
 from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
@@ -135,7 +135,7 @@ def _without(request: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 
 def build_plan(spec: DeploymentSpec) -> Plan:
-    """Validate `spec` against the catalog and render the requests; SpecError on refusal."""
+    """Validate `spec` against the catalog and render the requests; InputError on refusal."""
     warnings: list[PlanWarning] = []
     region = resolve_region(spec)
     aws_shapes.check_region(region, region_field(spec))
@@ -157,7 +157,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
 
     instance_type = spec.instance_type or resolved.default_instance_type
     if instance_type is None:
-        raise SpecError("instance_type", "is required for this model", list(INSTANCE_TYPES))
+        raise InputError("instance_type", "is required for this model", list(INSTANCE_TYPES))
     instance = fit.check_instance(instance_type)
     tp = spec.tensor_parallel_size or resolved.default_tensor_parallel_size
     warnings += fit.check_tensor_parallel(tp, instance)
@@ -341,7 +341,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
 def _model_data_source(spec: DeploymentSpec, resolved: ResolvedModel) -> dict[str, Any]:
     """The target's S3DataSource; gated models need accept_eula."""
     if resolved.gated and not spec.accept_eula:
-        raise SpecError(
+        raise InputError(
             "accept_eula",
             f"{spec.model} is a gated model: its license must be accepted explicitly",
             "true (after reading the model's license)",

@@ -22,7 +22,7 @@ from typing import Any
 from peagle_deploy.bench.result_shape import SHAPE
 from peagle_deploy.bench.runner import SweepResult
 from peagle_deploy.documents import RESULTS, load_document
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 PEAGLE = "p-eagle"
 EAGLE3 = "eagle3"
@@ -76,7 +76,7 @@ def classify(label: str, kind: str | None = None) -> str:
         aliases = {"peagle": PEAGLE, "eagle-3": EAGLE3, "none": BASELINE, "base": BASELINE}
         norm = aliases.get(norm, norm)
         if norm not in KINDS:
-            raise SpecError("--kind", f"{kind!r} is not a configuration kind", KINDS)
+            raise InputError("--kind", f"{kind!r} is not a configuration kind", KINDS)
         return norm
     low = label.strip().lower()
     for name, prefixes in _PREFIXES:
@@ -115,7 +115,7 @@ class Comparison:
         labels = [r.label for r in self.runs]
         dupes = sorted({lb for lb in labels if labels.count(lb) > 1})
         if dupes:
-            raise SpecError(self.flag, f"duplicate labels {', '.join(dupes)}", "unique labels")
+            raise InputError(self.flag, f"duplicate labels {', '.join(dupes)}", "unique labels")
         for run in self.runs:
             label_run(run)
 
@@ -195,7 +195,7 @@ class Comparison:
             if label is not None:
                 if len(loaded) != 1:
                     names = ", ".join(r.label for r in loaded)
-                    raise SpecError(
+                    raise InputError(
                         "--results",
                         f"{path} holds {len(loaded)} runs ({names}); LABEL=PATH renames "
                         "a file with one run",
@@ -203,7 +203,7 @@ class Comparison:
                 loaded[0].label = label
             for run in loaded:
                 if run.label in source:
-                    raise SpecError(
+                    raise InputError(
                         "--results",
                         f"{source[run.label]} and {path} both have a run labelled "
                         f"{run.label!r}; give one a new label: --results NEW-LABEL={path}",
@@ -380,7 +380,7 @@ def _results_item(item: str | Path) -> tuple[str | None, Path]:
     if not sep:
         return None, Path(item)
     if not label.strip() or not path.strip():
-        raise SpecError("--results", f"{item!r} is not LABEL=PATH", "PATH, LABEL=PATH")
+        raise InputError("--results", f"{item!r} is not LABEL=PATH", "PATH, LABEL=PATH")
     return label.strip(), Path(path.strip())
 
 
@@ -397,8 +397,8 @@ def _load_results_file(path: Path) -> list[SweepResult]:
     doc = load_document(path, "--results", RESULTS, fmt="json")
     try:
         return _runs_of(doc, str(path))
-    except SpecError as exc:
-        raise SpecError("--results", exc.problem, exc.allowed) from None
+    except InputError as exc:
+        raise InputError("--results", exc.problem, exc.allowed) from None
 
 
 def _runs_of(doc: Any, where: str = "results") -> list[SweepResult]:
@@ -411,9 +411,9 @@ def _runs_of(doc: Any, where: str = "results") -> list[SweepResult]:
     elif isinstance(doc, list):
         items = doc
     else:
-        raise SpecError("results", f"{where}: not a bench result", SHAPE)
+        raise InputError("results", f"{where}: not a bench result", SHAPE)
     if not isinstance(items, list) or not items:
-        raise SpecError("results", f"{where}: no runs", SHAPE)
+        raise InputError("results", f"{where}: no runs", SHAPE)
     runs = []
     for i, item in enumerate(items):
         at = where if len(items) == 1 and item is doc else f"{where}[{i}]"
@@ -421,8 +421,8 @@ def _runs_of(doc: Any, where: str = "results") -> list[SweepResult]:
         if run.kind is not None:
             try:
                 classify(run.label, run.kind)
-            except SpecError:
-                raise SpecError(
+            except InputError:
+                raise InputError(
                     "results", f"{at}.kind: {run.kind!r} is not a configuration kind", KINDS
                 ) from None
         runs.append(run)

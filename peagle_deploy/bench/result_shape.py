@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 FORMAT_VERSION = 1
 MAX_LABEL = 200
@@ -24,8 +24,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _refuse(where: str, problem: str) -> SpecError:
-    return SpecError("results", f"{where}: {problem}", SHAPE)
+def _refuse(where: str, problem: str) -> InputError:
+    return InputError("results", f"{where}: {problem}", SHAPE)
 
 
 def check_level(doc: Any, where: str) -> None:

@@ -31,7 +31,7 @@ from peagle_deploy.bench.stream import (
     StreamAccumulator,
     chat_payload,
 )
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class SageMakerTarget:
         endpoint_url: str | None = None,
     ) -> None:
         if not endpoint_name:
-            raise SpecError("--endpoint", "is empty", "a SageMaker endpoint name")
+            raise InputError("--endpoint", "is empty", "a SageMaker endpoint name")
         self.endpoint_name = endpoint_name
         self.region = region
         self.label = label or endpoint_name

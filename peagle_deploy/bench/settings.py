@@ -27,8 +27,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.errors import spec_error_from
+from peagle_deploy.errors import InputError
+from peagle_deploy.spec.errors import input_error_from
 
 DEFAULT_LEVELS: tuple[int, ...] = (1, 4, 8, 32, 128)
 """Concurrency levels of a sweep when none are given (the published P-EAGLE table's)."""
@@ -212,7 +212,7 @@ def sweep_config(
 ) -> SweepConfig:
     """A SweepConfig from flat field values (`given`: sweep knobs and flagged run fields,
     typed or as text from a command line; `run`: the other SweepConfig fields). A refused
-    value is a SpecError naming the field as `name_of` spells it (default: its flag)."""
+    value is an InputError naming the field as `name_of` spells it (default: its flag)."""
     names = flag_names() if name_of is None else name_of
     settings_fields = BenchSettings.model_fields
     knobs = {k: v for k, v in given.items() if k in settings_fields}
@@ -224,12 +224,12 @@ def sweep_config(
         raise _named(exc, names) from None
 
 
-def _named(exc: ValidationError, name_of: Mapping[str, str]) -> SpecError:
+def _named(exc: ValidationError, name_of: Mapping[str, str]) -> InputError:
     loc = tuple(exc.errors()[0].get("loc", ()))
     field = next((str(part) for part in loc if isinstance(part, str)), "")
     model = SweepConfig if field in SweepConfig.model_fields else BenchSettings
-    found = spec_error_from(exc, model)
-    return SpecError(name_of.get(field, found.field), found.problem, found.allowed)
+    found = input_error_from(exc, model)
+    return InputError(name_of.get(field, found.field), found.problem, found.allowed)
 
 
 if __name__ == "__main__":

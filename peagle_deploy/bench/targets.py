@@ -23,7 +23,7 @@ from peagle_deploy.bench.stream import (
     StreamAccumulator,
     chat_payload,
 )
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
 __all__ = [
@@ -82,11 +82,11 @@ def split_base_url(url: str, field: str = "--url") -> tuple[str, str]:
         parts = urlsplit(url)
         port = parts.port  # ValueError for a port that is not a number in range
     except ValueError:
-        raise SpecError(field, f"{url!r} is not a URL", allowed) from None
+        raise InputError(field, f"{url!r} is not a URL", allowed) from None
     if parts.scheme not in ("http", "https") or not url.startswith(("http://", "https://")):
-        raise SpecError(field, f"{url!r} is not an http(s) URL", allowed)
+        raise InputError(field, f"{url!r} is not an http(s) URL", allowed)
     if not parts.hostname or port == 0 or any(c.isspace() or not c.isprintable() for c in url):
-        raise SpecError(field, f"{url!r} is not a URL with a host", allowed)
+        raise InputError(field, f"{url!r} is not a URL with a host", allowed)
     base = url.rstrip("/")
     if base.endswith("/chat/completions"):
         root = base[: -len("/chat/completions")]
@@ -290,6 +290,6 @@ def target_from_string(
             if k in {"request_timeout_s", "extra_body", "api_key", "scrape_metrics"}
         }
         return OpenAITarget(spec, model=model, label=label, **url_options)
-    raise SpecError(
+    raise InputError(
         "--target", f"{spec!r} is not a target", "http(s)://host:port/v1, endpoint:NAME"
     )

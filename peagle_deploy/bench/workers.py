@@ -208,9 +208,9 @@ class WorkerPool:
     def __init__(self, target: Any, dataset: Dataset, workers: int, max_concurrency: int):
         clone = getattr(target, "clone", None)
         if clone is None:
-            from peagle_deploy.errors import SpecError
+            from peagle_deploy.errors import InputError
 
-            raise SpecError(
+            raise InputError(
                 "--workers",
                 f"{type(target).__name__} cannot run in worker processes (it has no clone())",
                 "1 for this target",

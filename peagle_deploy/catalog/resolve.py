@@ -12,7 +12,7 @@ import os
 
 from peagle_deploy.catalog.models import MODELS, ModelEntry, get_model
 from peagle_deploy.catalog.resolved import ResolvedModel
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.empty import check_not_empty
 from peagle_deploy.spec.models import DeploymentSpec
@@ -177,13 +177,13 @@ def _jumpstart(spec: DeploymentSpec, region: str) -> ResolvedModel:
     """A JumpStart id (the sagemaker SDK is imported only on this path)."""
     close = difflib.get_close_matches(spec.model, [*MODELS, CUSTOM], n=1, cutoff=0.85)
     if close:
-        raise SpecError(
+        raise InputError(
             "model", f"unknown model {spec.model!r}; did you mean {close[0]}?", [*MODELS, CUSTOM]
         )
     from peagle_deploy.jumpstart import is_jumpstart_candidate, resolve_jumpstart
 
     if not is_jumpstart_candidate(spec.model):
-        raise SpecError(
+        raise InputError(
             "model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM, "a JumpStart model id"]
         )
     return resolve_jumpstart(
@@ -192,7 +192,7 @@ def _jumpstart(spec: DeploymentSpec, region: str) -> ResolvedModel:
 
 
 def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
-    """Concrete sources for the spec's model; SpecError for an unknown reference."""
+    """Concrete sources for the spec's model; InputError for an unknown reference."""
     entry = get_model(spec.model)
     if entry is not None:
         resolved = _from_catalog(entry, region)

@@ -29,7 +29,7 @@ from peagle_deploy.cli.bench_targets import (
     compare_entries,
     pairs,
 )
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.compare import Comparison
@@ -76,7 +76,7 @@ def bench_command(
     if ctx.invoked_subcommand is not None:
         return
     if (url is None) == (endpoint is None):
-        raise SpecError(
+        raise InputError(
             "--url/--endpoint", "give exactly one of them", "--url URL, --endpoint NAME"
         )
     from peagle_deploy.bench.compare import Comparison
@@ -147,7 +147,7 @@ def compare_command(
     kind_of = pairs(kinds or [], "--kind")
     if results:
         if targets or file:
-            raise SpecError("--results", "cannot be combined with --target/--file")
+            raise InputError("--results", "cannot be combined with --target/--file")
         check_outputs(flags.json_path, flags.report)
         comparison = Comparison.load(results)
         _check_kind_labels(kind_of, [run.label for run in comparison.runs])
@@ -321,7 +321,7 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
             acceptance_rate=acceptance_rate,
         )
     except ValueError as exc:
-        raise SpecError("loopback", str(exc)) from None
+        raise InputError("loopback", str(exc)) from None
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve(config, host, port))
@@ -353,7 +353,7 @@ def _check_kind_labels(kind_of: dict[str, str], labels: list[str]) -> None:
 
     for label, kind in kind_of.items():
         if label not in labels:
-            raise SpecError("--kind", f"no configuration is labelled {label!r}", labels)
+            raise InputError("--kind", f"no configuration is labelled {label!r}", labels)
         classify(label, kind)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from peagle_deploy.cli import output
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.progress import RichProgress
@@ -49,7 +49,7 @@ def given(flag: str, allowed: str = "a non-empty value") -> Callable[[Any], Any]
 
     def parse(raw: Any) -> Any:
         if isinstance(raw, str) and not raw.strip():
-            raise SpecError(flag, "is empty (an unset shell variable?)", allowed)
+            raise InputError(flag, "is empty (an unset shell variable?)", allowed)
         return raw
 
     return parse
@@ -72,11 +72,11 @@ def number(
         try:
             value = kind(raw.strip())
         except ValueError:
-            raise SpecError(flag, f"{raw!r} is not {_ALLOWED[kind.__name__]}", allowed) from None
+            raise InputError(flag, f"{raw!r} is not {_ALLOWED[kind.__name__]}", allowed) from None
         if not math.isfinite(value):
-            raise SpecError(flag, f"{raw!r} is not a finite number", allowed)
+            raise InputError(flag, f"{raw!r} is not a finite number", allowed)
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise SpecError(flag, f"{raw!r} is out of range", allowed)
+            raise InputError(flag, f"{raw!r} is out of range", allowed)
         return value
 
     return parse

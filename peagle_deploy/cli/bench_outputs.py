@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.cli import output
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.compare import Comparison
@@ -32,9 +32,9 @@ def check_outputs(json_path: str | None, report: str | None) -> None:
         try:
             exists = directory.exists()
             if exists and not directory.is_dir():
-                raise SpecError("--report", f"{directory} is not a directory", "a directory")
+                raise InputError("--report", f"{directory} is not a directory", "a directory")
         except OSError as exc:
-            raise SpecError("--report", f"cannot use {directory}: {exc.strerror or exc}") from None
+            raise InputError("--report", f"cannot use {directory}: {exc.strerror or exc}") from None
         if not exists:
             _check_creatable(directory, "--report")
             return
@@ -46,12 +46,12 @@ def check_outputs(json_path: str | None, report: str | None) -> None:
 def _check_file(path: Path, flag: str, allowed: str) -> None:
     try:
         if path.is_dir():
-            raise SpecError(flag, f"{path} is a directory", allowed)
+            raise InputError(flag, f"{path} is a directory", allowed)
         if path.exists():
             with path.open("a"):  # appending truncates nothing
                 return
     except OSError as exc:
-        raise SpecError(flag, f"cannot write {path}: {exc.strerror or exc}") from None
+        raise InputError(flag, f"cannot write {path}: {exc.strerror or exc}") from None
     _check_creatable(path.parent, flag)
 
 
@@ -63,9 +63,9 @@ def _check_creatable(directory: Path, flag: str) -> None:
             existing = existing.parent
         if not existing.is_dir():
             problem = f"cannot create {directory}: {existing} is not a directory"
-            raise SpecError(flag, problem)
+            raise InputError(flag, problem)
     except OSError as exc:
-        raise SpecError(flag, f"cannot create {directory}: {exc.strerror or exc}") from None
+        raise InputError(flag, f"cannot create {directory}: {exc.strerror or exc}") from None
     _probe(existing, flag, creating=directory)
 
 
@@ -79,7 +79,7 @@ def _probe(directory: Path, flag: str, creating: Path | None = None) -> None:
         os.unlink(name)
     except OSError as exc:
         what = f"cannot create {creating}" if creating is not None else "cannot write"
-        raise SpecError(flag, f"{what} in {directory}: {exc.strerror or exc}") from None
+        raise InputError(flag, f"{what} in {directory}: {exc.strerror or exc}") from None
 
 
 def emit(doc: dict[str, Any], json_path: str) -> None:

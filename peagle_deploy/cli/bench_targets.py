@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 MAX_LABEL = 200
 """Labels name table columns and plot lines; longer ones are a mistake (results files
@@ -54,7 +54,7 @@ def check_entry(
     if entry.spec.startswith("endpoint:"):
         endpoint = entry.spec.removeprefix("endpoint:")
         if not NAME_RE.match(endpoint):
-            raise SpecError(
+            raise InputError(
                 spec_field, f"{endpoint!r} is not a SageMaker endpoint name", ENDPOINT_NAME
             )
     else:
@@ -63,8 +63,8 @@ def check_entry(
     if entry.kind is not None:
         try:
             classify(entry.label or "", entry.kind)
-        except SpecError as exc:
-            raise SpecError(name("kind", "--kind"), exc.problem, exc.allowed) from None
+        except InputError as exc:
+            raise InputError(name("kind", "--kind"), exc.problem, exc.allowed) from None
 
 
 def check_model_and_region(model: Any, region: Any, where: str | None = None) -> None:
@@ -75,16 +75,16 @@ def check_model_and_region(model: Any, region: Any, where: str | None = None) ->
         check_text(model, f"{where}.model" if where else "--model", MAX_MODEL, "a model name")
     if region is not None and (not isinstance(region, str) or not REGION_RE.match(region)):
         field = f"{where}.region" if where else "--region"
-        raise SpecError(field, f"{region!r} is not a region name", "e.g. us-east-1")
+        raise InputError(field, f"{region!r} is not a region name", "e.g. us-east-1")
 
 
 def check_text(value: Any, field: str, limit: int, allowed: str = "text") -> None:
     if not isinstance(value, str) or not value.strip():
-        raise SpecError(field, f"{value!r} is not a non-empty string", allowed)
+        raise InputError(field, f"{value!r} is not a non-empty string", allowed)
     if len(value) > limit:
-        raise SpecError(field, f"is longer than {limit} characters", allowed)
+        raise InputError(field, f"is longer than {limit} characters", allowed)
     if not value.isprintable():  # a newline or an escape sequence would break tables and logs
-        raise SpecError(field, f"{value!r} holds control characters", allowed)
+        raise InputError(field, f"{value!r} holds control characters", allowed)
 
 
 def pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -93,9 +93,9 @@ def pairs(items: list[str], flag: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise SpecError(flag, f"{item!r} is not label=value", "label=value")
+            raise InputError(flag, f"{item!r} is not label=value", "label=value")
         if key.strip() in out:
-            raise SpecError(flag, f"label {key.strip()!r} is given twice", "unique labels")
+            raise InputError(flag, f"label {key.strip()!r} is given twice", "unique labels")
         out[key.strip()] = value.strip()
     return out
 
@@ -108,11 +108,11 @@ def compare_entries(targets: list[str], file: Path | None) -> list[TargetEntry]:
     if file is not None:
         entries += file_entries(file)
     if not entries:
-        raise SpecError("--target", "no targets given", "label=URL, label=endpoint:NAME, --file")
+        raise InputError("--target", "no targets given", "label=URL, label=endpoint:NAME, --file")
     labels = [entry.label for entry in entries]
     twice = sorted({lb for lb in labels if lb is not None and labels.count(lb) > 1})
     if twice:
-        raise SpecError("--target", f"duplicate labels {', '.join(twice)}", "unique labels")
+        raise InputError("--target", f"duplicate labels {', '.join(twice)}", "unique labels")
     return entries
 
 
@@ -122,26 +122,26 @@ def file_entries(file: Path) -> list[TargetEntry]:
     doc = load_mapping(file, "--file")
     items = doc.get("targets")
     if not isinstance(items, list) or not items:
-        raise SpecError("--file", f"{file} has no `targets:` list", "targets: [{label, url}]")
+        raise InputError("--file", f"{file} has no `targets:` list", "targets: [{label, url}]")
     entries: list[TargetEntry] = []
     for i, item in enumerate(items):
         where = f"--file targets[{i}]"
         if not isinstance(item, dict):
-            raise SpecError(where, "is not a mapping", FILE_KEYS)
+            raise InputError(where, "is not a mapping", FILE_KEYS)
         unknown = sorted(str(key) for key in set(item) - set(FILE_KEYS))
         if unknown:
-            raise SpecError(where, f"unknown keys {', '.join(unknown)}", FILE_KEYS)
+            raise InputError(where, f"unknown keys {', '.join(unknown)}", FILE_KEYS)
         if item.get("label") is None:
-            raise SpecError(f"{where}.label", "is missing")
+            raise InputError(f"{where}.label", "is missing")
         url, endpoint = item.get("url"), item.get("endpoint")
         if (url is None) == (endpoint is None):
-            raise SpecError(where, "needs exactly one of url, endpoint")
+            raise InputError(where, "needs exactly one of url, endpoint")
         for key in ("url", "endpoint", "kind"):
             if item.get(key) is not None:
                 check_text(item[key], f"{where}.{key}", 2048)
         k = item.get("k")
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-            raise SpecError(f"{where}.k", f"{k!r} is not a K", "integers >= 1")
+            raise InputError(f"{where}.k", f"{k!r} is not a K", "integers >= 1")
         entry = TargetEntry(
             label=item["label"],
             spec=url if url is not None else f"endpoint:{endpoint}",

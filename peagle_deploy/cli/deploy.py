@@ -15,7 +15,7 @@ from rich.markup import escape
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
 from peagle_deploy.cli.spec_options import spec_options
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 
 JsonOpt = so.JsonOpt
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
@@ -286,7 +286,9 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
     _check_endpoint(name, region)
     if temperature is not None and not 0.0 <= temperature <= MAX_TEMPERATURE:
-        raise SpecError("--temperature", f"{temperature} is out of range", f"0-{MAX_TEMPERATURE:g}")
+        raise InputError(
+            "--temperature", f"{temperature} is out of range", f"0-{MAX_TEMPERATURE:g}"
+        )
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})

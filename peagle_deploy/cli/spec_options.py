@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec.flags import SpecFlag, cli_table
 
 if TYPE_CHECKING:
@@ -105,9 +105,9 @@ def spec_options(command: F) -> F:
 
 
 def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -> DeploymentSpec:
-    """The spec file (if any) with MODEL and the flags on top; SpecError without a model."""
+    """The spec file (if any) with MODEL and the flags on top; InputError without a model."""
     from peagle_deploy.spec import load_spec
 
     if file is None and model is None:
-        raise SpecError("model", "no model given", "a MODEL argument or --file with `model:`")
+        raise InputError("model", "no model given", "a MODEL argument or --file with `model:`")
     return load_spec(file, file_field="--file", model=model, **knobs)

@@ -3,7 +3,7 @@
 Gates live in a YAML file checked into the user's repository (see `gates.example.yaml`),
 one block per *target* stage: promoting dev -> staging runs the `staging` block against
 the dev endpoint. Every field is validated by pydantic before any AWS call, and a bad
-value is reported as one `SpecError` naming the dotted field path and what is allowed,
+value is reported as one `InputError` naming the dotted field path and what is allowed,
 so a typo in CI fails in a second instead of after a 10-minute benchmark.
 
 Thresholds that depend on load (output tokens/s, p99 TTFT) can be one number for every
@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from peagle_deploy.bench.settings import BenchSettings
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec.stage import StageName
 
 PerLevel = float | dict[int, float]
@@ -170,7 +170,7 @@ class GatesFile(_Strict):
         try:
             return self.stages[stage]
         except KeyError:
-            raise SpecError(
+            raise InputError(
                 f"gates.stages.{stage}",
                 f"the gates file defines no gates for target stage {stage!r}",
                 sorted(self.stages),
@@ -188,7 +188,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(["gates", *parts])
 
 
-def _spec_error(exc: ValidationError) -> SpecError:
+def _input_error(exc: ValidationError) -> InputError:
     first = exc.errors()[0]
     field = _field_path(tuple(first["loc"]))
     message = first["msg"].removeprefix("Value error, ")
@@ -204,7 +204,7 @@ def _spec_error(exc: ValidationError) -> SpecError:
     more = len({_field_path(tuple(e["loc"])) for e in exc.errors()} - {field})
     if more:
         message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return SpecError(field, message, allowed)
+    return InputError(field, message, allowed)
 
 
 def _allowed_keys(loc: tuple[int | str, ...]) -> str | None:
@@ -231,13 +231,13 @@ def _allowed_keys(loc: tuple[int | str, ...]) -> str | None:
 
 
 def parse_gates(data: Any) -> GatesFile:
-    """Validate an already-parsed gates document; errors become one SpecError."""
+    """Validate an already-parsed gates document; errors become one InputError."""
     if not isinstance(data, dict):
-        raise SpecError("gates", "the gates file must be a mapping with a `stages:` key")
+        raise InputError("gates", "the gates file must be a mapping with a `stages:` key")
     try:
         return GatesFile.model_validate(data)
     except ValidationError as exc:
-        raise _spec_error(exc) from None
+        raise _input_error(exc) from None
 
 
 def load_gates(path: str | Path, field: str = "--gates") -> GatesFile:
@@ -250,5 +250,5 @@ def load_gates(path: str | Path, field: str = "--gates") -> GatesFile:
 
     p = Path(path)
     if not p.exists():
-        raise SpecError(field, f"gates file {str(p)!r} does not exist", "a YAML file path")
+        raise InputError(field, f"gates file {str(p)!r} does not exist", "a YAML file path")
     return parse_gates(load_document(p, field))

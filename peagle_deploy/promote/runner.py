@@ -24,7 +24,7 @@ from rich.console import Console
 
 from peagle_deploy.aws import describe_endpoint_or_none
 from peagle_deploy.bench.settings import BenchSettings
-from peagle_deploy.errors import DeployError, PeagleError, SpecError
+from peagle_deploy.errors import DeployError, InputError, PeagleError
 from peagle_deploy.promote import store
 from peagle_deploy.promote.evaluate import (
     GateReport,
@@ -127,12 +127,12 @@ _BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Del
 def check_spec_destination(path: Path) -> None:
     """`--write-spec` must be writable before the gates run, not after (no AWS call)."""
     if path.is_dir():
-        raise SpecError("--write-spec", f"{path} is a directory", "a YAML file path")
+        raise InputError("--write-spec", f"{path} is a directory", "a YAML file path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         problem = f"cannot create {path.parent}: {exc.strerror or exc}"
-        raise SpecError("--write-spec", problem, "a YAML file path") from None
+        raise InputError("--write-spec", problem, "a YAML file path") from None
 
 
 def check_bench_dataset(gates: StageGates, target_stage: str) -> None:
@@ -148,8 +148,8 @@ def check_bench_dataset(gates: StageGates, target_stage: str) -> None:
 
     try:
         load_dataset(gates.bench.dataset)
-    except SpecError as exc:
-        raise SpecError(
+    except InputError as exc:
+        raise InputError(
             f"gates.stages.{target_stage}.bench.dataset", exc.problem, exc.allowed
         ) from None
 
@@ -181,7 +181,7 @@ def check_stages(source_stage: str, target_stage: str) -> None:
     check_stage_name(source_stage, "--from")
     check_stage_name(target_stage, "--to")
     if source_stage == target_stage:
-        raise SpecError("--to", "is the same stage as --from", "a different stage")
+        raise InputError("--to", "is the same stage as --from", "a different stage")
 
 
 def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
@@ -208,7 +208,7 @@ def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
     if options.write_spec is not None:
         check_spec_destination(Path(options.write_spec))
     if options.stage_file is not None and not Path(options.stage_file).is_file():
-        raise SpecError("--stage-file", f"{options.stage_file} does not exist", "a spec file")
+        raise InputError("--stage-file", f"{options.stage_file} does not exist", "a spec file")
     check_stage_files(write_spec=options.write_spec, stage_file=options.stage_file)
 
 
@@ -270,7 +270,7 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
     )
     name = target_endpoint_name(spec_from_dict(doc))
     if name == source.state.endpoint_name:
-        raise SpecError(
+        raise InputError(
             "--target-name",
             f"the target endpoint would be the source endpoint {name}",
             "a name for the target stage",

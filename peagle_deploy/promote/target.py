@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.naming import default_endpoint_name
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
         return load_spec(path, file_field=flag)
     except DocumentError:
         raise  # already names the flag
-    except SpecError as exc:
-        raise SpecError(
+    except InputError as exc:
+        raise InputError(
             flag, f"the stage settings in {path} cannot be read ({exc})", "a stage spec file"
         ) from None
 
@@ -116,7 +116,7 @@ def derive_target_endpoint_name(
     suffix = f"-{source_stage}"
     if source_spec_endpoint.endswith(suffix):
         return source_spec_endpoint[: -len(suffix)] + f"-{target_stage}"
-    raise SpecError(
+    raise InputError(
         "--target-name",
         f"cannot derive the {target_stage} endpoint name from {source_endpoint!r} "
         f"(it does not end with {suffix!r})",

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, endpoint_config_models
-from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
+from peagle_deploy.errors import DeployError, EndpointFailedError, InputError
 from peagle_deploy.naming import derived_name_pattern
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
 from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
@@ -72,11 +72,11 @@ def plan_for(
     overrides = keyword_overrides({"model": model, **knobs})
     if spec is not None:
         if spec_file is not None:
-            raise SpecError("spec", "give either spec= or spec_file=, not both")
+            raise InputError("spec", "give either spec= or spec_file=, not both")
         the_spec = spec_with(spec, **overrides)
     else:
         if spec_file is None and "model" not in overrides:
-            raise SpecError(
+            raise InputError(
                 "model", "no model given", "a model argument or spec_file with `model:`"
             )
         the_spec = load_spec(spec_file, **overrides)
@@ -94,7 +94,7 @@ def check_deployable_role(plan: Plan) -> None:
         or ":000000000000:" in role
         or any(mark in role.lower() for mark in ("placeholder", "<", "replace-me", "changeme"))
     ):
-        raise SpecError(
+        raise InputError(
             "execution_role_arn",
             f"{role!r} is a placeholder; deploying needs the SageMaker execution role "
             "that may read the model and drafter from S3",
@@ -133,7 +133,9 @@ def deploy_peagle(
     if plan is None:
         plan = plan_for(model, spec=spec, spec_file=spec_file, boto_session=boto_session, **knobs)
     elif model is not None or spec is not None or spec_file is not None or knobs:
-        raise SpecError("plan", "give either plan= or what to plan (model, spec, spec_file, knobs)")
+        raise InputError(
+            "plan", "give either plan= or what to plan (model, spec, spec_file, knobs)"
+        )
     if not dry_run:
         check_deployable_role(plan)
     doctor_warnings: list[str] = []

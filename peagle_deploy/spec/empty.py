@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 EMPTY_PROBLEM = "is empty (an unset shell variable?)"
 EMPTY_ALLOWED = "a non-empty value"
@@ -22,6 +22,6 @@ def is_empty(value: Any) -> bool:
 
 
 def check_not_empty(name: str, value: Any) -> None:
-    """SpecError naming `name` when `value` is empty (see `is_empty`)."""
+    """InputError naming `name` when `value` is empty (see `is_empty`)."""
     if is_empty(value):
-        raise SpecError(name, EMPTY_PROBLEM, EMPTY_ALLOWED)
+        raise InputError(name, EMPTY_PROBLEM, EMPTY_ALLOWED)

@@ -1,4 +1,4 @@
-"""Turn pydantic's validation errors into SpecError: the field path and what is allowed."""
+"""Turn pydantic's validation errors into InputError: the field path and what is allowed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.redaction import value_excerpt
 
 _UNECHOED = frozenset({"env"})
@@ -96,8 +96,8 @@ def _shown(loc: tuple[int | str, ...], value: Any) -> str:
     return value_excerpt(value)
 
 
-def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
-    """The first pydantic error as a SpecError naming the field and the allowed values."""
+def input_error_from(exc: ValidationError, model: type[BaseModel]) -> InputError:
+    """The first pydantic error as an InputError naming the field and the allowed values."""
     err = exc.errors()[0]
     loc = tuple(err.get("loc", ()))
     field = field_path(loc) or "spec"
@@ -127,4 +127,4 @@ def spec_error_from(exc: ValidationError, model: type[BaseModel]) -> SpecError:
     more = len(exc.errors()) - 1
     if more > 0:
         problem += f" [and {more} more problem{'s' if more > 1 else ''}]"
-    return SpecError(field, problem, allowed)
+    return InputError(field, problem, allowed)

@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec.empty import check_not_empty
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class SpecFlag:
 
 
 def parse_pairs(field: str, items: list[str], *, form: str = "KEY=VALUE") -> dict[str, str]:
-    """`["A=1", "B=x=y"]` -> `{"A": "1", "B": "x=y"}`; SpecError names `field` and `form`.
+    """`["A=1", "B=x=y"]` -> `{"A": "1", "B": "x=y"}`; InputError names `field` and `form`.
 
     The key is everything before the first `=` and must not be empty; the value may be.
     """
@@ -107,7 +107,7 @@ def parse_pairs(field: str, items: list[str], *, form: str = "KEY=VALUE") -> dic
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SpecError(field, f"{item!r} is not {form}", form)
+            raise InputError(field, f"{item!r} is not {form}", form)
         pairs[key] = value
     return pairs
 

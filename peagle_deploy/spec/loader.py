@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from peagle_deploy.errors import SpecError
-from peagle_deploy.spec.errors import spec_error_from
+from peagle_deploy.errors import InputError
+from peagle_deploy.spec.errors import input_error_from
 from peagle_deploy.spec.models import DeploymentSpec
 
 
@@ -49,7 +49,7 @@ def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise SpecError(key, f"cannot set inside {part!r}, which is not a section")
+                raise InputError(key, f"cannot set inside {part!r}, which is not a section")
             node = child
         leaf = parts[-1]
         if isinstance(value, Mapping) and isinstance(node.get(leaf), Mapping):
@@ -95,8 +95,8 @@ def spec_with(spec: DeploymentSpec, **overrides: Any) -> DeploymentSpec:
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> DeploymentSpec:
-    """Validate a plain mapping into a DeploymentSpec, raising SpecError on the first problem."""
+    """Validate a plain mapping into a DeploymentSpec, raising InputError on the first problem."""
     try:
         return DeploymentSpec.model_validate(dict(data))
     except ValidationError as exc:
-        raise spec_error_from(exc, DeploymentSpec) from None
+        raise input_error_from(exc, DeploymentSpec) from None

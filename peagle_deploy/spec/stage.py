@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 STAGE_NAME_PATTERN = r"^[a-z](-?[a-z0-9]){0,19}$"
 STAGE_NAME_RULE = (
@@ -30,9 +30,9 @@ def is_stage_name(value: object) -> bool:
 
 
 def check_stage_name(value: object, field: str) -> str:
-    """`value` when it is a stage name; SpecError naming `field` and the rule otherwise."""
+    """`value` when it is a stage name; InputError naming `field` and the rule otherwise."""
     if not is_stage_name(value):
-        raise SpecError(field, f"{value!r} is not a stage name", STAGE_NAME_RULE)
+        raise InputError(field, f"{value!r} is not a stage name", STAGE_NAME_RULE)
     assert isinstance(value, str)
     return value
 

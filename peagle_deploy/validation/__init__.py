@@ -3,7 +3,7 @@
 botocore validates required fields and minimums client-side but not enums, maxima or
 anything that needs to know the instance, the model or the engine; SageMaker would only
 refuse those minutes into a deployment (or start a container that cannot work). Every
-check raises SpecError naming the field and what is allowed, or returns PlanWarnings.
+check raises InputError naming the field and what is allowed, or returns PlanWarnings.
 
 - aws_shapes: names, URIs, ARNs, tags and environment limits of the SageMaker API
 - fit: instance type, tensor parallelism, GPU memory

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 
 from peagle_deploy.catalog.images import domains, parse_image_uri
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
 from peagle_deploy.spec.models import DeploymentSpec
@@ -59,7 +59,7 @@ RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 def check_region(region: str, field: str = "region") -> None:
     """Region names look like `us-east-1`, `eu-central-2`, `us-gov-west-1`."""
     if not REGION_RE.fullmatch(region):
-        raise SpecError(field, f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
+        raise InputError(field, f"{region!r} is not a region name", "e.g. us-east-1, eu-west-2")
 
 
 ENDPOINT_NAME_RULE = "1-63 of [a-zA-Z0-9-], starting and ending with a letter or digit"
@@ -68,7 +68,7 @@ ENDPOINT_NAME_RULE = "1-63 of [a-zA-Z0-9-], starting and ending with a letter or
 def check_endpoint_name(name: str, field: str = "endpoint_name") -> None:
     """botocore's EndpointName: 1-63 characters, `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`."""
     if not NAME_RE.fullmatch(name):
-        raise SpecError(field, f"{name!r} is not a valid endpoint name", ENDPOINT_NAME_RULE)
+        raise InputError(field, f"{name!r} is not a valid endpoint name", ENDPOINT_NAME_RULE)
 
 
 def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
@@ -79,7 +79,7 @@ def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
     """
     custom_name = spec.custom.name if spec.custom is not None else None
     if custom_name is not None and not CUSTOM_NAME_RE.fullmatch(custom_name):
-        raise SpecError(
+        raise InputError(
             "custom.name",
             f"{custom_name!r} is not a short model name",
             "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
@@ -92,7 +92,7 @@ def check_image(field: str, image: str, region: str) -> list[PlanWarning]:
     """SageMaker pulls serving images from ECR in the endpoint's region."""
     parsed = parse_image_uri(image)
     if parsed is None or len(image) > 255 or parsed.domain not in domains():
-        raise SpecError(
+        raise InputError(
             field,
             f"{image!r} is not an ECR image URI",
             "<account>.dkr.ecr.<region>.<domain>/<repo>:<tag> (max 255 chars; domain "
@@ -112,9 +112,9 @@ def check_image(field: str, image: str, region: str) -> list[PlanWarning]:
 def check_model_data_uri(field: str, uri: str | None) -> None:
     """Target weights: an S3 prefix ending in `/`, or a `.tar.gz` object."""
     if uri is None:
-        raise SpecError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
+        raise InputError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
     if len(uri) > 1024 or not (S3_PREFIX_RE.fullmatch(uri) or S3_TARGZ_RE.fullmatch(uri)):
-        raise SpecError(
+        raise InputError(
             field,
             f"{uri!r} is not an S3 prefix or .tar.gz object",
             "s3://bucket/prefix/ or s3://bucket/key.tar.gz",
@@ -124,15 +124,15 @@ def check_model_data_uri(field: str, uri: str | None) -> None:
 def check_drafter_uri(field: str, uri: str | None) -> None:
     """Drafters are uncompressed checkpoints: an S3 prefix ending in `/`."""
     if uri is None:
-        raise SpecError(field, "is required for speculative decoding", "s3://bucket/prefix/")
+        raise InputError(field, "is required for speculative decoding", "s3://bucket/prefix/")
     if len(uri) > 1024 or not S3_PREFIX_RE.fullmatch(uri):
-        raise SpecError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
+        raise InputError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
 
 
 def check_channel(channel: str) -> None:
     """AdditionalModelDataSources ChannelName: 1-64 of [A-Za-z0-9.-_]."""
     if not CHANNEL_RE.fullmatch(channel):
-        raise SpecError(
+        raise InputError(
             "speculative.drafter_channel",
             f"{channel!r} is not a valid channel name",
             "1-64 of [A-Za-z0-9.-_]",
@@ -149,30 +149,34 @@ def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
     }
     for key, value in user_env.items():
         if key in owners:
-            raise SpecError(f"env.{key}", "is set by peagle-deploy", f"use {owners[key]} instead")
+            raise InputError(f"env.{key}", "is set by peagle-deploy", f"use {owners[key]} instead")
         if not ENV_KEY_RE.fullmatch(key):
-            raise SpecError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
+            raise InputError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
         if len(key.encode()) > MAX_ENV_BYTES or len(str(value).encode()) > MAX_ENV_BYTES:
-            raise SpecError(f"env.{key}", "key or value is longer than 1024 bytes", "<= 1024 bytes")
+            raise InputError(
+                f"env.{key}", "key or value is longer than 1024 bytes", "<= 1024 bytes"
+            )
     for key, value in rendered.items():
         # the renderer's own values (e.g. a long K schedule in the speculative config)
         # must fit too; name the spec field that produced them
         if key not in user_env and len(value.encode()) > MAX_ENV_BYTES:
             field = {SPECULATIVE_CONFIG_ENV: "speculative.num_speculative_tokens_per_batch_size"}
-            raise SpecError(
+            raise InputError(
                 field.get(key, f"env.{key}"),
                 f"renders {key} as {len(value.encode())} bytes; SageMaker allows 1024 per value",
                 "fewer batch-size ranges" if key == SPECULATIVE_CONFIG_ENV else "<= 1024 bytes",
             )
     if len(rendered) > MAX_ENV_ENTRIES:
-        raise SpecError(
+        raise InputError(
             "env",
             f"{len(rendered)} variables in total (with peagle's own)",
             f"<= {MAX_ENV_ENTRIES}",
         )
     total = sum(len(k.encode()) + len(v.encode()) for k, v in rendered.items())
     if total > MAX_ENV_TOTAL_BYTES:
-        raise SpecError("env", f"{total} bytes in total", f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)")
+        raise InputError(
+            "env", f"{total} bytes in total", f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)"
+        )
 
 
 def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
@@ -180,7 +184,7 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
     if kms_key_id is None:
         return
     if not KMS_RE.fullmatch(kms_key_id):
-        raise SpecError(
+        raise InputError(
             "kms_key_id",
             f"{kms_key_id!r} is not a KMS key id, key ARN, alias or alias ARN",
             "1234abcd-..., arn:aws:kms:<region>:<account>:key/<id>, alias/<name>",
@@ -188,7 +192,7 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
     if kms_key_id.startswith("arn:"):
         key_region = kms_key_id.split(":")[3]
         if key_region != region:
-            raise SpecError(
+            raise InputError(
                 "kms_key_id",
                 f"the key is in {key_region} but the endpoint is in {region}; "
                 "KMS keys are regional",
@@ -199,7 +203,7 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
 def check_role(role: str | None, field: str = "execution_role_arn") -> None:
     """Execution role ARN shape (IAM role ARNs only)."""
     if role is not None and not ROLE_ARN_RE.fullmatch(role):
-        raise SpecError(
+        raise InputError(
             field,
             f"{role!r} is not an IAM role ARN",
             "arn:aws:iam::<12 digits>:role/<name>",
@@ -212,21 +216,23 @@ def check_vpc_ids(spec: DeploymentSpec) -> None:
     if vpc is None or (not vpc.subnet_ids and not vpc.security_group_ids):
         return
     if not 1 <= len(vpc.subnet_ids) <= 16:
-        raise SpecError("vpc.subnet_ids", f"{len(vpc.subnet_ids)} subnets given", "1-16 subnet ids")
+        raise InputError(
+            "vpc.subnet_ids", f"{len(vpc.subnet_ids)} subnets given", "1-16 subnet ids"
+        )
     if not 1 <= len(vpc.security_group_ids) <= 5:
-        raise SpecError(
+        raise InputError(
             "vpc.security_group_ids",
             f"{len(vpc.security_group_ids)} security groups given",
             "1-5 security group ids",
         )
     for i, subnet in enumerate(vpc.subnet_ids):
         if not SUBNET_RE.fullmatch(subnet):
-            raise SpecError(
+            raise InputError(
                 f"vpc.subnet_ids[{i}]", f"{subnet!r} is not a subnet id", "subnet-<hex>"
             )
     for i, group in enumerate(vpc.security_group_ids):
         if not SG_RE.fullmatch(group):
-            raise SpecError(
+            raise InputError(
                 f"vpc.security_group_ids[{i}]", f"{group!r} is not a security group id", "sg-<hex>"
             )
 
@@ -234,24 +240,24 @@ def check_vpc_ids(spec: DeploymentSpec) -> None:
 def check_tags(tags: Mapping[str, str], managed_count: int) -> None:
     """User tags: SageMaker's shape and limits; `aws:` and `peagle:` keys are reserved."""
     if len(tags) + managed_count > MAX_TAGS:
-        raise SpecError(
+        raise InputError(
             "tags",
             f"{len(tags)} tags plus {managed_count} peagle tags",
             f"<= {MAX_TAGS - managed_count}",
         )
     for key, value in tags.items():
         if key.lower().startswith(RESERVED_TAG_PREFIXES):
-            raise SpecError(
+            raise InputError(
                 f"tags.{key}", "uses a reserved prefix", "keys not starting with aws: or peagle:"
             )
         if not 1 <= len(key) <= 128 or not _tag_text_ok(key):
-            raise SpecError(
+            raise InputError(
                 f"tags.{key}",
                 "is not a valid tag key",
                 "1-128 of letters, digits, spaces, _.:/=+-@",
             )
         if len(value) > 256 or not _tag_text_ok(value):
-            raise SpecError(
+            raise InputError(
                 f"tags.{key}",
                 f"value {value!r} is not valid",
                 "0-256 of letters, digits, spaces, _.:/=+-@",
@@ -266,14 +272,14 @@ def _tag_text_ok(text: str) -> bool:
 def check_model_data_kms_keys(arns: list[str]) -> None:
     """SSE-KMS keys of the model data: key ARNs (IAM grants Decrypt by key ARN, not alias)."""
     if len(arns) > MAX_MODEL_DATA_KMS_KEYS:
-        raise SpecError(
+        raise InputError(
             "model_data_kms_key_arns",
             f"{len(arns)} keys given",
             f"<= {MAX_MODEL_DATA_KMS_KEYS} key ARNs",
         )
     for i, arn in enumerate(arns):
         if not KMS_KEY_ARN_RE.fullmatch(arn):
-            raise SpecError(
+            raise InputError(
                 f"model_data_kms_key_arns[{i}]",
                 f"{arn!r} is not a KMS key ARN (aliases and key ids cannot be granted in IAM)",
                 "arn:aws:kms:<region>:<account>:key/<key id>",

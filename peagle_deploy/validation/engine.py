@@ -25,7 +25,7 @@ from peagle_deploy.catalog.engines import (
     identify,
 )
 from peagle_deploy.catalog.images import parse_image_uri, regions_with, registries
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec
 
@@ -47,7 +47,7 @@ def choose_engine(
     region: str,
     needs: EngineNeeds,
 ) -> EngineChoice:
-    """The image to run (given or default) and its engine; SpecError when it cannot work."""
+    """The image to run (given or default) and its engine; InputError when it cannot work."""
     if image_uri is None:
         return _default(spec, region, needs)
     engine = identify(image_uri, spec.vllm_version)
@@ -57,7 +57,7 @@ def choose_engine(
 
 def _default(spec: DeploymentSpec, region: str, needs: EngineNeeds) -> EngineChoice:
     if not default_images(region):
-        raise SpecError(
+        raise InputError(
             "region",
             f"none of AWS's vLLM images peagle-deploy defaults to is published in {region}",
             regions_with(list(DEFAULT_IMAGE_TAGS)),
@@ -65,7 +65,7 @@ def _default(spec: DeploymentSpec, region: str, needs: EngineNeeds) -> EngineCho
     record, problems = choose_default_image(region, needs)
     if record is None:
         first = problems[0]
-        raise SpecError(
+        raise InputError(
             first.field,
             f"no default image in {region} can serve this: {first.problem}",
             first.allowed,
@@ -82,7 +82,7 @@ def _check_published(engine: Engine, image_field: str, region: str) -> None:
     if record is None or parsed is None:
         return
     if region not in record.regions:
-        raise SpecError(
+        raise InputError(
             image_field,
             f"vllm:{record.tag} is not published in {region}",
             f"a region where it is: {', '.join(sorted(record.regions))}",
@@ -94,7 +94,7 @@ def _check_published(engine: Engine, image_field: str, region: str) -> None:
         and parsed.account in dlc_accounts
         and parsed.account != registry.account
     ):
-        raise SpecError(
+        raise InputError(
             image_field,
             f"{region}'s Deep Learning Containers registry is {registry.account}, "
             f"not {parsed.account}",
@@ -107,7 +107,7 @@ def _check_engine(engine: Engine, needs: EngineNeeds, image_field: str) -> list[
     config = needs.speculative_config or {}
     if caps is None:
         if config.get("parallel_drafting") and config.get(K_SCHEDULE_FIELD):
-            raise SpecError(
+            raise InputError(
                 f"speculative.{K_SCHEDULE_FIELD}",
                 one_k_reason(engine.describe(), known=False),
                 ONE_K_ALLOWED,
@@ -130,7 +130,7 @@ def _check_engine(engine: Engine, needs: EngineNeeds, image_field: str) -> list[
     if problems:
         first = problems[0]
         field = image_field if first.field == "image_uri" else first.field
-        raise SpecError(field, f"{first.problem} ({engine.describe()})", first.allowed)
+        raise InputError(field, f"{first.problem} ({engine.describe()})", first.allowed)
     return []
 
 

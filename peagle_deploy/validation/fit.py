@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, get_instance, is_gpu_less
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -21,7 +21,7 @@ def check_instance(instance_type: str) -> InstanceType:
         problem = f"{instance_type!r} has no NVIDIA GPU; vLLM needs one"
     else:
         problem = f"unknown instance type {instance_type!r}"
-    raise SpecError("instance_type", problem, list(INSTANCE_TYPES))
+    raise InputError("instance_type", problem, list(INSTANCE_TYPES))
 
 
 def check_tensor_parallel(tp: int, instance: InstanceType) -> list[PlanWarning]:
@@ -29,7 +29,7 @@ def check_tensor_parallel(tp: int, instance: InstanceType) -> list[PlanWarning]:
     gpus = instance.gpu_count.value
     divisors = [str(d) for d in range(1, gpus + 1) if gpus % d == 0]
     if tp > gpus or gpus % tp:
-        raise SpecError(
+        raise InputError(
             "tensor_parallel_size",
             f"{tp} does not fit {instance.name} ({gpus} GPU{'s' if gpus > 1 else ''})",
             divisors,
@@ -84,7 +84,7 @@ def check_fit(
         if need - OVERHEAD_GB_PER_GPU * tp + OVERHEAD_GB_PER_GPU * i.gpu_count.value
         <= i.total_gpu_memory_gb * GPU_MEMORY_UTILIZATION
     ]
-    raise SpecError(
+    raise InputError(
         "instance_type",
         f"model needs about {need:.0f} GB (weights {weights_gb:g} GB + drafter + KV cache for "
         f"{max_model_len} tokens) but {instance.name} with tensor_parallel_size={tp} offers "

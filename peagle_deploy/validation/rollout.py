@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
 
@@ -49,7 +49,7 @@ def check_rollout_timeout(rollout: RolloutSpec) -> list[PlanWarning]:
         rollout.max_execution_timeout_s,
     )
     if limit <= wait + term:
-        raise SpecError(
+        raise InputError(
             "rollout.max_execution_timeout_s",
             f"{limit} s is not larger than wait_interval_s + termination_wait_s "
             f"({wait} + {term} s)",
@@ -74,11 +74,11 @@ def check_alarms(spec: DeploymentSpec) -> None:
     """AutoRollbackConfiguration takes 1-10 alarm names of 1-255 characters."""
     alarms = spec.rollout.alarms
     if len(alarms) > MAX_ALARMS:
-        raise SpecError("rollout.alarms", f"{len(alarms)} alarms given", f"<= {MAX_ALARMS}")
+        raise InputError("rollout.alarms", f"{len(alarms)} alarms given", f"<= {MAX_ALARMS}")
     for i, name in enumerate(alarms):
         # AlarmName pattern `(?!\s*$).+`: not blank, and `.` matches no line break
         if not name.strip() or len(name) > MAX_ALARM_NAME or "\n" in name or "\r" in name:
-            raise SpecError(
+            raise InputError(
                 f"rollout.alarms[{i}]",
                 f"{name!r} is not an alarm name",
                 f"1-{MAX_ALARM_NAME} characters, not blank, on one line",

@@ -14,7 +14,7 @@ from peagle_serve.contract import (
     v2_runner_off,
 )
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.validation.aws_shapes import check_channel
@@ -60,7 +60,7 @@ def check_k_bound(k: int, max_model_len: int | None, drafter_parallel_tokens: in
             f"; the drafter was trained for {drafter_parallel_tokens} parallel tokens, "
             "above that acceptance drops"
         )
-    raise SpecError("speculative.num_speculative_tokens", f"{k} is too many: {why}", allowed)
+    raise InputError("speculative.num_speculative_tokens", f"{k} is too many: {why}", allowed)
 
 
 def check_speculative(
@@ -89,13 +89,13 @@ def check_speculative(
     check_channel(s.drafter_channel)
     kind_field = "speculative.drafter_kind" if s.drafter_kind else drafter_field
     if s.mode == "p-eagle" and drafter_kind != "p-eagle":
-        raise SpecError(
+        raise InputError(
             kind_field,
             f"parallel drafting (mode p-eagle) needs a P-EAGLE drafter, got {drafter_kind!r}",
             ["p-eagle (an EAGLE-3 head trained for parallel drafting)"],
         )
     if s.mode == "eagle3" and drafter_kind not in ("eagle3", "p-eagle"):
-        raise SpecError(
+        raise InputError(
             kind_field,
             f"mode eagle3 needs an EAGLE-3 drafter, got {drafter_kind!r}",
             ["eagle3", "p-eagle"],
@@ -109,7 +109,7 @@ def check_speculative(
             )
         )
     if s.mode == "p-eagle" and not v2_runner_off(spec.env.get(V2_RUNNER_ENV)):
-        raise SpecError(
+        raise InputError(
             f"env.{V2_RUNNER_ENV}",
             f"is {spec.env[V2_RUNNER_ENV]!r}, but vLLM's V2 model runner does not do parallel "
             "drafting (it fell back to sequential drafting, newer vLLM refuses)",
@@ -129,11 +129,11 @@ def check_speculative(
 
 
 def check_k_schedule(schedule: list[list[int]], k: int) -> None:
-    """The shared schedule rule (peagle_serve.contract.k_schedule_problem), as a SpecError."""
+    """The shared schedule rule (peagle_serve.contract.k_schedule_problem), as an InputError."""
     found = k_schedule_problem(schedule, k)
     if found is None:
         return
     field = f"speculative.{K_SCHEDULE_FIELD}"
     if found.index is not None:
         field += f"[{found.index}]"
-    raise SpecError(field, found.problem, k_schedule_allowed(k))
+    raise InputError(field, found.problem, k_schedule_allowed(k))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from peagle_deploy.catalog.instances import InstanceType
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.validation.aws_shapes import INFERENCE_AMI_VERSIONS
@@ -19,7 +19,7 @@ def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[PlanWarn
     """
     warnings: list[PlanWarning] = []
     if spec.volume_size_gb is not None and not instance.ebs_volume.value:
-        raise SpecError(
+        raise InputError(
             "volume_size_gb",
             f"{instance.family} instances have local NVMe storage only and reject VolumeSizeInGB",
             "leave volume_size_gb unset for this instance type",
@@ -27,7 +27,7 @@ def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[PlanWarn
     if spec.inference_ami_version is not None and (
         spec.inference_ami_version not in INFERENCE_AMI_VERSIONS
     ):
-        raise SpecError(
+        raise InputError(
             "inference_ami_version",
             f"{spec.inference_ami_version!r} is not a GPU inference AMI",
             INFERENCE_AMI_VERSIONS,
@@ -43,13 +43,13 @@ def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[PlanWarn
     if spec.scaling is not None:
         sc = spec.scaling
         if sc.min_instances > sc.max_instances:
-            raise SpecError(
+            raise InputError(
                 "scaling.max_instances",
                 f"{sc.max_instances} is below min_instances={sc.min_instances}",
                 f">= {sc.min_instances}",
             )
         if not sc.min_instances <= spec.initial_instance_count <= sc.max_instances:
-            raise SpecError(
+            raise InputError(
                 "initial_instance_count",
                 f"{spec.initial_instance_count} is outside the scaling bounds",
                 f"{sc.min_instances}-{sc.max_instances}",

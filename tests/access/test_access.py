@@ -10,7 +10,7 @@ from peagle_deploy.access import (
     parse_s3_uri,
     s3_reads,
 )
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 IMAGE = (
     "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
@@ -43,7 +43,7 @@ def test_object_source_reads_one_object_without_listing() -> None:
     ],
 )
 def test_bad_locations_are_refused_with_the_field(uri: str, data_type: str, field: str) -> None:
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         parse_s3_uri(uri, data_type=data_type, source="x")
     assert err.value.field == field
 
@@ -88,6 +88,6 @@ def test_ecr_repository_of_tagged_and_digest_images() -> None:
     "image", ["vllm/vllm-openai:latest", "public.ecr.aws/deep-learning-containers/vllm:x"]
 )
 def test_non_ecr_images_are_refused(image: str) -> None:
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         ecr_repositories({"PrimaryContainer": {"Image": image}})
     assert err.value.field == "image_uri"

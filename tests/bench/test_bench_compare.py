@@ -18,7 +18,7 @@ from peagle_serve.contract import k_schedule_problem
 from peagle_deploy.bench.compare import Comparison, classify, k_from_label
 from peagle_deploy.bench.recommend import build_schedule, recommend_k
 from peagle_deploy.bench.runner import LevelResult, SweepResult
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 CONFIGS = (
     "peagle-k3",
@@ -86,7 +86,7 @@ def test_classification_and_order() -> None:
     assert classify("baseline") == "baseline"
     assert classify("mystery") == "other"
     assert classify("mystery", "eagle-3") == "eagle3"
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         classify("x", "medusa")
     assert err.value.field == "--kind"
     assert k_from_label("peagle-k11") == 11
@@ -100,7 +100,7 @@ def test_classification_and_order() -> None:
 
 def test_duplicate_labels_are_refused() -> None:
     runs = published_runs(HUMANEVAL)
-    with pytest.raises(SpecError, match="duplicate labels peagle-k3") as err:
+    with pytest.raises(InputError, match="duplicate labels peagle-k3") as err:
         Comparison([runs[0], runs[0]])
     assert err.value.field == "--target"
 
@@ -112,7 +112,7 @@ def test_results_files_with_the_same_label_name_results_and_can_be_relabelled(
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for path in (a, b):
         path.write_text(json.dumps(run.to_dict()))
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         Comparison.load([str(a), str(b)])
     assert err.value.field == "--results"
     assert f"--results NEW-LABEL={b}" in err.value.problem
@@ -122,9 +122,9 @@ def test_results_files_with_the_same_label_name_results_and_can_be_relabelled(
     # LABEL=PATH names one run: a comparison file with several is refused.
     many = tmp_path / "many.json"
     many.write_text(json.dumps(Comparison(published_runs(HUMANEVAL)).to_dict()))
-    with pytest.raises(SpecError, match="holds 7 runs"):
+    with pytest.raises(InputError, match="holds 7 runs"):
         Comparison.load([f"x={many}"])
-    with pytest.raises(SpecError, match="No such file"):
+    with pytest.raises(InputError, match="No such file"):
         Comparison.load([f"x={tmp_path / 'nope.json'}"])
 
 
@@ -243,7 +243,7 @@ def test_recommend_for_eagle3_tolerance_and_instances() -> None:
     assert [c.batch_size for c in two.choices] == [1, 2, 4, 16, 64]
     assert two.schedule == ((1, 8, 7), (9, 32, 11), (33, 64, 7))
     _assert_vllm_accepts(two.schedule)
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         recommend_k([r for r in runs if r.label == "baseline"])
     assert err.value.field == "--results"
 

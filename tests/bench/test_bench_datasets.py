@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.bench.datasets import HUMANEVAL_INSTRUCTION, load_dataset
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 
 def test_humaneval_has_the_164_problems() -> None:
@@ -56,7 +56,7 @@ def test_jsonl_dataset(tmp_path: Path) -> None:
 def test_bad_jsonl_names_the_line(tmp_path: Path, line: str, problem: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"messages": [{"role": "user", "content": "ok"}]}\n' + line + "\n")
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         load_dataset(str(path))
     assert err.value.field == "--dataset"
     assert f"{path} line 2" in str(err.value)
@@ -64,11 +64,11 @@ def test_bad_jsonl_names_the_line(tmp_path: Path, line: str, problem: str) -> No
 
 
 def test_unknown_dataset_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="neither 'humaneval' nor an existing file"):
+    with pytest.raises(InputError, match="neither 'humaneval' nor an existing file"):
         load_dataset(str(tmp_path / "missing.jsonl"))
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    with pytest.raises(SpecError, match="has no prompts"):
+    with pytest.raises(InputError, match="has no prompts"):
         load_dataset(str(empty))
 
 
@@ -87,5 +87,5 @@ def test_dataset_from_a_pipe_is_read(tmp_path: Path) -> None:
     data = load_dataset(str(fifo))
     writer.join()
     assert len(data) == 3 and data.prompts[0][0]["content"] == "from a pipe"
-    with pytest.raises(SpecError, match="is a directory"):
+    with pytest.raises(InputError, match="is a directory"):
         load_dataset(str(tmp_path))

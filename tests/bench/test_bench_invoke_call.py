@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 
 from peagle_deploy.bench.invoke_call import InvokeStreamCall
-from peagle_deploy.errors import PeagleError, SpecError
+from peagle_deploy.errors import InputError, PeagleError
 
 FIXED = datetime.datetime(2026, 11, 23, 6, 1, 25)
 BODY = b'{"messages": [{"role": "user", "content": "caf\\u00e9 \xc3\xa9"}], "stream": true}'
@@ -138,7 +138,7 @@ def test_signature_changes_with_body_and_second_and_is_reused_within_one(
 
 def test_missing_region_and_credentials_name_what_is_missing(env: pytest.MonkeyPatch) -> None:
     env.delenv("AWS_DEFAULT_REGION")
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         InvokeStreamCall.from_environment("ep")
     assert err.value.field == "--region"
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):

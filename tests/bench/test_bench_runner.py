@@ -20,7 +20,7 @@ from peagle_deploy.bench.runner import SweepResult, cost_per_million, run_level
 from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.targets import NO_USAGE, SageMakerTarget, split_base_url
 from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 TINY = Dataset("tiny", tuple([[{"role": "user", "content": f"prompt {i} here"}] for i in range(5)]))
 
@@ -195,11 +195,11 @@ def test_config_validation_names_flags() -> None:
         ({"workers": 0}, "--workers"),
     ]
     for kw, flag in cases:
-        with pytest.raises(SpecError) as err:
+        with pytest.raises(InputError) as err:
             sweep_config(kw)
         assert err.value.field == flag
     gate_names = {"warmup": "gates.stages.prod.bench.warmup"}
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         sweep_config({"warmup": -1}, name_of=gate_names)
     assert err.value.field == "gates.stages.prod.bench.warmup"
     assert sweep_config({"concurrency": " 8, 1,4"}).settings.concurrency == [1, 4, 8]
@@ -221,7 +221,7 @@ def test_target_strings() -> None:
     sm = target_from_string("endpoint:my-ep", region="us-west-2", logs_delay_s=0)
     assert isinstance(sm, SageMakerTarget)
     assert sm.log_group == "/aws/sagemaker/Endpoints/my-ep"
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         target_from_string("my-ep")
     assert err.value.field == "--target"
 

@@ -105,7 +105,7 @@ def test_missing_endpoint_is_a_failed_request_with_the_reason(aws: LocalAWS) -> 
 def test_missing_region_or_credentials_fail_before_any_request(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from peagle_deploy.errors import PeagleError, SpecError
+    from peagle_deploy.errors import InputError, PeagleError
 
     for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(var, raising=False)
@@ -114,7 +114,7 @@ def test_missing_region_or_credentials_fail_before_any_request(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         run_sweep(SageMakerTarget("ep"), _config(concurrency=[1], num_prompts=1), dataset=TINY)
     assert err.value.field == "--region"
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")

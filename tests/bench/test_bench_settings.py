@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from peagle_deploy.bench.settings import DEFAULT_LEVELS, BenchSettings
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.promote.gates import GATE_BENCH_DEFAULTS, parse_gates
 
 
@@ -36,7 +36,7 @@ def test_the_gates_bench_block_is_the_same_model_with_quicker_defaults() -> None
     assert staging.concurrency == [2] and staging.duration_s == 30
     assert (staging.num_prompts, staging.warmup) == (16, 1)  # the gates' defaults fill in
     assert gates.for_stage("prod").bench == BenchSettings(**GATE_BENCH_DEFAULTS)
-    with pytest.raises(SpecError) as caught:
+    with pytest.raises(InputError) as caught:
         parse_gates({"stages": {"prod": {"bench": {"warmup": -1}}}})
     assert caught.value.field == "gates.stages.prod.bench.warmup"
 

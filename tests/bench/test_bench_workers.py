@@ -16,7 +16,7 @@ from peagle_deploy.bench.metrics import RequestOutput, level_metrics
 from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.workers import merge_runs, plan_shares, split_evenly, split_like
 from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 PROMPTS = Dataset("p", tuple([[{"role": "user", "content": f"prompt {i}"}] for i in range(10)]))
 
@@ -127,9 +127,9 @@ def test_targets_without_clone_cannot_use_workers() -> None:
 
         async def close(self) -> None: ...
 
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         run_sweep(Bare(), _config(concurrency=[2], num_prompts=2), dataset=PROMPTS)
     assert err.value.field == "--workers"
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         sweep_config({"workers": 65})
     assert err.value.field == "--workers"

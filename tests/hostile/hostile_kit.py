@@ -1,6 +1,6 @@
 """Hostile payloads and the checks every refusal must pass.
 
-A refusal of bad input is: exit code 2 (or a SpecError from the SDK), exactly one line
+A refusal of bad input is: exit code 2 (or an InputError from the SDK), exactly one line
 on stderr naming the field, no traceback, no AWS call, under 2 s (a hang guard,
 generous on purpose: real refusals take milliseconds) and under 2 KB of output, and no
 credential from the input in that output.
@@ -183,13 +183,13 @@ def assert_refused(result: Outcome, fld: str, also: tuple[str, ...] = (), absent
     return line
 
 
-def assert_spec_error(call: Callable[[], Any], calls: AwsCalls, fld: str) -> str:
-    """The SDK form of the promise: one SpecError naming the field, short and safe."""
-    from peagle_deploy.errors import SpecError
+def assert_input_error(call: Callable[[], Any], calls: AwsCalls, fld: str) -> str:
+    """The SDK form of the promise: one InputError naming the field, short and safe."""
+    from peagle_deploy.errors import InputError
 
     before = len(calls.names)
     start = time.perf_counter()
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         call()
     seconds = time.perf_counter() - start
     text = str(info.value)

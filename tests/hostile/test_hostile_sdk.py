@@ -14,7 +14,7 @@ from hostile_kit import (
     HF_TOKEN,
     MODEL,
     ROLE,
-    assert_spec_error,
+    assert_input_error,
     billion_laughs,
     recording_aws_calls,
 )
@@ -140,7 +140,7 @@ def test_sdk_keywords_refused_cleanly(
     name: str, make: Callable[[], Callable[[], Any]], field: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with recording_aws_calls(monkeypatch) as calls:
-        assert_spec_error(make(), calls, field)
+        assert_input_error(make(), calls, field)
 
 
 @pytest.mark.parametrize(("name", "context", "field"), STAGE_MAPS, ids=[s[0] for s in STAGE_MAPS])
@@ -148,7 +148,7 @@ def test_cdk_stage_maps_refused_cleanly(
     name: str, context: Any, field: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with recording_aws_calls(monkeypatch) as calls:
-        assert_spec_error(_stages(context), calls, field)
+        assert_input_error(_stages(context), calls, field)
 
 
 def test_stage_file_bomb_names_the_stage_key(
@@ -157,7 +157,7 @@ def test_stage_file_bomb_names_the_stage_key(
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(billion_laughs("model"))
     with recording_aws_calls(monkeypatch) as calls:
-        text = assert_spec_error(
+        text = assert_input_error(
             _stages({"dev": {"spec": str(bomb)}}), calls, f"{STAGE_KEY}.dev.spec"
         )
     assert "aliases expand" in text

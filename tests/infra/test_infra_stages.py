@@ -13,7 +13,7 @@ import pytest
 from cdk_helpers import ROOT, cdk_context
 
 from infra.stages import STAGES_CONTEXT_KEY, StageConfig, stage_configs
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
 
@@ -82,7 +82,7 @@ def test_context_given_as_json_text_on_the_command_line() -> None:
     ],
 )
 def test_bad_stage_context_names_the_key(context: Any, field: str) -> None:
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         stage_configs(context, ROOT)
     assert err.value.field == field
 
@@ -91,7 +91,7 @@ def test_jumpstart_ids_are_refused_for_synth() -> None:
     stage = StageConfig(
         name="dev", spec_file=None, overrides={"model": "openai-reasoning-gpt-oss-20b"}
     )
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         stage.load_spec()
     assert err.value.field == "model"
     assert "gpt-oss-20b" in (err.value.allowed or "") and "custom" in (err.value.allowed or "")

@@ -21,7 +21,7 @@ from infra.endpoint import (
 from infra.monitoring import cloudwatch_unit
 from infra.nag import acknowledge, nag_text
 from infra.stack import retention_days
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 
@@ -45,14 +45,14 @@ def test_variant_fields_cloudformation_lacks_are_refused_by_name() -> None:
 
 def test_kv_aware_routing_is_refused_in_the_variant_mapping_too() -> None:
     variant = {**VARIANT, "RoutingConfig": {"RoutingStrategy": "KV_AWARE"}}
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         production_variant_property(variant, "ProductionVariants[0]")
     assert err.value.field == "routing_strategy"
 
 
 def test_kv_aware_plan_is_refused_before_any_resource() -> None:
     plan = build_plan(load_spec(None, model="gpt-oss-20b", routing_strategy="KV_AWARE"))
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         check_cdk_expressible(plan)
     assert err.value.field == "routing_strategy"
     assert "peagle deploy" in str(err.value)
@@ -60,7 +60,7 @@ def test_kv_aware_plan_is_refused_before_any_resource() -> None:
 
 @pytest.mark.parametrize("count", [0, 11])
 def test_rollback_alarm_count_is_bounded(count: int) -> None:
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         deployment_config_property(BLUE_GREEN, [f"a{i}" for i in range(count)])
     assert err.value.field == "rollout.alarms"
 
@@ -79,7 +79,7 @@ def test_volume_key_only_for_known_ebs_families() -> None:
 def test_retention_days_maps_cloudwatch_values_only() -> None:
     assert retention_days(14, "x") is cdk.aws_logs.RetentionDays.TWO_WEEKS
     assert retention_days(3653, "x") is cdk.aws_logs.RetentionDays.TEN_YEARS
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(InputError) as err:
         retention_days(13, "peagle:stages.dev.log_retention_days")
     assert err.value.field == "peagle:stages.dev.log_retention_days"
 

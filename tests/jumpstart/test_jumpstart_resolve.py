@@ -17,7 +17,7 @@ import botocore.session
 import pytest
 from botocore.validate import validate_parameters
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 
@@ -221,7 +221,7 @@ def test_gemma_4_on_a_0_18_image_is_refused(jumpstart_folder: Path) -> None:
         "speculative": {"mode": "none"},
     }
     assert build_plan(load_spec(**spec)).vllm_version == "0.30.0"
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(**spec, image_uri=VLLM_IMAGE.format(region="us-east-1")))
     assert info.value.field == "image_uri"
     assert "Gemma4ForConditionalGeneration" in str(info.value)
@@ -246,14 +246,14 @@ def test_spec_overrides_win_over_jumpstart(jumpstart_folder: Path) -> None:
 
 
 def test_drafter_eula_needs_acceptance(jumpstart_folder: Path) -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="openai-reasoning-gpt-oss-20b"))
     assert info.value.field == "accept_eula"
     assert "gpt-oss-drafter.txt" in str(info.value)
 
 
 def test_gated_model_uses_private_bucket_and_needs_eula(jumpstart_folder: Path) -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="huggingface-vlm-gemma-4-31b-it"))
     assert info.value.field == "accept_eula"
     plan = build_plan(
@@ -270,7 +270,7 @@ def test_gated_model_uses_private_bucket_and_needs_eula(jumpstart_folder: Path) 
 
 
 def test_jumpstart_model_without_drafter_needs_one_for_p_eagle(jumpstart_folder: Path) -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="huggingface-vlm-gemma-4-31b-it", accept_eula=True))
     assert info.value.field == "custom.drafter_uri"
     plain = build_plan(
@@ -282,10 +282,10 @@ def test_jumpstart_model_without_drafter_needs_one_for_p_eagle(jumpstart_folder:
 
 
 def test_unknown_id_and_unsupported_instance(jumpstart_folder: Path) -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="meta-textgeneration-llama-9000"))
     assert info.value.field == "model"
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(
             load_spec(
                 model="openai-reasoning-gpt-oss-20b",
@@ -298,7 +298,7 @@ def test_unknown_id_and_unsupported_instance(jumpstart_folder: Path) -> None:
 
 
 def test_near_miss_of_a_catalog_key_is_not_sent_to_jumpstart() -> None:
-    with pytest.raises(SpecError, match="did you mean gpt-oss-20b"):
+    with pytest.raises(InputError, match="did you mean gpt-oss-20b"):
         build_plan(load_spec(model="gpt-oss-20"))
-    with pytest.raises(SpecError, match=r"^model: unknown model 'Not A Model'"):
+    with pytest.raises(InputError, match=r"^model: unknown model 'Not A Model'"):
         build_plan(load_spec(model="Not A Model"))

@@ -24,7 +24,7 @@ from peagle_serve.envargs import build_args
 from peagle_deploy.catalog import MODELS
 from peagle_deploy.catalog.engines import EngineNeeds, capabilities_for, engine_problems
 from peagle_deploy.catalog.images import registries
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import load_spec
 
@@ -39,7 +39,7 @@ def _plans() -> tuple[dict[str, Plan], list[str]]:
         for key in MODELS:
             try:
                 plans[f"{key}@{region}"] = build_plan(load_spec(model=key, region=region))
-            except SpecError as e:
+            except InputError as e:
                 assert e.field == "region", (key, region, e)
                 refused.append(f"{key}@{region}")
     return plans, refused

@@ -15,7 +15,7 @@ from peagle_deploy.catalog import MODELS
 from peagle_deploy.catalog.engines import CUDA13_AMI, capability_table, identify
 from peagle_deploy.catalog.images import images, registries
 from peagle_deploy.catalog.models import TIKTOKEN_ENV
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 
@@ -44,7 +44,7 @@ def test_p_eagle_with_a_k_schedule_is_refused_on_every_engine_without_the_fix(
         },
         **extra,
     )
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(spec)
     assert info.value.field == "speculative.num_speculative_tokens_per_batch_size"
     if image == TAG_018:  # 0.18.0 has no such field at all
@@ -54,7 +54,7 @@ def test_p_eagle_with_a_k_schedule_is_refused_on_every_engine_without_the_fix(
 
 
 def test_p_eagle_with_a_k_schedule_is_refused_on_an_unknown_engine() -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(
             load_spec(
                 model="gpt-oss-20b",
@@ -77,7 +77,7 @@ def test_a_k_schedule_without_parallel_drafting_picks_an_engine_that_has_it() ->
         )
     )
     assert plan.vllm_version == "0.30.0"
-    with pytest.raises(SpecError) as info:  # 0.18.0 has no such field (unknown fields refused)
+    with pytest.raises(InputError) as info:  # 0.18.0 has no such field (unknown fields refused)
         build_plan(
             load_spec(
                 model="gpt-oss-20b",
@@ -97,11 +97,11 @@ def test_gemma_4_never_runs_on_the_0_18_image() -> None:
     for region in registries():
         try:
             plan = build_plan(load_spec(model="gemma-4-31b-it", region=region))
-        except SpecError as e:
+        except InputError as e:
             assert e.field == "region", (region, e)
             continue
         assert plan.vllm_version not in (None, "0.18.0"), region
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gemma-4-31b-it", image_uri=images()[TAG_018].uri("us-east-1")))
     assert info.value.field == "image_uri" and "Gemma4ForConditionalGeneration" in str(info.value)
 
@@ -134,7 +134,7 @@ def test_registry_account_and_domain_follow_the_region() -> None:
 
 
 def test_a_region_without_the_images_is_refused() -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gpt-oss-20b", region="xx-nowhere-1"))
     assert info.value.field == "region"
     image = images()[TAG_030]
@@ -143,14 +143,14 @@ def test_a_region_without_the_images_is_refused() -> None:
     region = next(r for r in missing if registries()[r].domain == "amazonaws.com")
     account = registries()[region].account
     uri = f"{account}.dkr.ecr.{region}.amazonaws.com/vllm:{TAG_030}"
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gpt-oss-20b", region=region, image_uri=uri))
     assert info.value.field == "image_uri" and "not published" in str(info.value)
 
 
 def test_a_dlc_image_from_another_regions_registry_is_refused() -> None:
     wrong = f"763104351884.dkr.ecr.af-south-1.amazonaws.com/vllm:{TAG_018}"
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gpt-oss-20b", region="af-south-1", image_uri=wrong))
     assert info.value.field == "image_uri" and "626614931356" in str(info.value)
 
@@ -201,7 +201,7 @@ def test_catalog_values_match_their_sources() -> None:
 @pytest.mark.parametrize("instance", ["ml.g7e.2xlarge", "ml.p6-b200.48xlarge"])
 def test_volume_size_is_refused_and_kms_warned_where_no_ebs_attaches(instance: str) -> None:
     """sagemaker SDK's volume_size_supported (instances.json): no EBS on g7e and p6-b200."""
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gpt-oss-20b", instance_type=instance, volume_size_gb=100))
     assert info.value.field == "volume_size_gb"
     plan = build_plan(load_spec(model="gpt-oss-20b", instance_type=instance, kms_key_id="alias/k"))
@@ -215,7 +215,7 @@ def test_an_unknown_engine_warns_and_a_stated_version_is_checked() -> None:
     stated = build_plan(load_spec(model="gpt-oss-20b", image_uri=custom, vllm_version="0.30.0"))
     assert stated.vllm_version == "0.30.0"
     assert not any(w.field == "vllm_version" for w in stated.warnings)
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(model="gemma-4-31b-it", image_uri=custom, vllm_version="0.18.0"))
     assert info.value.field == "image_uri"
 

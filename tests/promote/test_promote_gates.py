@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.promote.gates import GatesFile, load_gates, parse_gates
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_defaults_and_per_level_thresholds() -> None:
     ],
 )
 def test_bad_gates_name_the_field(doc: dict, field: str, fragment: str) -> None:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         parse_gates(doc)
     assert info.value.field == field
     assert fragment in str(info.value)
@@ -99,20 +99,20 @@ def test_bad_gates_name_the_field(doc: dict, field: str, fragment: str) -> None:
 
 def test_unknown_stage_lists_defined_stages() -> None:
     gates = GatesFile.model_validate({"stages": {"staging": {}, "prod": {}}})
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         gates.for_stage("qa")
     assert "prod, staging" in str(info.value)
 
 
 def test_missing_and_invalid_files(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="does not exist"):
+    with pytest.raises(InputError, match="does not exist"):
         load_gates(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("stages:\n  staging: [unclosed\n")
-    with pytest.raises(SpecError, match=r"line \d+: not valid YAML") as info:
+    with pytest.raises(InputError, match=r"line \d+: not valid YAML") as info:
         load_gates(bad)
     assert info.value.field == "--gates"
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n- 2\n")
-    with pytest.raises(SpecError, match="mapping"):
+    with pytest.raises(InputError, match="mapping"):
         load_gates(listy)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.promote.evaluate import GateReport, GateResult
 from peagle_deploy.promote.gates import StageGates
 from peagle_deploy.promote.measure import measurement_from_level
@@ -29,7 +29,7 @@ def test_target_name_follows_the_stage_suffix() -> None:
     assert derive_target_endpoint_name("coder-dev", "coder-dev", "dev", "staging") == (
         "coder-staging"
     )
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         derive_target_endpoint_name("coder", "coder", "dev", "staging")
     assert info.value.field == "--target-name"
 
@@ -200,7 +200,7 @@ def test_bad_bench_dataset_is_refused_before_any_aws_call(
         dataset.write_text(content, encoding="utf-8")
     gates = StageGates.model_validate({"bench": {"concurrency": [1], "dataset": str(dataset)}})
     options = runner.PromoteOptions(source_stage="dev", target_stage="staging", dry_run=dry_run)
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         runner.promote(options, gates, console=Console(quiet=True))
     assert info.value.field == "gates.stages.staging.bench.dataset"
     assert problem in str(info.value)
@@ -222,7 +222,7 @@ def test_unwritable_write_spec_is_refused_before_any_aws_call(
         options = runner.PromoteOptions(
             source_stage="dev", target_stage="staging", write_spec=target
         )
-        with pytest.raises(SpecError) as info:
+        with pytest.raises(InputError) as info:
             runner.promote(options, gates, console=Console(quiet=True))
         assert info.value.field == "--write-spec"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.redaction import MASK, excerpt, mask_secrets, safe_message
 
 HF_TOKEN = "hf_" + "a1B2" * 10
@@ -40,9 +40,9 @@ def test_safe_message_is_one_line_without_terminal_escapes() -> None:
     assert out == "bad\\nvalue\\x1b[2J\\there"
 
 
-def test_spec_error_text_is_safe_but_attributes_exact() -> None:
-    err = SpecError("env", f"{[f'HF_TOKEN={HF_TOKEN}']!r} is not a mapping", "KEY: value")
+def test_input_error_text_is_safe_but_attributes_exact() -> None:
+    err = InputError("env", f"{[f'HF_TOKEN={HF_TOKEN}']!r} is not a mapping", "KEY: value")
     assert HF_TOKEN not in str(err)
     assert HF_TOKEN in err.problem  # callers that need the exact value still have it
-    huge = SpecError("endpoint_name", f"{'n' * 5_000_000!r} is too long", "1-63 characters")
+    huge = InputError("endpoint_name", f"{'n' * 5_000_000!r} is too long", "1-63 characters")
     assert len(str(huge)) < 2048

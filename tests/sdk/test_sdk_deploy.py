@@ -10,7 +10,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from sdk_testkit import MODEL, REGION, ROLE, AwsEnv
 
-from peagle_deploy.errors import DeployError, EndpointFailedError, SpecError
+from peagle_deploy.errors import DeployError, EndpointFailedError, InputError
 from peagle_deploy.plan import MANAGED_TAG, SPEC_HASH_TAG, STAGE_TAG
 from peagle_deploy.sdk import (
     PeagleEndpoint,
@@ -357,10 +357,10 @@ def test_throttled_create_is_retried(aws: AwsEnv, monkeypatch: pytest.MonkeyPatc
 
 
 def test_placeholder_role_refused_before_any_call(aws: AwsEnv) -> None:
-    with pytest.raises(SpecError, match="execution_role_arn") as caught:
+    with pytest.raises(InputError, match="execution_role_arn") as caught:
         deploy_peagle(MODEL, boto_session=aws.session, progress=False)
     assert "placeholder" in str(caught.value)
-    with pytest.raises(SpecError, match="placeholder"):
+    with pytest.raises(InputError, match="placeholder"):
         _deploy(aws, role_arn="arn:aws:iam::000000000000:role/anything")
     assert aws.calls == []
 
@@ -491,7 +491,7 @@ def test_deploy_a_plan_as_built(aws: AwsEnv) -> None:
     assert config == plan.endpoint_config_name
     calls = len(aws.calls)
     for extra in ({"model": MODEL}, {"stage": "prod"}, {"spec_file": "spec.yaml"}):
-        with pytest.raises(SpecError) as caught:
+        with pytest.raises(InputError) as caught:
             deploy_peagle(plan=plan, boto_session=aws.session, **extra)
         assert caught.value.field == "plan"
     assert len(aws.calls) == calls

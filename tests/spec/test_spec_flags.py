@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec import DeploymentSpec, load_spec
 from peagle_deploy.spec.flags import keyword_overrides, parse_pairs, spec_flag, spec_flags
 
@@ -92,7 +92,7 @@ def test_a_dotted_key_wins_over_its_section_whatever_the_order() -> None:
 
 def test_pairs() -> None:
     assert parse_pairs("--env", ["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
-    with pytest.raises(SpecError) as caught:
+    with pytest.raises(InputError) as caught:
         parse_pairs("--tag", ["=x"])
     assert (caught.value.field, caught.value.allowed) == ("--tag", "KEY=VALUE")
 

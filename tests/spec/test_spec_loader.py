@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.spec import DeploymentSpec, load_spec
 
 YAML = """
@@ -61,13 +61,13 @@ def test_keywords_only_and_defaults() -> None:
 def test_empty_file_needs_a_model(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("")
-    with pytest.raises(SpecError, match=r"^model: "):
+    with pytest.raises(InputError, match=r"^model: "):
         load_spec(path)
     assert load_spec(path, model="gpt-oss-20b").model == "gpt-oss-20b"
 
 
 def test_dotted_override_into_scalar_is_refused() -> None:
-    with pytest.raises(SpecError, match=r"stage\.x"):
+    with pytest.raises(InputError, match=r"stage\.x"):
         dotted: dict[str, Any] = {"stage.x": 1}
         load_spec(model="gpt-oss-20b", stage="dev", **dotted)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from peagle_deploy.errors import SpecError
+from peagle_deploy.errors import InputError
 from peagle_deploy.plan import build_plan
 from peagle_deploy.redaction import safe_message
 from peagle_deploy.spec import load_spec
@@ -20,8 +20,8 @@ CUSTOM = {
 }
 
 
-def _refuse(**overrides: Any) -> SpecError:
-    with pytest.raises(SpecError) as info:
+def _refuse(**overrides: Any) -> InputError:
+    with pytest.raises(InputError) as info:
         build_plan(load_spec(**overrides))
     return info.value
 
@@ -449,11 +449,11 @@ def test_bad_file_contents(tmp_path: Path) -> None:
     for name, (text, field) in cases.items():
         path = tmp_path / name
         path.write_text(text)
-        with pytest.raises(SpecError) as info:
+        with pytest.raises(InputError) as info:
             build_plan(load_spec(path))
         assert info.value.field == field, name
         assert field in str(info.value)
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         load_spec(tmp_path / "missing.yaml")
     assert info.value.field == "spec_file" and "missing.yaml" in str(info.value)
 
@@ -461,7 +461,7 @@ def test_bad_file_contents(tmp_path: Path) -> None:
 def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text("model: gpt-oss-20b\nstage: dev\nspeculative: [unclosed\n")
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(InputError) as info:
         load_spec(path)
     message = str(info.value)
     assert "line" in message and "spec.yaml" in message
