@@ -6,8 +6,11 @@
 - An engine that already answers (DOCKER_HOST, or the default socket) is used as is.
 - Otherwise, as root on a Debian machine, `apt-get install docker.io debootstrap` (when
   absent) and a private `dockerd` whose socket and data live under the project's cache
-  (~/.cache/peagle-deploy/docker), so images stay cached between runs; the engine is
-  stopped again when the test is done.
+  (~/.cache/peagle-deploy/docker), so images stay cached between runs. Every test run on
+  the machine (any worktree, any pytest worker) shares that one engine: each holds a
+  shared fcntl lock on `users.lock` while it uses it, starting and stopping happen under
+  an exclusive `start.lock`, and the engine is stopped only by the last user (one that
+  can take `users.lock` exclusively), so no run kills an engine another run is using.
 - When that is impossible (not root, no apt, no mirror) the reason is returned, and the
   caller skips, except under CI=true where it fails.
 """
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -34,6 +38,9 @@ ENGINE_DIR = CACHE / "docker"
 # The engine's runtime state (sockets of containerd, ...) needs a short path.
 EXEC_ROOT = Path("/run/peagle-deploy-docker")
 START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+# The dockerds this process started (another process may be the one that stops them).
+_STARTED: list[subprocess.Popen[bytes]] = []
 
 
 class DockerUnavailableError(Exception):
@@ -121,36 +128,47 @@ def _existing_engine() -> Engine | None:
     return None
 
 
-def _stop_leftover(pidfile: Path) -> None:
-    """Stop a private dockerd that an interrupted earlier run left behind."""
+def _dockerd_pid(pidfile: Path) -> int | None:
+    """The pid in `pidfile` when it is a live (not zombie) dockerd."""
     try:
         pid = int(pidfile.read_text().strip())
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             if not f.read().startswith(DOCKERD.encode()):
-                return
-    except (OSError, ValueError):
+                return None
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if state in ("Z", "X") else pid
+
+
+def _stop_dockerd(pidfile: Path) -> None:
+    """Stop the private dockerd named by `pidfile` (SIGTERM, then SIGKILL)."""
+    pid = _dockerd_pid(pidfile)
+    if pid is None:
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _dockerd_pid(pidfile) == pid and time.monotonic() < deadline:
         time.sleep(0.2)
+    if _dockerd_pid(pidfile) == pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
-@contextlib.contextmanager
-def engine() -> Iterator[Engine]:
-    """An engine for the duration of the block (started and stopped here if needed)."""
-    ensure_tools()
-    found = _existing_engine()
-    if found is not None:
-        yield found
-        return
-    if os.geteuid() != 0:
-        raise DockerUnavailableError("no Docker engine answers and dockerd needs root to start")
-    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
-    socket = ENGINE_DIR / "docker.sock"
+def _lock(path: Path, mode: int) -> int:
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, mode)
+    return fd
+
+
+def _start_dockerd(started: Engine) -> None:
+    """Start the private dockerd (detached: it outlives this process while others use
+    it) and wait until it answers."""
     log_path = ENGINE_DIR / "dockerd.log"
-    started = Engine(f"unix://{socket}")
-    _stop_leftover(ENGINE_DIR / "dockerd.pid")
+    pidfile = ENGINE_DIR / "dockerd.pid"
+    _stop_dockerd(pidfile)  # one left behind that does not answer
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [
@@ -162,25 +180,70 @@ def engine() -> Iterator[Engine]:
                 "--exec-root",
                 str(EXEC_ROOT),
                 "--pidfile",
-                str(ENGINE_DIR / "dockerd.pid"),
+                str(pidfile),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    _STARTED.append(proc)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not started.answers():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
+            raise DockerUnavailableError(f"dockerd did not start: {' | '.join(tail)}")
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def engine() -> Iterator[Engine]:
+    """An engine for the duration of the block (started if needed, and stopped after it
+    when no other test run on the machine uses it)."""
+    ensure_tools()
+    found = _existing_engine()
+    if found is not None:
+        yield found
+        return
+    if os.geteuid() != 0:
+        raise DockerUnavailableError("no Docker engine answers and dockerd needs root to start")
+    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
+    started = Engine(f"unix://{ENGINE_DIR / 'docker.sock'}")
+    start_fd = _lock(ENGINE_DIR / "start.lock", fcntl.LOCK_EX)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not started.answers():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-                raise DockerUnavailableError(f"dockerd did not start: {' | '.join(tail)}")
-            time.sleep(0.5)
+        if not started.answers():
+            _start_dockerd(started)
+        users_fd = _lock(ENGINE_DIR / "users.lock", fcntl.LOCK_SH)
+    finally:
+        os.close(start_fd)
+    try:
         yield started
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+        start_fd = _lock(ENGINE_DIR / "start.lock", fcntl.LOCK_EX)
+        try:
+            # Converting to exclusive without waiting succeeds only for the last user.
             try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+                fcntl.flock(users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except BlockingIOError:
+                last = False
+            os.close(users_fd)
+            if last:
+                _stop_dockerd(ENGINE_DIR / "dockerd.pid")
+            for proc in _STARTED:
+                proc.poll()  # reap the one this process started, if it is gone
+        finally:
+            os.close(start_fd)
+
+
+@contextlib.contextmanager
+def serialized(name: str) -> Iterator[None]:
+    """A machine-wide exclusive lock next to the engine's data: test runs of other
+    worktrees that build, prune and run the same test images wait here for each other."""
+    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
+    fd = _lock(ENGINE_DIR / f"{name}.lock", fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        os.close(fd)

@@ -19,7 +19,9 @@ the environment peagle_deploy.plan.build_plan renders for CreateModel. Then:
 Docker comes from docker_engine.py (installed and started when absent); on a machine
 that cannot provide it the tests skip with the reason, and under CI=true they fail.
 Everything is observed once (under a lock, shared by pytest-xdist workers) and each test
-checks one aspect of the observation.
+checks one aspect of the observation; runs of other worktrees on the machine share the
+engine and wait for each other's builds, prunes and containers
+(docker_engine.serialized).
 """
 
 from __future__ import annotations
@@ -182,7 +184,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
         if skipped.exists():
             pytest.skip(skipped.read_text())
         try:
-            with docker_engine.engine() as engine:
+            with docker_engine.engine() as engine, docker_engine.serialized("images"):
                 seen = observe(engine, shared)
         except docker_engine.DockerUnavailableError as e:
             reason = f"cannot run Docker here: {e}"
