@@ -11,7 +11,8 @@ Every N seconds it takes the counter deltas since the previous read:
   throughputs            = token deltas / elapsed seconds
 
 (the same formulas as vLLM's SpecDecodingProm docstring). No line when nothing was
-drafted since the previous read, so an idle endpoint writes nothing.
+drafted since the previous read, so an idle endpoint writes nothing. The first window
+starts from zero, where vLLM's counters start.
 
 Parsing and computing are pure functions; MetricsReporter is the thin thread around them.
 """
@@ -148,6 +149,10 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
     )
 
 
+# What vLLM's counters read when its engine starts (before anything was drafted).
+ENGINE_START: Final = SpecDecodeCounters(0.0, 0.0, 0.0, ())
+
+
 @dataclass(frozen=True)
 class AcceptanceWindow:
     """Acceptance over one interval; `values` holds every contract.METRIC_FIELDS key."""
@@ -165,7 +170,7 @@ def compute_window(
     A counter that went down means vLLM restarted: the current values are the delta.
     """
     reset = current.drafts < previous.drafts or current.draft_tokens < previous.draft_tokens
-    base = SpecDecodeCounters(0.0, 0.0, 0.0, ()) if reset else previous
+    base = ENGINE_START if reset else previous
     d_drafts = current.drafts - base.drafts
     d_draft_tokens = current.draft_tokens - base.draft_tokens
     d_accepted = current.accepted_tokens - base.accepted_tokens
@@ -208,6 +213,12 @@ def fetch_metrics(url: str, timeout_s: float = 5.0) -> str:
 class MetricsReporter:
     """Background thread: every `interval_s`, read /metrics and print one line on change.
 
+    The first window starts from zero: vLLM's counters start at zero with the engine,
+    which starts together with this reporter, so what was drafted before the first read
+    is reported too (an endpoint that serves a few requests and then idles still logs its
+    acceptance). That window begins at the last read that found no engine answering (no
+    request can have been served before it), or when the reporter started.
+
     Errors while vLLM is still starting (connection refused) are expected and skipped.
     """
 
@@ -231,8 +242,9 @@ class MetricsReporter:
         self._wall_ms = wall_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._previous: SpecDecodeCounters | None = None
-        self._previous_at = 0.0
+        self._previous = ENGINE_START
+        self._previous_at = monotonic()
+        self._engine_seen = False
 
     def poll_once(self) -> str | None:
         """One read; returns the line printed, if any."""
@@ -240,14 +252,15 @@ class MetricsReporter:
             text = self._fetch(self.url)
             current = spec_decode_counters(text)
         except (OSError, PrometheusParseError):
-            return None
+            current = None
         now = self._monotonic()
         if current is None:
+            if not self._engine_seen:
+                self._previous_at = now  # nothing was served before this read
             return None
+        self._engine_seen = True
         previous, previous_at = self._previous, self._previous_at
         self._previous, self._previous_at = current, now
-        if previous is None:
-            return None
         window = compute_window(previous, current, now - previous_at)
         if window is None:
             return None

@@ -316,9 +316,11 @@ def test_metric_lines_are_printed_while_vllm_runs(
             proc.kill()
     assert proc.returncode == 0, stderr
     lines = [line for line in stdout.splitlines() if contract.parse_metric_line(line)]
-    assert len(lines) == 1  # one change (page 1 -> page 2), then nothing
-    assert json.loads(lines[0])["mean_acceptance_length"] == 4.0
-    assert json.loads(lines[0])[contract.METRIC_DIMENSION] == "peagle-x-dev"
+    # page 1 counted from zero (vLLM's counters start at zero), page 2's change, then nothing
+    first, second = (json.loads(line) for line in lines)
+    assert first["mean_acceptance_length"] == 2.5
+    assert second["mean_acceptance_length"] == 4.0
+    assert second[contract.METRIC_DIMENSION] == "peagle-x-dev"
 
 
 def test_main_in_process_print_args(

@@ -140,7 +140,7 @@ class Pages:
 
 def test_reporter_prints_one_line_per_change_and_nothing_otherwise() -> None:
     out = io.StringIO()
-    clock = iter([0.0, 10.0, 20.0, 30.0, 40.0])
+    clock = iter([0.0, 5.0, 15.0, 25.0, 35.0, 45.0])  # created at 0, then 5 reads
     pages = Pages(["down", TEXT_1, TEXT_1, TEXT_2, TEXT_2])
     reporter = MetricsReporter(
         "http://x/metrics",
@@ -151,13 +151,57 @@ def test_reporter_prints_one_line_per_change_and_nothing_otherwise() -> None:
         wall_ms=lambda: 1,
     )
     results = [reporter.poll_once() for _ in range(5)]
-    # vLLM starting, first baseline, unchanged, changed, unchanged
-    assert [r is not None for r in results] == [False, False, False, True, False]
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 1
-    doc = json.loads(lines[0])
-    assert doc["acceptance_rate"] == 1.0
-    assert doc["draft_tokens_per_s"] == 0.6  # 6 draft tokens since the read at t=10
+    # vLLM starting, drafted since it started, unchanged, changed, unchanged
+    assert [r is not None for r in results] == [False, True, False, True, False]
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    # The first window starts from zero at the last read that found no engine (t=5).
+    assert first["acceptance_rate"] == 0.5
+    assert first["mean_acceptance_length"] == 2.5
+    assert first["draft_tokens_per_s"] == 1.2  # 12 draft tokens in 10 s
+    assert first["acceptance_rate_per_position"] == [0.75, 0.5, 0.25]
+    assert second["acceptance_rate"] == 1.0
+    assert second["draft_tokens_per_s"] == 0.6  # 6 draft tokens since the read at t=15
+
+
+def test_what_was_drafted_before_the_first_read_is_reported() -> None:
+    """An endpoint that serves a few requests and then idles still logs its acceptance
+    (before, the first read was only a baseline and those drafts were never reported)."""
+    out = io.StringIO()
+    clock = iter([100.0, 160.0, 220.0])
+    reporter = MetricsReporter(
+        "http://x/metrics",
+        60,
+        out=out,
+        fetch=Pages([TEXT_1]),
+        monotonic=lambda: next(clock),
+        wall_ms=lambda: 1,
+    )
+    line = reporter.poll_once()
+    assert line is not None
+    doc = contract.parse_metric_line(line)
+    assert doc is not None
+    assert doc["acceptance_rate"] == 0.5
+    assert doc["draft_tokens_per_s"] == 12 / 60  # since the reporter started
+    assert reporter.poll_once() is None  # idle afterwards: nothing more
+
+
+def test_a_failed_read_after_the_engine_answered_does_not_shorten_the_window() -> None:
+    out = io.StringIO()
+    clock = iter([0.0, 10.0, 20.0, 30.0])
+    reporter = MetricsReporter(
+        "http://x/metrics",
+        10,
+        out=out,
+        fetch=Pages([TEXT_1, "down", TEXT_2]),
+        monotonic=lambda: next(clock),
+        wall_ms=lambda: 1,
+    )
+    assert reporter.poll_once() is not None
+    assert reporter.poll_once() is None  # a passing error
+    line = reporter.poll_once()
+    assert line is not None
+    doc = json.loads(line)
+    assert doc["draft_tokens_per_s"] == 6 / 20  # since the last good read, at t=10
 
 
 def test_reporter_lines_carry_the_endpoint_dimension() -> None:
@@ -168,12 +212,11 @@ def test_reporter_lines_carry_the_endpoint_dimension() -> None:
         "http://x/metrics",
         10,
         out=out,
-        fetch=Pages([TEXT_1, TEXT_2]),
+        fetch=Pages([TEXT_1]),
         monotonic=lambda: next(clock),
         wall_ms=lambda: 1,
         dimensions=contract.metric_dimensions(env),
     )
-    reporter.poll_once()
     line = reporter.poll_once()
     assert line is not None
     doc = contract.parse_metric_line(line)
@@ -216,17 +259,17 @@ def test_reporter_thread_against_a_real_http_endpoint(
     url, pages = metrics_server
     out = io.StringIO()
     reporter = MetricsReporter(url, 0.05, out=out)
-    assert reporter.poll_once() is None  # baseline over HTTP
+    assert reporter.poll_once() is not None  # TEXT_1, counted from zero, over HTTP
     pages[0] = TEXT_2
     reporter.start()
     try:
         for _ in range(200):
-            if out.getvalue():
+            if len(out.getvalue().splitlines()) >= 2:
                 break
             threading.Event().wait(0.02)
     finally:
         reporter.stop()
     assert reporter._thread is not None and not reporter._thread.is_alive()
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1  # TEXT_2 repeats afterwards: no more lines
-    assert contract.parse_metric_line(lines[0]) is not None
+    assert len(lines) == 2  # TEXT_2 repeats afterwards: no more lines
+    assert contract.parse_metric_line(lines[1]) is not None
