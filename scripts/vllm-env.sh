@@ -27,7 +27,10 @@ sanity_check() {
   "$VENV/bin/python" - <<'PY' >&2
 import vllm
 from vllm.config import SpeculativeConfig  # noqa: F401
-from vllm.entrypoints.launchers.cli_args import make_arg_parser
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:  # before 0.30
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
 from vllm.platforms import current_platform
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 

@@ -85,7 +85,7 @@ def enter(spec: dict[str, object]) -> None:
     fds = {t: os.open(s, os.O_RDONLY | os.O_DIRECTORY) for t, s in mounts.items()}
     for root in ("/opt/ml", "/tmp"):
         Path(root).mkdir(parents=True, exist_ok=True)
-        mount("tmpfs", root, "tmpfs", 0, "mode=1777,size=64m")
+        mount("tmpfs", root, "tmpfs", 0, "mode=1777,size=2g")
     for target, fd in fds.items():
         bind_read_only(Path(f"/proc/self/fd/{fd}"), Path(target))
         os.close(fd)

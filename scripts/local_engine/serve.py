@@ -76,7 +76,8 @@ def vllm_venv() -> Path:
         check=False,
     )
     if done.returncode != 0:
-        raise EngineError(f"scripts/vllm-env.sh failed: {done.stderr.strip()[-2000:]}")
+        said = [x for x in done.stderr.splitlines() if not x.startswith("WARNING: Location")]
+        raise EngineError(f"scripts/vllm-env.sh failed: {' | '.join(said[-8:])}")
     return Path(done.stdout.strip().splitlines()[-1])
 
 
