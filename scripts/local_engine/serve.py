@@ -193,6 +193,33 @@ def remap(container: Container, root: Path) -> Container:
     return Container(env, {})
 
 
+def events(lines: list[str], event: str) -> list[dict[str, Any]]:
+    """The JSON lines among `lines` whose "event" is `event` (vLLM prefixes what its
+    worker processes print with `(Worker pid=N) `)."""
+    out = []
+    for line in lines:
+        start = line.find('{"event"')
+        if start < 0 or f'"{event}"' not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line[start:])
+            if isinstance(doc, dict) and doc.get("event") == event:
+                out.append(doc)
+    return out
+
+
+def http(url: str, body: dict[str, Any] | None = None, timeout: float = 120) -> tuple[int, bytes]:
+    """GET `url`, or POST `body` as JSON; (status, body) also for HTTP errors."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
 def isolated() -> bool:
     """Namespaces need root and unshare(1)."""
     return os.geteuid() == 0 and shutil.which("unshare") is not None
@@ -263,30 +290,12 @@ class Engine:
         return self.stderr_path.read_text(errors="replace").splitlines()
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        """JSON lines of the engine's stdout whose "event" is `event` (vLLM prefixes what
-        its worker processes print with `(Worker pid=N) `)."""
-        out = []
-        for line in self.stdout():
-            start = line.find('{"event"')
-            if start < 0 or f'"{event}"' not in line:
-                continue
-            with contextlib.suppress(ValueError):
-                doc = json.loads(line[start:])
-                if isinstance(doc, dict) and doc.get("event") == event:
-                    out.append(doc)
-        return out
+        return events(self.stdout(), event)
 
     def request(
         self, path: str, body: dict[str, Any] | None = None, timeout: float = 120
     ) -> tuple[int, bytes]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET")
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
+        return http(self.url + path, body, timeout)
 
     def measure_rss(self) -> int:
         self.peak_rss = max(self.peak_rss, rss_bytes({self.proc.pid} | _descendants(self.proc.pid)))
