@@ -395,6 +395,19 @@ ENV = [
         also=("1-50",),
     ),
     Case(
+        "env-max-attempts-superscript",  # isdigit() says yes, int() used to raise
+        ("status", "peagle-x-dev"),
+        "PEAGLE_AWS_MAX_ATTEMPTS",
+        env={"PEAGLE_AWS_MAX_ATTEMPTS": "\u00b2"},
+        also=("1-50",),
+    ),
+    Case(
+        "env-max-attempts-empty",
+        ("status", "peagle-x-dev"),
+        "PEAGLE_AWS_MAX_ATTEMPTS",
+        env={"PEAGLE_AWS_MAX_ATTEMPTS": ""},
+    ),
+    Case(
         "env-retry-mode-empty",
         ("status", "peagle-x-dev"),
         "PEAGLE_AWS_RETRY_MODE",
