@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from hostile_kit import MODEL, assert_refused, recording_aws_calls, run_cli
-
 from peagle_serve.numeric_env import NUMERIC_VARIABLES
 
 TRAINED = "PEAGLE_DRAFTER_TRAINED_TOKENS"
