@@ -30,6 +30,7 @@ from peagle_deploy.bench.stream import (
     REQUEST_TIMEOUT_S,
     StreamAccumulator,
     chat_payload,
+    read_capped,
 )
 from peagle_deploy.errors import InputError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
@@ -171,7 +172,8 @@ class SageMakerTarget:
                 self._url, data=body, headers=headers, proxy=self._proxy
             ) as resp:
                 if resp.status != 200:
-                    return acc.fail(call.error_reason(resp.status, resp.headers, await resp.read()))
+                    body, _ = await read_capped(resp)
+                    return acc.fail(call.error_reason(resp.status, resp.headers, body))
                 payloads = PayloadStream(call.event_stream_shape, self._headers)
                 feed = payloads.feed
                 parser = SSEParser()
