@@ -93,7 +93,7 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
     if boto_session is not None:
         return boto_session
     if region is None:
-        _check_environment_region()
+        check_environment_region()
     import boto3
     import botocore.session
 
@@ -102,9 +102,11 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
     return boto3.Session(botocore_session=core, region_name=region)
 
 
-def _check_environment_region() -> None:
+def check_environment_region() -> None:
     """AWS_REGION / AWS_DEFAULT_REGION as the planner reads them: empty or malformed is
-    an error naming the variable, before any call (botocore would fall back or fail)."""
+    an error naming the variable, before any call (botocore would fall back or fail).
+    Every path that lets boto3 take the region from the environment runs this first:
+    sessions made here, and the SageMaker benchmark target."""
     from peagle_deploy.catalog.resolve import environment_region
     from peagle_deploy.validation.aws_shapes import check_region
 

@@ -20,6 +20,7 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
+from peagle_deploy.aws import check_environment_region
 from peagle_deploy.bench.metrics import (
     RequestOutput,
     SpecDecodeStats,
@@ -78,6 +79,8 @@ class SageMakerTarget:
     ) -> None:
         if not endpoint_name:
             raise InputError("--endpoint", "is empty", "a SageMaker endpoint name")
+        if region is None:
+            check_environment_region()  # `peagle status`'s check, before any request
         self.endpoint_name = endpoint_name
         self.region = region
         self.label = label or endpoint_name
