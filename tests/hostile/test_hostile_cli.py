@@ -155,6 +155,20 @@ SPECS = [
         also=("more than 100000 values",),
     ),
     spec("directory", b"", fld="--file"),
+    *(
+        # Their vLLM is recorded (aws/deep-learning-containers docs/src/data/vllm-server):
+        # the refusal names vLLM 0.30.0 instead of an unknown engine.
+        spec(
+            f"k-schedule-{tag}.yaml",
+            f"model: {MODEL}\n"
+            f"image_uri: 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:{tag}\n"
+            "speculative:\n  mode: p-eagle\n  num_speculative_tokens: 5\n"
+            "  num_speculative_tokens_per_batch_size: [[1, 8, 5], [9, 64, 3]]\n",
+            fld="speculative.num_speculative_tokens_per_batch_size",
+            also=("breaks the draft shapes in vLLM 0.30.0", f"AWS image tag {tag}"),
+        )
+        for tag in ("server-sagemaker-cuda-v2.5", "server-sagemaker-cuda-v2.6")
+    ),
 ]
 # `directory`: replaced by a directory below (a spec path that is not a file).
 
