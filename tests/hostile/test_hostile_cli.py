@@ -173,6 +173,14 @@ SPECS = [
 # `directory`: replaced by a directory below (a spec path that is not a file).
 
 FLAGS = [
+    # `peagle image base`: the base is published in 35 regions; China has none of it
+    flags(
+        "image-base-china",
+        *("image", "base", "--region", "cn-north-1"),
+        fld="--region",
+        also=("vllm:server-sagemaker-cuda-v2.5 is not published in cn-north-1",),
+    ),
+    flags("image-base-injection", *("image", "base", "--region", "us-east-1; rm"), fld="--region"),
     flags(
         "instance-type-empty", *PLAN, "--instance-type", "", fld="--instance-type", also=("empty",)
     ),
@@ -421,6 +429,7 @@ ENV = [
         "PEAGLE_AWS_MAX_ATTEMPTS",
         env={"PEAGLE_AWS_MAX_ATTEMPTS": ""},
     ),
+    Case("env-image-base-region-bad", ("image", "base"), "AWS_REGION", env={"AWS_REGION": "x y"}),
     Case(
         "env-retry-mode-empty",
         ("status", "peagle-x-dev"),
