@@ -181,6 +181,13 @@ FLAGS = [
         also=("vllm:server-sagemaker-cuda-v2.5 is not published in cn-north-1",),
     ),
     flags("image-base-injection", *("image", "base", "--region", "us-east-1; rm"), fld="--region"),
+    # the Qwen3-Coder head's model card: trained for 18 parallel tokens
+    flags(
+        "qwen-k-200",
+        *("plan", "qwen3-coder-30b-a3b-instruct", "-k", "200"),
+        fld="speculative.num_speculative_tokens",
+        also=("the drafter was trained for 18 parallel tokens",),
+    ),
     flags(
         "instance-type-empty", *PLAN, "--instance-type", "", fld="--instance-type", also=("empty",)
     ),
