@@ -6,8 +6,9 @@ Several engines on one machine (tests of several worktrees, a benchmark) would c
 both, so as root each engine runs in its own mount and network namespace
 (`unshare --mount --net`): `python sandbox.py SPEC` is the first program inside it; it
 brings the namespace's loopback up, mounts a private tmpfs on /opt/ml and on /tmp (the
-supervisor writes /tmp/supervisord.conf), binds the model directories read-only where
-SageMaker mounts them, and execs the entrypoint. Nothing is visible outside.
+supervisor writes /tmp/supervisord.conf and its pid file there), binds the model
+directories read-only where SageMaker mounts them (and back into /tmp whatever of the
+engine's own files lives there), and execs the entrypoint. Nothing is visible outside.
 
 `Forwarder` makes the engine's 127.0.0.1:8080 reachable from the host's loopback: it
 listens on a free host port and opens each upstream connection from a thread that has
@@ -80,23 +81,40 @@ def enter(spec: dict[str, object]) -> None:
     then exec the command (which keeps this process id)."""
     loopback_up()
     mounts = spec["mounts"]
-    assert isinstance(mounts, dict)
-    # Bind sources may live under /tmp: open them before /tmp is covered.
+    keep = spec["keep"]
+    assert isinstance(mounts, dict) and isinstance(keep, list)
+    # Sources may live under /tmp: open them before /tmp is covered.
     fds = {t: os.open(s, os.O_RDONLY | os.O_DIRECTORY) for t, s in mounts.items()}
+    kept = {k: os.open(k, os.O_RDONLY | os.O_DIRECTORY) for k in keep if _under_tmp(k)}
     for root in ("/opt/ml", "/tmp"):
         Path(root).mkdir(parents=True, exist_ok=True)
         mount("tmpfs", root, "tmpfs", 0, "mode=1777,size=2g")
     for target, fd in fds.items():
         bind_read_only(Path(f"/proc/self/fd/{fd}"), Path(target))
         os.close(fd)
+    for path, fd in kept.items():  # the engine's own files (its venv, ...) stay in reach
+        Path(path).mkdir(parents=True, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND, None)
+        os.close(fd)
     argv = spec["argv"]
     assert isinstance(argv, list)
     os.execvp(argv[0], argv)
 
 
-def command(spec_mounts: dict[str, Path], argv: list[str], python: str) -> list[str]:
-    """The argv that starts `argv` in new namespaces with `spec_mounts` (target -> source)."""
-    spec = {"mounts": {t: str(s) for t, s in spec_mounts.items()}, "argv": argv}
+def _under_tmp(path: str) -> bool:
+    return os.path.realpath(path).startswith("/tmp/")
+
+
+def command(
+    spec_mounts: dict[str, Path], argv: list[str], python: str, keep: list[Path]
+) -> list[str]:
+    """The argv that starts `argv` in new namespaces with `spec_mounts` (target -> source);
+    the directories of `keep` that live under /tmp are bound into the private /tmp."""
+    spec = {
+        "mounts": {t: str(s) for t, s in spec_mounts.items()},
+        "keep": [os.path.realpath(k) for k in keep],
+        "argv": argv,
+    }
     return [
         "unshare",
         "--mount",

@@ -374,7 +374,8 @@ def start(
     }
     argv = [str(entry / "bin" / "peagle-serve"), "serve"]
     if isolated():
-        argv = sandbox.command(container.mounts, argv, str(venv / "bin" / "python"))
+        python = str(venv / "bin" / "python")
+        argv = sandbox.command(container.mounts, argv, python, keep=[venv, entry, PLUGINS])
     stdout_path, stderr_path = work / f"{name}.stdout", work / f"{name}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
