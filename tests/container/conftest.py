@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,17 @@ def make_drafter(tmp_path: Path) -> MakeDrafter:
 def target_dir(tmp_path: Path) -> Path:
     """A tiny target model directory (config.json only) with hidden size HIDDEN."""
     return write_target(tmp_path / "target")
+
+
+# The engine test's image variant (test_engine.py) costs about 5 minutes of a cold CI run
+# (869 MB of wheels, a 3.7 GB image): it runs on request only.
+ENGINE_IMAGE_ENV = "PEAGLE_ENGINE_IMAGE_TEST"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(ENGINE_IMAGE_ENV) == "1":
+        return
+    chosen = [i for i in items if i.get_closest_marker("engine_image") is None]
+    if len(chosen) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in chosen])
+        items[:] = chosen

