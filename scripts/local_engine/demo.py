@@ -49,12 +49,13 @@ def main(argv: list[str] | None = None) -> int:
             say(f"      {key}={value}")
         for path, source in container.mounts.items():
             say(f"      mount {path} <- {source.name}/ (tiny {source.name})")
-        say("3/5 docker run IMAGE serve  ->  peagle-serve serve (preflight, then vLLM) ...")
+        say("3/5 peagle-serve serve, the image's ENTRYPOINT (preflight, then vLLM) ...")
         extra = {"PEAGLE_DRAFT_PROBE": "1", contract.METRICS_INTERVAL_ENV: str(INTERVAL_S)}
         with serve.running(container, work, venv=venv, extra_env=extra) as engine:
-            for line in engine.stderr():
-                say(f"      {line}")
             ready = engine.wait_ready()
+            for line in engine.stderr():
+                if line.startswith("peagle-serve:"):
+                    say(f"      {line}")
             say(f"      /ping answered 200 after {ready:.0f} s ({engine.url})")
             say("4/5 chat requests to /invocations:")
             chat = {"messages": [{"role": "user", "content": "say hi"}], "max_tokens": 24}
