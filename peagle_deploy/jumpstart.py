@@ -207,15 +207,15 @@ def resolve_jumpstart(
         break  # one drafter channel per model
 
     entry = catalog_match(model_id)
-    spec_defaults = _speculative_defaults(env)
+    speculative_defaults = _speculative_defaults(env)
     drafter_kind: DrafterKind | None
-    if spec_defaults.get("parallel_drafting"):
+    if speculative_defaults.get("parallel_drafting"):
         drafter_kind = "p-eagle"
-    elif spec_defaults.get("method") == "eagle3":
+    elif speculative_defaults.get("method") == "eagle3":
         drafter_kind = "eagle3"
     else:
         drafter_kind = entry.drafter_kind if entry is not None else None
-    default_k = spec_defaults.get("num_speculative_tokens")
+    default_k = speculative_defaults.get("num_speculative_tokens")
     if not isinstance(default_k, int) or default_k < 1:
         default_k = entry.default_num_speculative_tokens.value if entry else 3
     return ResolvedModel(
