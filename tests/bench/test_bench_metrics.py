@@ -119,7 +119,7 @@ def test_accumulator_without_choices_fails() -> None:
     assert acc.finish().error == NO_TOKENS
 
 
-def test_spec_decode_delta_uses_vllm_formulas() -> None:
+def test_acceptance_delta_uses_vllm_formulas() -> None:
     before = DraftCounters(10.0, 30.0, 12.0, (8.0, 4.0))
     after = DraftCounters(110.0, 330.0, 192.0, (88.0, 64.0, 40.0))
     stats = acceptance_delta(before, after)

@@ -96,7 +96,7 @@ def test_engines_are_summed_and_labels_with_escapes_parse() -> None:
     assert draft_counters(text) == DraftCounters(5.0, 15.0, 5.0, (0.0, 2.0))
 
 
-def test_page_without_spec_decode_counters() -> None:
+def test_page_without_draft_counters() -> None:
     assert draft_counters("# HELP x y\nvllm:num_requests_running 0\n") is None
 
 
