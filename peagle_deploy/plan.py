@@ -278,9 +278,14 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     aws_shapes.check_env(spec.env, render.environment(ri))
 
     # Names from content: the model's request body (without name and tags) plus the
-    # endpoint name (so two stages never share, and delete, one model).
+    # endpoint name (so two stages never share, and delete, one model). The execution
+    # role is left out of the name: a CDK stack creates its own role, unknown at synth,
+    # and the same spec must name the same model through `cdk deploy` and the SDK (the
+    # SDK refuses to reuse a model created with another role: sdk.deploy).
     model_body = _without(render.create_model(ri, "", []), "ModelName", "Tags")
-    model_name = derived_name(endpoint_name, "m", _digest([endpoint_name, model_body]))
+    model_name = derived_name(
+        endpoint_name, "m", _digest([endpoint_name, _without(model_body, "ExecutionRoleArn")])
+    )
     config_body = _without(
         render.create_endpoint_config(ri, "", model_name, []), "EndpointConfigName", "Tags"
     )

@@ -81,7 +81,12 @@ def deploy_command(
         bool, typer.Option("--no-wait", help="Return once SageMaker accepted the requests.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only read: say what deploy would do.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Only read: say what deploy would do, and what `peagle doctor` finds. A "
+            "preview: failing checks are shown, not fatal (a real deploy stops on them).",
+        ),
     ] = False,
     no_doctor: Annotated[
         bool, typer.Option("--no-doctor", help="Skip the read-only checks of `peagle doctor`.")
@@ -147,6 +152,9 @@ def deploy_command(
                 f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
             )
         output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
+        for warning in outcome.warnings:
+            if warning not in plan.warnings:  # those were shown before
+                output.warn(warning)
         return
     output.console.print(
         f"[bold]{escape(outcome.endpoint_name)}[/] "

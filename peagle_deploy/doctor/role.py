@@ -149,7 +149,8 @@ class PlannedRole:
     """A role a CloudFormation stack will create with `policy` (the CDK path)."""
 
     policy: Mapping[str, Any]
-    account: str
+    account: str | None = None
+    """The stack's account (None: the caller's)."""
     role_arn: str | None = None
     """The stack's role when it exists already (its name is generated)."""
     source: str = "the stack's planned role policy"
@@ -163,13 +164,19 @@ class PlannedRole:
         return "the stack's execution role (infra/role.py)"
 
     def skip_reason(self, ctx: DoctorContext) -> str | None:
+        if self.account and self.account != ctx.account_id:
+            return (
+                f"the stage deploys to account {self.account}, the caller is in "
+                f"{ctx.account_id}: run doctor with credentials of the stage's account"
+            )
         return None
 
     def sides(self, ctx: DoctorContext, asks: Sequence[Ask]) -> dict[Ask, RoleSide]:
         known, prefixes = self.principal_context(ctx)
         out = {}
         for ask in asks:
-            request = _request(ask, Principal(self.account, self.role_arn), known, prefixes)
+            account = self.account or ctx.account_id
+            request = _request(ask, Principal(account, self.role_arn), known, prefixes)
             outcome = evaluate(self.policy, request, resource_policy=False)
             missing = tuple(sorted(outcome.unknown_keys))
             out[ask] = RoleSide(
@@ -182,7 +189,7 @@ class PlannedRole:
 
     def principal_context(self, ctx: DoctorContext) -> tuple[dict[str, list[str]], tuple[str, ...]]:
         # The stack's role carries the plan's tags (infra/stack.py tags every resource).
-        keys = _principal_keys(self.role_arn, self.account)
+        keys = _principal_keys(self.role_arn, self.account or ctx.account_id)
         for tag in ctx.plan.tags:
             keys[f"aws:PrincipalTag/{tag['Key']}"] = [tag["Value"]]
         return keys, ("aws:principaltag/",)
