@@ -127,8 +127,6 @@ def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
     names: list[str] = []
     pages = sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100})
     for number, page in enumerate(pages, start=1):
-        if number > MAX_ENDPOINT_PAGES:
-            raise PagesExhaustedError(f"ListEndpoints still paging after {MAX_ENDPOINT_PAGES} pages")
         names += [
             e["EndpointName"]
             for e in page.get("Endpoints", [])
@@ -136,6 +134,8 @@ def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
         ]
         if len(names) > MAX_ENDPOINTS:
             raise RuntimeError(f"more than {MAX_ENDPOINTS} endpoints to look at")
+        if number >= MAX_ENDPOINT_PAGES and page.get("NextToken"):
+            raise PagesExhaustedError(f"ListEndpoints still paging after {number} pages")
     counts = run_all(
         [functools.partial(_endpoint_instances, ctx, n, instance_type) for n in names],
         workers=DESCRIBE_WORKERS,
@@ -162,11 +162,11 @@ def _quotas(ctx: DoctorContext, operation: str) -> Iterator[dict[str, Any]]:
     paginator = client.get_paginator(operation)
     pages = paginator.paginate(ServiceCode=SERVICE_CODE, PaginationConfig={"PageSize": PAGE_SIZE})
     for number, page in enumerate(pages, start=1):
-        if number > MAX_QUOTA_PAGES:
-            raise PagesExhaustedError(
-                f"Service Quotas ({operation}) still paging after {MAX_QUOTA_PAGES} pages"
-            )
         yield from page.get("Quotas", [])
+        if number >= MAX_QUOTA_PAGES and page.get("NextToken"):
+            raise PagesExhaustedError(
+                f"Service Quotas ({operation}) still paging after {number} pages"
+            )
 
 
 def _find(ctx: DoctorContext, operation: str, name: str) -> tuple[dict[str, Any] | None, bool]:
