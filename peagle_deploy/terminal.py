@@ -48,4 +48,6 @@ def printable(value: object) -> str:
     """`value` as one line that cannot drive the terminal: control characters and
     direction overrides are shown escaped (`\\x1b`, `\\u202e`). For strings that come
     from an account (S3 keys, AWS error messages, policy text)."""
-    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(value))
+    return _UNPRINTABLE.sub(
+        lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(value)
+    )

@@ -152,9 +152,10 @@ def deploy_command(
                 f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
             )
         output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
-        for warning in outcome.warnings:
-            if warning not in plan.warnings:  # those were shown before
-                output.warn(warning)
+        shown = {str(w) for w in plan.warnings}  # printed before the deploy
+        for extra in outcome.warnings:
+            if extra not in shown:
+                output.warn(extra)
         return
     output.console.print(
         f"[bold]{escape(outcome.endpoint_name)}[/] "

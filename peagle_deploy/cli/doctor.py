@@ -35,9 +35,7 @@ Examples:
 """
 
 
-def _plan(
-    file: Path | None, model: str | None, knobs: dict[str, Any]
-) -> tuple[Any, Any, Any]:
+def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[Any, Any, Any]:
     """(plan, role view, session): a spec's plan with its role, or a CDK stage's with the
     stack's role."""
     from peagle_deploy.plan import build_plan

@@ -62,6 +62,8 @@ hundred): beyond, the quota is reported as not checked."""
 
 class PagesExhaustedError(RuntimeError):
     """A listing kept paging past its bound."""
+
+
 DESCRIBE_WORKERS = 8
 
 

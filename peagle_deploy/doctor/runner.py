@@ -45,7 +45,9 @@ def _safely(name: str, check: Check, ctx: DoctorContext) -> list[CheckResult]:
 def _notes(results: list[CheckResult]) -> list[str]:
     """What no check can see, said once."""
     decided = [
-        r for r in results if r.check.startswith("role.") and not r.detail.startswith("could not check")
+        r
+        for r in results
+        if r.check.startswith("role.") and not r.detail.startswith("could not check")
     ]
     return [role.SCP_NOTE] if decided else []
 

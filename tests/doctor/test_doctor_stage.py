@@ -48,7 +48,7 @@ def test_repository_stage_uses_the_plan_cdk_synth_builds(
     aws: LocalAWS, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)
-    stage, plan = stage_plan("dev", ROOT)
+    _stage, plan = stage_plan("dev", ROOT)
     from infra.stages import stage_configs
 
     context = json.loads((ROOT / "cdk.json").read_text())["context"]["peagle:stages"]
