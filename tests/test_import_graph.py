@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
         }
     ),
     frozenset({"spec"}),
-    frozenset({"catalog", "jumpstart", "render", "validation", "plan", "access"}),
+    frozenset({"catalog", "jumpstart", "render", "validation", "plan", "access", "stages"}),
     frozenset({"aws", "doctor"}),
     frozenset({"sdk", "bench"}),
     frozenset({"promote", "emulator"}),

@@ -1,7 +1,7 @@
 """`peagle doctor --stage NAME`: the pre-flight of `cdk deploy PeagleEndpoint-NAME`.
 
 The plan is the one `cdk synth` builds for the stage: cdk.json's `peagle:stages`
-context read by `infra.stages.stage_configs`, then `StageConfig.plan()`, the same call
+context read by `peagle_deploy.stages.stage_configs`, then `StageConfig.plan()`, the same call
 `infra.stack.PeagleStack` makes. The execution role is the stack's own (infra/role.py):
 its side of every decision is the role's planned policy (`access.model_access_policy`),
 evaluated by doctor; when the stack exists already, its `ExecutionRoleArn` output names
@@ -22,8 +22,8 @@ ROLE_OUTPUT = "ExecutionRoleArn"
 
 def stage_plan(name: str, app_dir: Path) -> tuple[Any, Any]:
     """(StageConfig, Plan) of stage `name` of the CDK app in `app_dir`."""
-    from infra.stages import STAGES_CONTEXT_KEY, stage_configs
     from peagle_deploy.documents import load_mapping
+    from peagle_deploy.stages import STAGES_CONTEXT_KEY, stage_configs
 
     path = app_dir / CDK_JSON
     if not path.is_file():

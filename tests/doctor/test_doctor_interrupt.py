@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from doctor_testkit import MODEL, ROLE
 
 from peagle_deploy.emulator import LocalAWS
@@ -37,7 +38,14 @@ def _peagle(*argv: str) -> list[str]:
     return [sys.executable, "-c", launcher, *command]
 
 
-def test_sigint_with_a_stalled_s3_read_exits_at_once(local: LocalAWS) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [("doctor", MODEL, "--role-arn", ROLE), ("deploy", MODEL, "--role-arn", ROLE, "--no-progress")],
+    ids=["doctor", "deploy"],
+)
+def test_sigint_with_a_stalled_s3_read_exits_at_once(
+    local: LocalAWS, command: tuple[str, ...]
+) -> None:
     from moto.s3 import models as s3_models
 
     in_flight = threading.Event()
@@ -54,7 +62,7 @@ def test_sigint_with_a_stalled_s3_read_exits_at_once(local: LocalAWS) -> None:
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     try:
         proc = subprocess.Popen(
-            _peagle("doctor", MODEL, "--role-arn", ROLE),
+            _peagle(*command),
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

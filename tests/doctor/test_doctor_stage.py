@@ -49,7 +49,7 @@ def test_repository_stage_uses_the_plan_cdk_synth_builds(
 ) -> None:
     monkeypatch.chdir(ROOT)
     _stage, plan = stage_plan("dev", ROOT)
-    from infra.stages import stage_configs
+    from infra.stages import stage_configs  # what app.py calls
 
     context = json.loads((ROOT / "cdk.json").read_text())["context"]["peagle:stages"]
     synth_plan = {s.name: s for s in stage_configs(context, ROOT)}["dev"].plan()
