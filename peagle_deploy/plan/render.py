@@ -51,7 +51,12 @@ def render(dep: Deployment) -> Requests:
     """The requests of a checked deployment, named by their content."""
     endpoint_name = dep.endpoint_name
     model_body = _without(create_model(dep, "", []), "ModelName", "Tags")
-    model_name = derived_name(endpoint_name, "m", _digest([endpoint_name, model_body]))
+    # The execution role is left out of the name: a CDK stack creates its own role,
+    # unknown at synth, and the same spec must name the same model through `cdk deploy`
+    # and the SDK (which refuses to reuse a model created with another role: sdk.deploy).
+    model_name = derived_name(
+        endpoint_name, "m", _digest([endpoint_name, _without(model_body, "ExecutionRoleArn")])
+    )
     config_body = _without(
         create_endpoint_config(dep, "", model_name, []), "EndpointConfigName", "Tags"
     )
