@@ -11,7 +11,7 @@ the model uses.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +142,65 @@ def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
         repo = EcrRepository(match["account"], match["region"], match["repository"])
         repos[(repo.account, repo.region, repo.name)] = repo
     return [repos[k] for k in sorted(repos)]
+
+
+ECR_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+)
+
+
+def model_access_policy(
+    create_model: Mapping[str, Any],
+    *,
+    partition: str = "aws",
+    model_data_kms_key_arns: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The grants of the CDK execution role (infra/role.py) that loading the model needs:
+    S3 reads of its locations, pulls of its image, Decrypt of SSE-KMS weights through S3.
+
+    `peagle doctor --stage` evaluates it for the role a stack has not created yet; a test
+    keeps its decisions equal to the synthesized role's.
+    """
+    reads = s3_reads(create_model)
+    statements: list[dict[str, Any]] = []
+    if reads:
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": [f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
+            }
+        )
+    prefixes: dict[str, list[str]] = {}
+    for read in reads:
+        if read.list_prefix is not None:
+            prefixes.setdefault(read.bucket, []).append(read.list_prefix)
+    for bucket, listed in sorted(prefixes.items()):
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:{partition}:s3:::{bucket}",
+                "Condition": {"StringLike": {"s3:prefix": sorted(listed)}},
+            }
+        )
+    statements.append(
+        {
+            "Effect": "Allow",
+            "Action": list(ECR_PULL_ACTIONS),
+            "Resource": [r.arn(partition) for r in ecr_repositories(create_model)],
+        }
+    )
+    statements.append({"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"})
+    if model_data_kms_key_arns:
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": sorted(set(model_data_kms_key_arns)),
+                "Condition": {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}

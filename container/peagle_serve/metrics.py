@@ -106,8 +106,8 @@ def parse_prometheus_text(text: str) -> list[Sample]:
 
 
 @dataclass(frozen=True)
-class SpecDecodeCounters:
-    """Cumulative spec-decode counters, summed over engines (label sets)."""
+class DraftCounters:
+    """Cumulative speculative-decoding counters, summed over engines (label sets)."""
 
     drafts: float
     draft_tokens: float
@@ -119,8 +119,8 @@ def _base_name(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
-def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
-    """The spec-decode counters in a /metrics page, or None when vLLM has none
+def draft_counters(text: str) -> DraftCounters | None:
+    """The speculative-decoding counters in a /metrics page, or None when vLLM has none
     (speculative decoding off)."""
     totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED_TOKENS: 0.0}
     seen = False
@@ -141,7 +141,7 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
     if not seen:
         return None
     width = max(per_pos) + 1 if per_pos else 0
-    return SpecDecodeCounters(
+    return DraftCounters(
         totals[DRAFTS],
         totals[DRAFT_TOKENS],
         totals[ACCEPTED_TOKENS],
@@ -150,7 +150,7 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
 
 
 # What vLLM's counters read when its engine starts (before anything was drafted).
-ENGINE_START: Final = SpecDecodeCounters(0.0, 0.0, 0.0, ())
+ENGINE_START: Final = DraftCounters(0.0, 0.0, 0.0, ())
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class AcceptanceWindow:
 
 
 def compute_window(
-    previous: SpecDecodeCounters, current: SpecDecodeCounters, elapsed_s: float
+    previous: DraftCounters, current: DraftCounters, elapsed_s: float
 ) -> AcceptanceWindow | None:
     """Acceptance between two reads, or None when nothing was drafted in between.
 
@@ -250,7 +250,7 @@ class MetricsReporter:
         """One read; returns the line printed, if any."""
         try:
             text = self._fetch(self.url)
-            current = spec_decode_counters(text)
+            current = draft_counters(text)
         except (OSError, PrometheusParseError):
             current = None
         now = self._monotonic()

@@ -50,7 +50,7 @@ import docker_engine
 import pytest
 import standin_image
 from peagle_serve import contract
-from peagle_serve.metrics import spec_decode_counters
+from peagle_serve.metrics import draft_counters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -105,7 +105,7 @@ def _counters(engine: serve.Engine) -> dict[str, Any]:
 def _counters_at(url: str) -> dict[str, Any]:
     status, body = serve.http(url + "/metrics")
     assert status == 200, body[:200]
-    c = spec_decode_counters(body.decode())
+    c = draft_counters(body.decode())
     assert c is not None, "vLLM shows no speculative-decoding counters"
     return {
         "drafts": c.drafts,
