@@ -29,7 +29,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"spec"}),
     frozenset({"catalog", "jumpstart", "render", "validation", "plan", "access"}),
     frozenset({"aws", "doctor"}),
-    frozenset({"sdk", "bench"}),
+    frozenset({"sdk", "bench", "experiment"}),
     frozenset({"promote", "emulator"}),
     frozenset({"demo"}),
     frozenset({"cli"}),
