@@ -146,6 +146,8 @@ class MotoExtensions(Installable):
     _variants: dict[tuple[str, str], VariantBehaviour] = field(default_factory=dict, init=False)
     seed: int = 0
     """Seeds the routing and the variants' serving draws (reproducible runs)."""
+    wall: Callable[[], float] = time.time
+    """Wall-clock seconds stamped on the variants' metric lines and CloudWatch metrics."""
     _rng: random.Random = field(default_factory=random.Random, init=False)
     _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
@@ -656,6 +658,7 @@ class MotoExtensions(Installable):
                 self._rng,
                 output_tokens=tokens,
                 difficulty=difficulty,
+                at=self.wall(),
             )
             for shadow in chosen.shadows:
                 serve_and_report(
@@ -665,6 +668,7 @@ class MotoExtensions(Installable):
                     self._rng,
                     output_tokens=tokens,
                     difficulty=difficulty,
+                    at=self.wall(),
                 )
         if behaviour is not None:
             settings = replace(
@@ -762,6 +766,7 @@ def write_endpoint_logs(
     lines: Iterable[str],
     *,
     stream: str | None = None,
+    timestamp_ms: int | None = None,
 ) -> None:
     """Append lines to `/aws/sagemaker/Endpoints/<name>`, stream `<variant>/i-<id>`
     (default `AllTraffic/i-<id>`)."""
@@ -778,7 +783,7 @@ def write_endpoint_logs(
         instance = hashlib.sha256(endpoint_name.encode()).hexdigest()[:17]
         stream = f"{DEFAULT_VARIANT}/i-{instance}"
     backend.ensure_log_stream(group, stream)
-    now = int(time.time() * 1000)
+    now = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
     backend.put_log_events(group, stream, [{"timestamp": now, "message": m} for m in lines])
 
 

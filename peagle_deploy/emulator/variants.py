@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from peagle_deploy.emulator.traffic import ContainerWindow, ServedRequest, VariantBehaviour, serve
@@ -88,17 +88,16 @@ def instance_id(endpoint_name: str, variant: str, index: int) -> str:
 
 
 def put_invocation_metrics(
-    where: EndpointRef, variant: Variant, *, ok: bool, latency_s: float
+    where: EndpointRef, variant: Variant, *, ok: bool, latency_s: float, at: float
 ) -> None:
     """SageMaker's per-variant invocation metrics for one request, into moto's CloudWatch."""
     from moto.cloudwatch.models import cloudwatch_backends
-    from moto.core.utils import utcnow
 
     dims = [
         {"Name": "EndpointName", "Value": where.name},
         {"Name": "VariantName", "Value": variant.name},
     ]
-    now = utcnow()  # moto keeps naive UTC datetimes
+    now = datetime.fromtimestamp(at, UTC).replace(tzinfo=None)  # moto keeps naive UTC
     data = [
         ("Invocations", 1.0, "None"),
         ("Invocation5XXErrors", 0.0 if ok else 1.0, "None"),
@@ -116,7 +115,7 @@ def put_invocation_metrics(
 
 
 def write_variant_line(
-    where: EndpointRef, variant: Variant, served: ServedRequest, rng: random.Random
+    where: EndpointRef, variant: Variant, served: ServedRequest, rng: random.Random, at: float
 ) -> None:
     """The metric line the variant's container writes for this request."""
     from peagle_deploy.emulator.moto_ext import write_endpoint_logs
@@ -125,7 +124,7 @@ def write_variant_line(
     window.add(served)
     if not window.requests:
         return
-    stamp = int(time.time() * 1000)
+    stamp = int(at * 1000)
     line = window.line(
         endpoint=where.name,
         variant=variant.name,
@@ -139,6 +138,7 @@ def write_variant_line(
         where.name,
         [line],
         stream=f"{variant.name}/{instance_id(where.name, variant.name, index)}",
+        timestamp_ms=stamp,
     )
 
 
@@ -150,13 +150,14 @@ def serve_and_report(
     *,
     output_tokens: int,
     difficulty: float,
+    at: float,
 ) -> ServedRequest | None:
     """Serve one request on `variant` (as its behaviour says) and report it as SageMaker
     and the container would; None when the variant has no behaviour (metrics only)."""
     if behaviour is None:
-        put_invocation_metrics(where, variant, ok=True, latency_s=0.0)
+        put_invocation_metrics(where, variant, ok=True, latency_s=0.0, at=at)
         return None
     served = serve(behaviour, rng, output_tokens=output_tokens, difficulty=difficulty)
-    put_invocation_metrics(where, variant, ok=served.ok, latency_s=served.e2e_s)
-    write_variant_line(where, variant, served, rng)
+    put_invocation_metrics(where, variant, ok=served.ok, latency_s=served.e2e_s, at=at)
+    write_variant_line(where, variant, served, rng, at)
     return served

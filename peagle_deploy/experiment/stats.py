@@ -122,6 +122,8 @@ class Decision:
     verdict: Verdict
     reason: str
     result: SequentialResult | None
+    missing: tuple[str, ...] = ()
+    """What the minimums still need ("12.0 more minutes", ...); empty once they are met."""
 
     @property
     def winner(self) -> Literal["candidate", "incumbent"] | None:
@@ -172,13 +174,14 @@ def decide(
             f"{winner} is faster: p = {result.p_value:.3g} <= alpha = {alpha} (mSPRT)",
             result,
         )
+    missing = tuple(short)
     ended = final or elapsed_s >= max_duration_s
     if not ended:
         why = "needs " + ", ".join(short) if short else "no significant difference yet"
-        return Decision("running", why, result)
+        return Decision("running", why, result, missing)
     if short:
         why = "ended before the minimums (" + ", ".join(short) + "): no winner"
     else:
         p = result.p_value if result is not None else 1.0
         why = f"no significant difference (p = {p:.3g} > alpha = {alpha}): no winner"
-    return Decision("inconclusive", why, result)
+    return Decision("inconclusive", why, result, missing)
