@@ -13,7 +13,6 @@ from moto import mock_aws
 from peagle_serve.contract import SERVING_KEY, VARIANT_DIMENSION, parse_metric_line
 
 from peagle_deploy.emulator import LocalAWS, MotoExtensions
-from peagle_deploy.emulator.moto_ext import log_group_name
 from peagle_deploy.emulator.traffic import VariantBehaviour
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-test"
