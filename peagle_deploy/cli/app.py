@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, doctor, guards, output, plan, promote
+from peagle_deploy.cli import bench, deploy, doctor, experiment, guards, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ def _root(
 plan.register(app)  # models, plan
 deploy.register(app)  # deploy, status, invoke, list, delete
 app.add_typer(bench.bench_app, name="bench")
+app.add_typer(experiment.experiment_app, name="experiment")
 promote.register(app)  # promote, demo
 doctor.register(app)
 

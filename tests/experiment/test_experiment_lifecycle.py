@@ -204,3 +204,45 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
     assert not desc.get("ShadowProductionVariants")
     with pytest.raises(ExperimentError, match="already ended"):
         abort_experiment(name, progress=False)
+
+
+def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
+    emulator: MotoExtensions,
+    wall: Wall,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import yaml
+
+    from peagle_deploy.cli.app import main
+
+    spec = make_spec()
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True)))
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+
+    def run(*argv: str) -> Any:
+        code = main(["experiment", *argv, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    started_doc = run("start", name, "--file", str(spec_file))
+    assert started_doc["state"] == "running" and started_doc["mode"] == "shadow"
+    traffic(name, wall, minutes=40)
+    plot = tmp_path / "experiment.png"
+    doc = run("status", name, "--plot", str(plot))
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    analysis = doc["analysis"]
+    assert analysis["decision"]["verdict"] == "candidate"
+    assert analysis["difference"]["ci"][0] > 0
+    for role in ("incumbent", "candidate"):
+        figures = analysis["variants"][role]
+        assert figures["decode_tokens_per_s"] > 0 and figures["ttft_ms"]["p99"] is not None
+    ended = run("conclude", name)
+    assert ended["action"] == "promoted"
+    code = main(["experiment", "abort", name])
+    assert code == 1
+    assert "already ended" in capsys.readouterr().err
