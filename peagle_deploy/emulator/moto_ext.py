@@ -28,7 +28,6 @@ the endpoint is read, so no background thread is needed.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import random
 import threading
@@ -47,18 +46,13 @@ from peagle_deploy.emulator.chat import (
     sse_events,
 )
 from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
+from peagle_deploy.emulator.logs import log_group_name, write_endpoint_logs
 from peagle_deploy.emulator.patching import Installable, Patches, Slot
 from peagle_deploy.emulator.traffic import VariantBehaviour
 from peagle_deploy.emulator.variants import EndpointRef, Route, route, serve_and_report
 
 DEFAULT_VARIANT = "AllTraffic"
-LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
-
-
-def log_group_name(endpoint_name: str) -> str:
-    """The CloudWatch Logs group SageMaker writes an endpoint's container output to."""
-    return LOG_GROUP_PREFIX + endpoint_name
 
 
 @dataclass(frozen=True)
@@ -757,34 +751,6 @@ def _check_shadow_config(
         if "InstanceType" in shadow:
             _validate_instance_type(None, shadow["InstanceType"])
     backend.validate_production_variants(shadows)
-
-
-def write_endpoint_logs(
-    account_id: str,
-    region: str,
-    endpoint_name: str,
-    lines: Iterable[str],
-    *,
-    stream: str | None = None,
-    timestamp_ms: int | None = None,
-) -> None:
-    """Append lines to `/aws/sagemaker/Endpoints/<name>`, stream `<variant>/i-<id>`
-    (default `AllTraffic/i-<id>`)."""
-    from moto.logs.models import logs_backends
-
-    lines = list(lines)
-    if not lines:
-        return
-    backend = logs_backends[account_id][region]
-    group = log_group_name(endpoint_name)
-    if group not in backend.groups:
-        backend.create_log_group(group, {})
-    if stream is None:
-        instance = hashlib.sha256(endpoint_name.encode()).hexdigest()[:17]
-        stream = f"{DEFAULT_VARIANT}/i-{instance}"
-    backend.ensure_log_stream(group, stream)
-    now = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-    backend.put_log_events(group, stream, [{"timestamp": now, "message": m} for m in lines])
 
 
 def _validate_instance_type(self: Any, instance_type: str) -> None:

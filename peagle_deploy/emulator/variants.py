@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from peagle_deploy.emulator.logs import write_endpoint_logs
 from peagle_deploy.emulator.traffic import ContainerWindow, ServedRequest, VariantBehaviour, serve
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
@@ -118,8 +119,6 @@ def write_variant_line(
     where: EndpointRef, variant: Variant, served: ServedRequest, rng: random.Random, at: float
 ) -> None:
     """The metric line the variant's container writes for this request."""
-    from peagle_deploy.emulator.moto_ext import write_endpoint_logs
-
     window = ContainerWindow()
     window.add(served)
     if not window.requests:

@@ -62,23 +62,6 @@ def incumbent_spec(spec: DeploymentSpec) -> DeploymentSpec:
     return spec.model_copy(update={"experiment": None})
 
 
-def candidate_instances(experiment: ExperimentSpec, incumbent_instances: int) -> int:
-    """The candidate's instances: given, else as many as match the incumbent's load per
-    instance (shadow: count x sampling share; split: count x w / (1 - w)), at least one."""
-    if experiment.candidate_instance_count is not None:
-        return experiment.candidate_instance_count
-    share = experiment.share
-    ratio = share if experiment.mode == "shadow" else share / (1 - share)
-    return max(1, round(incumbent_instances * ratio))
-
-
-def load_ratio(experiment: ExperimentSpec, incumbent_instances: int, candidates: int) -> float:
-    """The candidate's requests per instance over the incumbent's."""
-    share = experiment.share
-    incumbent_share = 1.0 if experiment.mode == "shadow" else 1 - share
-    return (share / candidates) / (incumbent_share / incumbent_instances)
-
-
 def _digest(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_LEN]
@@ -200,13 +183,13 @@ def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
     candidate = build_plan(candidate_spec(spec))
     check_experiment(incumbent, candidate)
     count = incumbent.spec.initial_instance_count
-    instances = candidate_instances(settings, count)
+    instances = settings.candidate_instances(count)
     model_name, create_model = _candidate_model(incumbent, candidate)
     config_name, create_config = _experiment_config(
         incumbent, candidate, settings, model_name, instances
     )
     warnings = [w for w in candidate.warnings if w not in incumbent.warnings]
-    ratio = load_ratio(settings, count, instances)
+    ratio = settings.load_ratio(count)
     if not 1 / LOAD_RATIO_LIMIT <= ratio <= LOAD_RATIO_LIMIT:
         warnings.append(
             PlanWarning(

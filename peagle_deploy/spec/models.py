@@ -376,5 +376,20 @@ class ExperimentSpec(_Strict):
             return (self.sampling_percent or 100) / 100
         return (self.weight_percent or 50) / 100
 
+    def candidate_instances(self, incumbent_instances: int) -> int:
+        """The candidate's instances: given, else as many as give it the incumbent's load
+        per instance (shadow: count x share; split: count x w / (1 - w)), at least one."""
+        if self.candidate_instance_count is not None:
+            return self.candidate_instance_count
+        ratio = self.share if self.mode == "shadow" else self.share / (1 - self.share)
+        return max(1, round(incumbent_instances * ratio))
+
+    def load_ratio(self, incumbent_instances: int) -> float:
+        """Requests per candidate instance over requests per incumbent instance."""
+        incumbent_share = 1.0 if self.mode == "shadow" else 1 - self.share
+        return (self.share / self.candidate_instances(incumbent_instances)) / (
+            incumbent_share / incumbent_instances
+        )
+
 
 DeploymentSpec.model_rebuild()
