@@ -8,13 +8,14 @@ settings, guardrails) is the spec's `experiment:` block (docs/experiments.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
+from peagle_deploy.experiment.report import render_status
 
 if TYPE_CHECKING:
     from peagle_deploy.experiment.lifecycle import ExperimentOutcome, ExperimentStatus
@@ -59,88 +60,6 @@ def _check(name: str, region: str | None, stage: str) -> None:
     if region is not None:
         check_region(region, "--region")
     check_stage_name(stage, "--stage")
-
-
-def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}{unit}"
-
-
-def print_status(status: ExperimentStatus) -> None:
-    """The per-variant table, the difference and the decision."""
-    from rich.table import Table
-
-    record = status.record
-    settings = record.settings
-    output.console.print(
-        f"[bold]{escape(record.endpoint_name)}[/] {escape(settings.mode)} experiment: "
-        f"{escape(record.state)} (endpoint {escape(status.endpoint_status)})",
-        highlight=False,
-    )
-    analysis = status.analysis
-    if analysis is None:
-        output.console.print("no data yet: the variants are not both serving", highlight=False)
-        return
-    table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
-    table.add_column("")
-    for role in ("incumbent", "candidate"):
-        table.add_column(role, justify="right")
-    inc, cand = analysis.incumbent, analysis.candidate
-    rows: list[tuple[str, Any, Any]] = [
-        ("variant", inc.variant, cand.variant),
-        ("instances seen", inc.instances, cand.instances),
-        ("requests finished", _fmt(inc.requests, digits=0), _fmt(cand.requests, digits=0)),
-        (
-            "output tokens/s per instance",
-            _fmt(inc.output_tokens_per_s_per_instance),
-            _fmt(cand.output_tokens_per_s_per_instance),
-        ),
-        (
-            "decode tokens/s per stream",
-            _fmt(inc.decode_tokens_per_s),
-            _fmt(cand.decode_tokens_per_s),
-        ),
-        (
-            "mean acceptance length",
-            _fmt(inc.mean_acceptance_length, digits=2),
-            _fmt(cand.mean_acceptance_length, digits=2),
-        ),
-    ]
-    for label, key in (("TTFT", "ttft_ms"), ("ITL", "itl_ms")):
-        for p in ("p50", "p90", "p99"):
-            rows.append(
-                (
-                    f"{label} {p} (ms)",
-                    _fmt(getattr(inc, key)[p]),
-                    _fmt(getattr(cand, key)[p]),
-                )
-            )
-    rows.append(
-        (
-            "error rate (5xx)",
-            _fmt(None if inc.error_rate is None else 100 * inc.error_rate, "%", 2),
-            _fmt(None if cand.error_rate is None else 100 * cand.error_rate, "%", 2),
-        )
-    )
-    for label, a, b in rows:
-        table.add_row(label, output.literal(a), output.literal(b))
-    output.print_table(table)
-    result = analysis.decision.result
-    if result is not None:
-        low, high = result.ci
-        output.console.print(
-            f"decode speed, candidate vs incumbent: {100 * result.relative_difference:+.1f}% "
-            f"({1 - result.alpha:.0%} CI {100 * low:+.1f}% to {100 * high:+.1f}%, "
-            f"{result.windows} paired windows, always-valid p = {result.p_value:.3g})",
-            highlight=False,
-            markup=False,
-        )
-    verdict = analysis.decision
-    output.console.print(
-        f"[bold]decision:[/] {escape(verdict.verdict)}: {escape(verdict.reason)}",
-        highlight=False,
-    )
-    for breach in analysis.breaches:
-        output.warn(f"guardrail {breach.guardrail}: {breach.detail}")
 
 
 def _print_outcome(outcome: ExperimentOutcome) -> None:
@@ -192,7 +111,7 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
     if as_json:
         output.emit_json(status.to_json())
         return
-    print_status(status)
+    render_status(status, output.console)
     output.console.print(
         f"read it with `peagle experiment status {endpoint} --stage {status.record.stage}`",
         highlight=False,
@@ -229,7 +148,7 @@ def status_command(
     if as_json:
         output.emit_json({**status.to_json(), "plot": written})
         return
-    print_status(status)
+    render_status(status, output.console)
     if written:
         output.console.print(f"plot: {written}", highlight=False, markup=False)
 
@@ -287,7 +206,7 @@ def watch_command(  # noqa: PLR0917 (one parameter per CLI flag)
     if as_json:
         output.emit_json(result.to_json())
     elif isinstance(result, ExperimentStatus):
-        print_status(result)
+        render_status(result, output.console)
     else:
         _print_outcome(result)
 

@@ -65,6 +65,21 @@ class VariantBehaviour:
         """The true speed of one stream while it decodes (at the reference load)."""
         return self.tokens_per_step / self.step_s
 
+    def expected_speed(self, *, mean_output_tokens: float = 200.0, draws: int = 20000) -> float:
+        """Decode tokens/s per stream as the metric lines measure it (token-weighted over
+        requests that draw their own acceptance and step time): `decode_tokens_per_s`
+        moved by the spread of the requests. A fixed seed: the same figure every time."""
+        rng = random.Random(0)
+        sigma = 0.6
+        mu = math.log(mean_output_tokens) - sigma * sigma / 2
+        tokens = seconds = 0.0
+        for _ in range(draws):
+            n = max(1, round(math.exp(rng.gauss(mu, sigma))))
+            served = serve(self, rng, output_tokens=n, difficulty=rng.gauss(0, 1))
+            tokens += max(0, n - 1)
+            seconds += served.decode_s
+        return tokens / seconds if seconds else 0.0
+
     def faster(self, ratio: float) -> VariantBehaviour:
         """The same variant with decode speed times `ratio` (a shorter step)."""
         return VariantBehaviour(

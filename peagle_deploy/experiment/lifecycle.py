@@ -244,12 +244,14 @@ def start_experiment(
     timeout_s: float | None = None,
     poll_interval_s: float = 2.0,
     progress: bool | None = None,
+    doctor: bool = True,
 ) -> ExperimentStatus:
     """Put the spec's candidate beside the incumbent that serves `endpoint_name`.
 
     The spec (or the one the stage manifest records) must be the one the endpoint serves:
     its plan's endpoint config is the endpoint's current one. InputError before any AWS
-    call for a bad spec; ExperimentError when the endpoint is not ready for it.
+    call for a bad spec; ExperimentError when the endpoint is not ready for it. `doctor`
+    runs `peagle doctor`'s read-only checks first (the capacity check counts both fleets).
     """
     the_spec = _experiment_spec(
         spec, spec_file, endpoint_name, stage=stage, region=region, boto_session=boto_session
@@ -264,6 +266,11 @@ def start_experiment(
             "ENDPOINT", f"{endpoint_name} is not the spec's endpoint", inc.endpoint_name
         )
     show = use_progress(progress)
+    if doctor:  # read-only; a failing check stops here, before any create call
+        from peagle_deploy.doctor import require_healthy
+        from peagle_deploy.plan import build_plan
+
+        require_healthy(build_plan(the_spec), boto_session=boto_session)
     clients = _Clients(inc.region, boto_session)
     ssm = clients.client("ssm")
     desc = describe_endpoint_or_none(clients.sm, inc.endpoint_name)
