@@ -268,13 +268,24 @@ def format_metric_line(
             "CloudWatchMetrics": [
                 {
                     "Namespace": METRIC_NAMESPACE,
-                    "Dimensions": [sorted(dims)] if dims else [[]],
+                    "Dimensions": _dimension_sets(dims),
                     "Metrics": [{"Name": f.json_key, "Unit": f.unit} for f in METRIC_FIELDS],
                 }
             ],
         },
     }
     return json.dumps(doc, separators=(",", ":"), sort_keys=False)
+
+
+def _dimension_sets(dims: Mapping[str, str]) -> list[list[str]]:
+    """EMF dimension sets: the endpoint's metrics as before, and per variant beside them
+    (the CDK stack's metric filters keep the endpoint-wide series)."""
+    if not dims:
+        return [[]]
+    sets = [sorted(dims)]
+    if VARIANT_DIMENSION in dims and len(dims) > 1:
+        sets.insert(0, sorted(k for k in dims if k != VARIANT_DIMENSION))
+    return sets
 
 
 def parse_metric_line(line: str) -> dict[str, Any] | None:

@@ -181,7 +181,10 @@ def test_reporter_lines_carry_the_endpoint_dimension() -> None:
     assert doc[contract.METRIC_DIMENSION] == "peagle-gpt-oss-20b-prod"
     assert doc[contract.VARIANT_DIMENSION] == contract.DEFAULT_VARIANT  # the one variant
     (directive,) = doc["_aws"]["CloudWatchMetrics"]
-    assert directive["Dimensions"] == [[contract.METRIC_DIMENSION, contract.VARIANT_DIMENSION]]
+    assert directive["Dimensions"] == [
+        [contract.METRIC_DIMENSION],  # the endpoint-wide series, as before
+        [contract.METRIC_DIMENSION, contract.VARIANT_DIMENSION],
+    ]
     assert contract.metric_dimensions({}) == {}  # unnamed container: no dimension
 
 
