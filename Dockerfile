@@ -7,19 +7,22 @@
 # build needs no registry but the base image's (or none, with a local --build-arg
 # BASE_IMAGE; tests/container/test_container_image.py builds it that way, offline).
 #
-# Base: 763104351884.dkr.ecr.<region>.amazonaws.com/vllm:server-sagemaker-cuda-v2.5,
-# which carries vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract
-# tests run against the same version (scripts/vllm-env.sh pins it; a test keeps the
-# LABEL below, that script and the Makefile in step). To move to another base, change
-# the tag, the vllm-version LABEL and VLLM_VERSION in scripts/vllm-env.sh together.
+# Base: AWS's vllm:server-sagemaker-cuda-v2.5 (the base-tag LABEL below), which carries
+# vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract tests run against
+# the same version (scripts/vllm-env.sh pins it; a test keeps the LABEL below, that
+# script and the Makefile in step). To move to another base, change the base-tag and
+# vllm-version LABELs and VLLM_VERSION in scripts/vllm-env.sh together, then run
+# scripts/platform_facts.py (the catalog reads the LABELs).
 #
-# Build with BuildKit (see README, "The vLLM container"):
-#   DOCKER_BUILDKIT=1 docker build --build-arg AWS_REGION=us-west-2 -t peagle-vllm:0.1.0 .
-# or build and push with buildx:
-#   docker buildx build --platform linux/amd64 --build-arg AWS_REGION=us-west-2 \
-#     -t <account>.dkr.ecr.us-west-2.amazonaws.com/peagle-vllm:0.1.0 --push .
-ARG AWS_REGION=us-east-1
-ARG BASE_IMAGE=763104351884.dkr.ecr.${AWS_REGION}.amazonaws.com/vllm:server-sagemaker-cuda-v2.5
+# The base lives in the Deep Learning Containers registry of the region you build for,
+# whose account differs by region (29 of the 45 are not 763104351884; China's domain is
+# amazonaws.com.cn), so BASE_IMAGE has no default: the catalog gives it (see
+# docs/container.md, "Build and push"):
+#   make image REGION=us-west-2
+# or
+#   DOCKER_BUILDKIT=1 docker build \
+#     --build-arg BASE_IMAGE="$(peagle image base --region us-west-2)" -t peagle-vllm .
+ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
 
 LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \

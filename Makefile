@@ -6,7 +6,7 @@ VLLM_VERSION := 0.30.0
 export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-$(VLLM_VERSION)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck unit synth vllm-env setup clean
+.PHONY: demo test lint typecheck unit synth vllm-env setup clean image-base image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,19 @@ test: lint typecheck unit
 
 synth: $(VENV)/.stamp-dev node_modules/.stamp
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+
+# The serving image. Its base (AWS's vLLM SageMaker image) lives in each region's own
+# Deep Learning Containers registry, whose account differs by region: the catalog knows
+# it (`peagle image base`). REGION defaults like `peagle plan`'s region.
+REGION ?= $(or $(AWS_REGION),$(AWS_DEFAULT_REGION),us-east-1)
+IMAGE ?= peagle-vllm
+
+image-base: $(VENV)/.stamp-local
+	@$(BIN)/peagle image base --region "$(REGION)"
+
+image: $(VENV)/.stamp-local
+	base="$$($(BIN)/peagle image base --region "$(REGION)")" && \
+	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE="$$base" -t "$(IMAGE)" .
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -275,3 +275,45 @@ def test_hostile_bench_input_is_one_line_naming_the_flag(
     assert "Traceback" not in out + err
     assert len((out + err).encode()) < MAX_OUTPUT
     assert _connections(listener) == 0, "a request was sent"
+
+
+REGION_CASES = [
+    ("AWS_DEFAULT_REGION", ""),
+    ("AWS_DEFAULT_REGION", "us-east-1; rm -rf /"),
+    ("AWS_REGION", " "),
+    ("AWS_REGION", "x" * 5000),
+]
+
+
+@pytest.mark.parametrize("case", REGION_CASES, ids=lambda c: f"{c[0]}={ascii(c[1])[:20]}")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--endpoint", "ep", "-c", "1", "-n", "1"],
+        ["bench", "--endpoint", "ep", "-c", "2", "-n", "2", "--workers", "2"],
+        ["bench", "compare", "-t", "a=endpoint:ep", "-c", "1", "-n", "1"],
+    ],
+    ids=["endpoint", "workers", "compare"],
+)
+def test_a_bad_region_variable_is_refused_as_peagle_status_refuses_it(
+    case: tuple[str, str],
+    argv: list[str],
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SageMaker target checks the region variables with `peagle status`'s check
+    (peagle_deploy.aws.check_environment_region): the same line, exit 2, no request."""
+    variable, value = case
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.setenv(variable, value)
+    _connections(listener)
+    capsys.readouterr()
+    assert main(argv) == 2
+    _, bench_err = capsys.readouterr()
+    assert main(["status", "peagle-x-dev"]) == 2
+    _, status_err = capsys.readouterr()
+    assert bench_err == status_err
+    assert bench_err.startswith(f"error: {variable}") and bench_err.count("\n") == 1, bench_err
+    assert "Traceback" not in bench_err and len(bench_err.encode()) < MAX_OUTPUT
+    assert _connections(listener) == 0, "a request was sent"

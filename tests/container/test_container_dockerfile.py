@@ -36,22 +36,16 @@ def instructions() -> list[tuple[str, str]]:
     return out
 
 
-def build_args() -> dict[str, str]:
-    """Default values of the ARGs declared before FROM, with ${VAR} substituted."""
-    values: dict[str, str] = {}
+def build_args() -> dict[str, str | None]:
+    """The ARGs declared before FROM: their default, or None when they have none."""
+    values: dict[str, str | None] = {}
     for word, rest in instructions():
         if word == "FROM":
             break
-        if word == "ARG" and "=" in rest:
-            name, _, default = rest.partition("=")
-            values[name] = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], default)
+        if word == "ARG":
+            name, eq, default = rest.partition("=")
+            values[name] = default if eq else None
     return values
-
-
-def resolved_base_image() -> str:
-    froms = [rest for word, rest in instructions() if word == "FROM"]
-    assert len(froms) == 1, "one stage: the AWS vLLM image plus peagle-serve"
-    return re.sub(r"\$\{(\w+)\}", lambda m: build_args()[m.group(1)], froms[0])
 
 
 def labels() -> dict[str, str]:
@@ -71,14 +65,15 @@ def script_vllm_version() -> str:
     return match.group(1)
 
 
-def test_base_image_is_the_pinned_aws_vllm_sagemaker_image() -> None:
-    image = resolved_base_image()
-    assert re.fullmatch(
-        r"763104351884\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/vllm:server-sagemaker-cuda-v\d+\.\d+",
-        image,
-    ), image
-    assert image.endswith(":server-sagemaker-cuda-v2.5")
-    assert build_args()["AWS_REGION"], "the region is a build argument"
+def test_base_image_is_required_and_pinned_by_the_base_tag_label() -> None:
+    """No default base: the one the Dockerfile used to default to (account 763104351884)
+    is wrong in 29 of the 45 regions; `peagle image base --region R` (the catalog) gives
+    it. The LABEL pins the tag, and the catalog's own_image reads it."""
+    assert build_args() == {"BASE_IMAGE": None}
+    assert "763104351884" not in "".join(rest for _, rest in instructions())
+    assert labels()["ai.peagle.base-tag"] == "vllm:server-sagemaker-cuda-v2.5"
+    own = json.loads((ROOT / "peagle_deploy/catalog/data/images.json").read_text())["own_image"]
+    assert "vllm:" + own["base_tag"] == labels()["ai.peagle.base-tag"]
 
 
 def test_vllm_version_label_matches_the_contract_test_environment() -> None:
@@ -86,7 +81,11 @@ def test_vllm_version_label_matches_the_contract_test_environment() -> None:
     assert version == script_vllm_version() == "0.30.0"
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(rf"^VLLM_VERSION := {re.escape(version)}$", makefile, re.M)
-    assert labels()["ai.peagle.base-tag"] == "vllm:" + resolved_base_image().split(":")[-1]
+    # the base image carries the same release (a source build of it)
+    images = json.loads((ROOT / "peagle_deploy/catalog/data/images.json").read_text())
+    base_tag = labels()["ai.peagle.base-tag"].split(":", 1)[1]
+    (base,) = [i for i in images["images"] if i["tag"] == base_tag]
+    assert base["vllm"].split("+", 1)[0] == version
 
 
 def test_no_syntax_directive_so_the_build_needs_no_registry() -> None:
