@@ -120,10 +120,18 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
 
 @experiment_app.command("status", epilog=EXAMPLES)
-def status_command(
+def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     endpoint: EndpointArg,
     stage: StageOpt = "dev",
     region: so.RegionOpt = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="The spec with the experiment, when no record exists (a CDK stage's spec).",
+        ),
+    ] = None,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Also write the variants over time to this PNG file."),
@@ -139,7 +147,12 @@ def status_command(
     from peagle_deploy.experiment.lifecycle import experiment_status
 
     _check(endpoint, region, stage)
-    status = experiment_status(endpoint, stage=stage, region=region)
+    spec = None
+    if file is not None:
+        from peagle_deploy.spec import load_spec
+
+        spec = load_spec(file, file_field="--file", stage=stage, region=region)
+    status = experiment_status(endpoint, stage=stage, region=region, spec=spec)
     written = None
     if plot is not None and status.analysis is not None:
         from peagle_deploy.experiment.plot import plot_experiment

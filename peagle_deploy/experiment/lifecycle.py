@@ -162,6 +162,41 @@ def _analyse(
     return analysis, lines
 
 
+def _record_from_spec(
+    spec: DeploymentSpec, endpoint_name: str, desc: dict[str, Any] | None
+) -> ExperimentRecord:
+    """The record of an experiment some other tool started (a CDK stage carrying it):
+    from its spec and the endpoint; it runs from when the endpoint last became InService
+    on the experiment's config. Not stored."""
+    xp = experiment_plan(spec)
+    inc = xp.incumbent
+    if inc.endpoint_name != endpoint_name:
+        raise InputError(
+            "ENDPOINT", f"{endpoint_name} is not the spec's endpoint", inc.endpoint_name
+        )
+    seen = desc or {}
+    serving = (
+        seen.get("EndpointConfigName") == xp.config_name
+        and seen.get("EndpointStatus") == "InService"
+    )
+    started = seen.get("LastModifiedTime") if serving else None
+    return ExperimentRecord(
+        endpoint_name=endpoint_name,
+        stage=inc.spec.stage,
+        region=inc.region,
+        state="running" if serving else "starting",
+        spec=spec,
+        incumbent_variant=xp.incumbent_variant,
+        candidate_variant=xp.candidate_variant,
+        incumbent_config=inc.endpoint_config_name,
+        incumbent_model=inc.model_name,
+        candidate_model=xp.candidate_model_name,
+        experiment_config=xp.config_name,
+        requested_at=started if isinstance(started, datetime) else _now(),
+        started_at=started if isinstance(started, datetime) else None,
+    )
+
+
 def experiment_status(
     endpoint_name: str,
     *,
@@ -170,12 +205,21 @@ def experiment_status(
     boto_session: Any = None,
     final: bool = False,
     now: datetime | None = None,
+    spec: DeploymentSpec | None = None,
 ) -> ExperimentStatus:
-    """Read the experiment on `endpoint_name` (no change to the endpoint)."""
+    """Read the experiment on `endpoint_name` (no change to the endpoint).
+
+    Without a stored record (an experiment a CDK stage carries), `spec` (the stage's spec,
+    with its experiment block) says what runs.
+    """
     clients = _Clients(region or _region(boto_session), boto_session)
-    record = _record_or_refuse(stage, endpoint_name, clients)
+    stored = read_record(stage, endpoint_name, clients.client("ssm"))
     desc = describe_endpoint_or_none(clients.sm, endpoint_name)
-    _settle_start(record, desc, clients.client("ssm"))
+    if stored is None and spec is not None and spec.experiment is not None:
+        record = _record_from_spec(spec, endpoint_name, desc)
+    else:
+        record = stored if stored is not None else _record_or_refuse(stage, endpoint_name, clients)
+        _settle_start(record, desc, clients.client("ssm"))
     status = str(desc.get("EndpointStatus")) if desc else "absent"
     if record.state != "running" or record.started_at is None:
         return ExperimentStatus(record, status, None)

@@ -246,3 +246,28 @@ def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
     code = main(["experiment", "abort", name])
     assert code == 1
     assert "already ended" in capsys.readouterr().err
+
+
+def test_status_reads_an_experiment_a_stack_started_from_its_spec(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """A CDK stage carrying the experiment creates the endpoint on the two-variant config
+    directly, and writes no record: status reads it from the stage's spec."""
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    spec = make_spec()
+    xp = experiment_plan(spec)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_model(**xp.incumbent.create_model)
+    sm.create_model(**xp.create_candidate_model)
+    sm.create_endpoint_config(**xp.create_experiment_config)
+    name = xp.incumbent.endpoint_name
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=xp.config_name)
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+    with pytest.raises(ExperimentError, match="no experiment"):
+        experiment_status(name)
+    traffic(name, wall, minutes=5)
+    status = experiment_status(name, spec=spec)
+    assert status.record.state == "running"
+    assert status.analysis is not None and status.analysis.candidate.requests > 0
