@@ -174,13 +174,26 @@ def check_experiment(incumbent: Plan, candidate: Plan) -> None:
         )
 
 
+def _candidate_plan(spec: DeploymentSpec) -> Plan:
+    """The candidate's plan; a refusal of one of its speculative fields names the field
+    the user wrote (`experiment.candidate.num_speculative_tokens`, not `speculative.`)."""
+    try:
+        return build_plan(candidate_spec(spec))
+    except InputError as exc:
+        given = spec.experiment.candidate.model_fields_set if spec.experiment else set()
+        head, _, rest = exc.field.partition(".")
+        if head == "speculative" and rest.split(".")[0] in given:
+            raise InputError(f"experiment.candidate.{rest}", exc.problem, exc.allowed) from None
+        raise
+
+
 def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
     """Plan the incumbent, the candidate and the experiment's requests; InputError on refusal."""
     settings = spec.experiment
     if settings is None:
         raise InputError("experiment", "the spec has no experiment block")
     incumbent = build_plan(incumbent_spec(spec))
-    candidate = build_plan(candidate_spec(spec))
+    candidate = _candidate_plan(spec)
     check_experiment(incumbent, candidate)
     count = incumbent.spec.initial_instance_count
     instances = settings.candidate_instances(count)

@@ -96,6 +96,10 @@ def test_an_unequal_load_per_instance_is_warned_about() -> None:
     [
         ({"candidate": {"num_speculative_tokens": 3}}, "experiment.candidate"),
         ({"candidate": {"mode": "none"}}, "experiment.candidate.mode"),
+        (
+            {"candidate": {"num_speculative_tokens": 10**9}},
+            "experiment.candidate.num_speculative_tokens",
+        ),
     ],
 )
 def test_experiments_that_cannot_decide_are_refused(change: dict[str, Any], field: str) -> None:
