@@ -1,11 +1,16 @@
 """The requests of an experiment: the candidate's model and a config that carries both variants.
 
-From the incumbent's plan (what serves now) and the spec's `experiment` block:
-- the candidate's spec: the incumbent's with the candidate's speculative settings (what
-  a promotion deploys), planned like any spec; its CreateModel gets the variant's name in
-  the environment (`PEAGLE_VARIANT_NAME`), so its container's metric lines say which
-  variant they come from, and a name of its own;
-- one CreateEndpointConfig: the incumbent's production variant unchanged (`AllTraffic`:
+Built on the planner's pipeline (`peagle_deploy.plan`): the incumbent is the spec
+without its `experiment` block, resolved, checked and rendered as any spec; the candidate
+is the incumbent's Deployment with the candidate's speculative settings
+(`plan.resolve.with_speculative`: the same model source, the same rules), checked like any
+Deployment. From the two:
+- the candidate's CreateModel (`plan.render.create_model`) with the variant's name in the
+  environment (`PEAGLE_VARIANT_NAME`), so its container's metric lines say which variant
+  they come from, and a content-derived name of its own; a promotion deploys
+  `candidate_spec(spec)`, which resolves to the same Deployment;
+- one CreateEndpointConfig (`plan.render.production_variant` for each variant): the
+  incumbent's production variant unchanged (`AllTraffic`:
   same model, so its container keeps running as it does), plus the candidate as a shadow
   variant (`ShadowProductionVariants`, weight = sampling share against the production
   variant's 1.0) or as a second production variant (weights = shares of the requests);
@@ -21,19 +26,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from peagle_serve.contract import VARIANT_NAME_ENV
+from pydantic import ValidationError
 
 from peagle_deploy.catalog.images import runs_peagle_serve
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.naming import DIGEST_LEN, derived_name
-from peagle_deploy.plan import Plan, build_plan
-from peagle_deploy.render import VARIANT_NAME
+from peagle_deploy.plan import Plan, build_plan, plan_of, render, with_speculative
+from peagle_deploy.plan.render import VARIANT_NAME
 from peagle_deploy.spec.loader import spec_from_dict
-from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec
+from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec, SpeculativeDecodingSpec
 
 CANDIDATE_VARIANT = "Candidate"
 """The candidate's variant name (the incumbent keeps `AllTraffic`)."""
@@ -114,33 +121,50 @@ class ExperimentPlan:
         }
 
 
-def _candidate_model(incumbent: Plan, candidate: Plan) -> tuple[str, dict[str, Any]]:
-    request = json.loads(json.dumps(candidate.create_model))
-    env = request["PrimaryContainer"].setdefault("Environment", {})
-    env[VARIANT_NAME_ENV] = CANDIDATE_VARIANT
-    body = {k: v for k, v in request.items() if k not in ("ModelName", "Tags")}
+def _candidate_model(
+    incumbent: Plan, candidate: Deployment
+) -> tuple[str, dict[str, Any], Deployment]:
+    """The candidate's CreateModel: its Deployment with the variant named in the container
+    environment, rendered by the planner's own `create_model`, named by its content."""
+    named = replace(
+        candidate, environment={**candidate.environment, VARIANT_NAME_ENV: CANDIDATE_VARIANT}
+    )
+    body = {
+        k: v
+        for k, v in render.create_model(named, "", []).items()
+        if k not in ("ModelName", "Tags")
+    }
     name = derived_name(incumbent.endpoint_name, "m", _digest([incumbent.endpoint_name, body]))
-    request["ModelName"] = name
-    request["Tags"] = list(incumbent.tags)
-    return name, request
+    return name, render.create_model(named, name, list(incumbent.tags)), named
 
 
 def _experiment_config(
-    incumbent: Plan, candidate: Plan, settings: ExperimentSpec, model: str, instances: int
+    incumbent: Plan,
+    candidate: Deployment,
+    settings: ExperimentSpec,
+    model: str,
+    instances: int,
 ) -> tuple[str, dict[str, Any]]:
-    request = json.loads(json.dumps(incumbent.create_endpoint_config))
-    (production,) = request["ProductionVariants"]
-    variant = dict(candidate.create_endpoint_config["ProductionVariants"][0])
-    variant.update(VariantName=CANDIDATE_VARIANT, ModelName=model, InitialInstanceCount=instances)
+    """Both variants in one config, from the planner's `production_variant`."""
+    dep = incumbent.deployment
+    variant = render.production_variant(
+        candidate, model, name=CANDIDATE_VARIANT, weight=settings.share
+    )
+    variant["InitialInstanceCount"] = instances
+    request: dict[str, Any] = {"EndpointConfigName": ""}
     if settings.mode == "shadow":
-        production["InitialVariantWeight"] = 1.0
-        variant["InitialVariantWeight"] = settings.share
+        request["ProductionVariants"] = [render.production_variant(dep, incumbent.model_name)]
         request["ShadowProductionVariants"] = [variant]
     else:
-        production["InitialVariantWeight"] = round(1 - settings.share, 6)
-        variant["InitialVariantWeight"] = settings.share
-        request["ProductionVariants"] = [production, variant]
-    body = {k: v for k, v in request.items() if k not in ("EndpointConfigName", "Tags")}
+        request["ProductionVariants"] = [
+            render.production_variant(
+                dep, incumbent.model_name, weight=round(1 - settings.share, 6)
+            ),
+            variant,
+        ]
+    if dep.spec.kms_key_id is not None:
+        request["KmsKeyId"] = dep.spec.kms_key_id
+    body = {k: v for k, v in request.items() if k != "EndpointConfigName"}
     name = derived_name(incumbent.endpoint_name, "c", _digest([incumbent.endpoint_name, body]))
     request["EndpointConfigName"] = name
     request["Tags"] = list(incumbent.tags)
@@ -174,13 +198,20 @@ def check_experiment(incumbent: Plan, candidate: Plan) -> None:
         )
 
 
-def _candidate_plan(spec: DeploymentSpec) -> Plan:
-    """The candidate's plan; a refusal of one of its speculative fields names the field
-    the user wrote (`experiment.candidate.num_speculative_tokens`, not `speculative.`)."""
+def _candidate_plan(incumbent: Plan, spec: DeploymentSpec) -> Plan:
+    """The candidate: the incumbent's Deployment with the candidate's speculative settings
+    (`with_speculative`: same model source, same rules), checked like any; a refusal of
+    one of its fields names the field the user wrote (`experiment.candidate.*`)."""
+    assert spec.experiment is not None
+    given = spec.experiment.candidate.model_dump(mode="json", exclude_none=True)
     try:
-        return build_plan(candidate_spec(spec))
+        speculative = SpeculativeDecodingSpec.model_validate(
+            {**incumbent.spec.speculative.model_dump(mode="json", exclude_none=True), **given}
+        )
+        return plan_of(with_speculative(incumbent.deployment, speculative))
+    except ValidationError as exc:
+        raise InputError("experiment.candidate", str(exc.errors()[0]["msg"])) from None
     except InputError as exc:
-        given = spec.experiment.candidate.model_fields_set if spec.experiment else set()
         head, _, rest = exc.field.partition(".")
         if head == "speculative" and rest.split(".")[0] in given:
             raise InputError(f"experiment.candidate.{rest}", exc.problem, exc.allowed) from None
@@ -193,13 +224,13 @@ def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
     if settings is None:
         raise InputError("experiment", "the spec has no experiment block")
     incumbent = build_plan(incumbent_spec(spec))
-    candidate = _candidate_plan(spec)
+    candidate = _candidate_plan(incumbent, spec)
     check_experiment(incumbent, candidate)
     count = incumbent.spec.initial_instance_count
     instances = settings.candidate_instances(count)
-    model_name, create_model = _candidate_model(incumbent, candidate)
+    model_name, create_model, _ = _candidate_model(incumbent, candidate.deployment)
     config_name, create_config = _experiment_config(
-        incumbent, candidate, settings, model_name, instances
+        incumbent, candidate.deployment, settings, model_name, instances
     )
     warnings = [w for w in candidate.warnings if w not in incumbent.warnings]
     ratio = settings.load_ratio(count)

@@ -6,9 +6,9 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
-from peagle_deploy.spec.models import DeploymentSpec
 
 _SECRET_KEY_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL"})
 _SECRET_KEY_WORDS |= {"CREDENTIALS", "PASSPHRASE"}
@@ -35,7 +35,7 @@ def secret_env_keys(env: Mapping[str, str]) -> list[str]:
     return sorted(k for k, v in env.items() if looks_like_secret(k, str(v)))
 
 
-def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
+def check_secrets(dep: Deployment) -> list[PlanWarning]:
     """Warn, naming the key (never the value), about secrets in the model environment.
 
     CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
@@ -43,6 +43,7 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
     properties; its provider never logs them). With network isolation (the default) the
     container cannot reach the Hugging Face Hub or any API anyway.
     """
+    spec = dep.spec
     warnings = []
     for key in secret_env_keys(spec.env):
         hint = (

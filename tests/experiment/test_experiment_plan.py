@@ -125,3 +125,18 @@ def test_peagle_plan_shows_the_experiment(
     assert doc["experiment"]["create_endpoint_config"]["ShadowProductionVariants"]
     assert main(["plan", "--file", str(spec_file)]) == 0
     assert "experiment: CreateEndpointConfig (both variants)" in capsys.readouterr().out
+
+
+def test_the_candidate_is_what_a_promotion_deploys() -> None:
+    """The candidate's model (from the incumbent's Deployment, `with_speculative`) and the
+    plan of `candidate_spec` (what `conclude` deploys) differ only by the variant's name."""
+    from peagle_deploy.experiment.plan import candidate_spec
+    from peagle_deploy.plan import build_plan
+
+    spec = _spec()
+    xp = experiment_plan(spec)
+    promoted = build_plan(candidate_spec(spec)).create_model
+    mine = json.loads(json.dumps(xp.create_candidate_model))
+    assert mine["PrimaryContainer"]["Environment"].pop("PEAGLE_VARIANT_NAME") == "Candidate"
+    assert mine["PrimaryContainer"] == promoted["PrimaryContainer"]
+    assert xp.candidate.create_model["PrimaryContainer"] == promoted["PrimaryContainer"]
