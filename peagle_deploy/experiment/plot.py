@@ -40,6 +40,9 @@ def _ttft_by_window(
 
 def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
     """Write the plot of a running or ended experiment to `path` (PNG)."""
+    from peagle_deploy.extras import require
+
+    require("matplotlib", "the experiment's plot (--plot)")
     import matplotlib
 
     matplotlib.use("Agg")
