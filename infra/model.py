@@ -63,6 +63,26 @@ class PeagleModel(Construct):
     framework's may only invoke the handler. Both log to one encrypted log group.
     """
 
+    def add_model(self, create_model: Mapping[str, Any]) -> CustomResource:
+        """One more model on this provider (an experiment's candidate): same role, same
+        name prefix, its own resource (named by its digest, so a change replaces it)."""
+        name = str(create_model["ModelName"])
+        if not name.startswith(self.name_prefix) or name == self.name_prefix:
+            raise ValueError(f"model name {name!r} does not extend {self.name_prefix!r}")
+        parameters = create_model_parameters(create_model, self.execution_role.role_arn)
+        resource = CustomResource(
+            self,
+            f"Model{name[len(self.name_prefix) :]}",
+            service_token=self.provider.service_token,
+            resource_type=MODEL_RESOURCE_TYPE,
+            # JSON, so that CloudFormation passes booleans and numbers through unchanged
+            # (it turns every other property value into a string).
+            properties={handler.PROPERTY: Stack.of(self).to_json_string(parameters)},
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        resource.node.add_dependency(self.provider_policy)
+        return resource
+
     def _logging_lambda_role(self, construct_id: str, what: str, log: logs.ILogGroup) -> iam.Role:
         """A role for one of the model's Lambda functions that may write only to `log`."""
         role = iam.Role(
@@ -89,10 +109,9 @@ class PeagleModel(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        self.name_prefix = name_prefix
+        self.execution_role = execution_role
         self.model_name: str = create_model["ModelName"]
-        if not self.model_name.startswith(name_prefix) or self.model_name == name_prefix:
-            raise ValueError(f"model name {self.model_name!r} does not extend {name_prefix!r}")
-        digest = self.model_name[len(name_prefix) :]
         self.parameters = create_model_parameters(create_model, execution_role.role_arn)
         model_arns = stack.format_arn(
             service="sagemaker", resource="model", resource_name=f"{name_prefix}*"
@@ -164,17 +183,7 @@ class PeagleModel(Construct):
             framework_on_event_role=framework_role,
             log_group=provider_logs,
         )
-        self.resource = CustomResource(
-            self,
-            f"Model{digest}",
-            service_token=self.provider.service_token,
-            resource_type=MODEL_RESOURCE_TYPE,
-            # JSON, so that CloudFormation passes booleans and numbers through unchanged
-            # (it turns every other property value into a string).
-            properties={handler.PROPERTY: stack.to_json_string(self.parameters)},
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.resource.node.add_dependency(self.provider_policy)
+        self.resource = self.add_model(create_model)
 
         framework_policy = framework_role.node.find_child("DefaultPolicy")
         acknowledge(

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from peagle_serve import contract
+from peagle_serve import contract, serving
 
 DRAFTS: Final = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS: Final = "vllm:spec_decode_num_draft_tokens"
@@ -149,8 +149,9 @@ def draft_counters(text: str) -> DraftCounters | None:
     )
 
 
-# What vLLM's counters read when its engine starts (before anything was drafted).
+# What vLLM's counters read when its engine starts (before anything was drafted/served).
 ENGINE_START: Final = DraftCounters(0.0, 0.0, 0.0, ())
+SERVING_START: Final = serving.ServingCounters(0.0, 0.0, 0.0, 0.0, {})
 
 
 @dataclass(frozen=True)
@@ -194,13 +195,17 @@ def compute_window(
 
 
 def render_line(
-    window: AcceptanceWindow, timestamp_ms: int, dimensions: Mapping[str, str] | None = None
+    window: AcceptanceWindow,
+    timestamp_ms: int,
+    dimensions: Mapping[str, str] | None = None,
+    served: Mapping[str, object] | None = None,
 ) -> str:
     return contract.format_metric_line(
         window.values,
         per_position_acceptance=window.per_position,
         timestamp_ms=timestamp_ms,
         dimensions=dimensions,
+        serving=served,
     )
 
 
@@ -245,12 +250,14 @@ class MetricsReporter:
         self._previous = ENGINE_START
         self._previous_at = monotonic()
         self._engine_seen = False
+        self._previous_served: serving.ServingCounters | None = SERVING_START
 
     def poll_once(self) -> str | None:
         """One read; returns the line printed, if any."""
         try:
             text = self._fetch(self.url)
             current = draft_counters(text)
+            served_now = serving.serving_counters(parse_prometheus_text(text))
         except (OSError, PrometheusParseError):
             current = None
         now = self._monotonic()
@@ -261,10 +268,16 @@ class MetricsReporter:
         self._engine_seen = True
         previous, previous_at = self._previous, self._previous_at
         self._previous, self._previous_at = current, now
+        served_before, self._previous_served = self._previous_served, served_now
         window = compute_window(previous, current, now - previous_at)
         if window is None:
             return None
-        line = render_line(window, self._wall_ms(), self.dimensions)
+        served = (
+            serving.serving_window(served_before, served_now, now - previous_at)
+            if served_before is not None and served_now is not None
+            else None
+        )
+        line = render_line(window, self._wall_ms(), self.dimensions, served)
         out = self.out or sys.stdout
         out.write(line + "\n")
         out.flush()
