@@ -46,8 +46,9 @@ unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
 
 test: lint typecheck unit
 
+# All stages with the cdk-nag AwsSolutions checks (any unacknowledged finding fails).
 synth: $(VENV)/.stamp-dev node_modules/.stamp
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet -c peagle:nag=true
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -8,6 +8,9 @@ Context key `peagle:stages` maps a stage name to:
   termination_protection: (default false)
   log_retention_days: endpoint log retention (default 30)
   alarms: errors_5xx_per_minute, model_latency_p90_ms, evaluation_minutes
+  promote_from: the stage whose endpoint this stage's promotion gates run against
+    (default: the stage listed before it; null for none); the CI roles stack lets this
+    stage's deploy role read that stage, nothing more
 Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}'`.
 """
 
@@ -28,6 +31,9 @@ from peagle_deploy.spec.stage import check_stage_name
 
 STAGES_CONTEXT_KEY = "peagle:stages"
 NAG_CONTEXT_KEY = "peagle:nag"
+GITHUB_REPO_CONTEXT_KEY = "peagle:github_repo"
+GITHUB_OIDC_CONTEXT_KEY = "peagle:github_oidc_provider"
+GITHUB_BRANCH_CONTEXT_KEY = "peagle:github_branch"
 CUSTOM_MODEL = "custom"
 _ACCOUNT = re.compile(r"^\d{12}$")
 _STAGE_KEYS = {
@@ -38,6 +44,7 @@ _STAGE_KEYS = {
     "termination_protection",
     "log_retention_days",
     "alarms",
+    "promote_from",
 }
 _ALARM_KEYS = {"errors_5xx_per_minute", "model_latency_p90_ms", "evaluation_minutes"}
 
@@ -54,6 +61,8 @@ class StageConfig:
     termination_protection: bool = False
     log_retention_days: int = 30
     alarms: dict[str, int] = field(default_factory=dict)
+    promote_from: str | None = None
+    """The stage promotions into this one are gated on (None: none)."""
 
     @property
     def stack_id(self) -> str:
@@ -110,7 +119,8 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             STAGES_CONTEXT_KEY, "missing or empty in cdk.json context", "a mapping stage -> {spec}"
         )
     configs = []
-    for name, value in context.items():
+    names = [str(n) for n in context]
+    for index, (name, value) in enumerate(context.items()):
         where = f"{STAGES_CONTEXT_KEY}.{name}"
         check_stage_name(name, where)
         raw = _json_if_text(value, where)
@@ -142,6 +152,13 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             raise InputError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
         if spec_file is None and not overrides:
             raise InputError(where, "names neither a spec file nor overrides", "spec, overrides")
+        promote_from = raw.get("promote_from", names[index - 1] if index else None)
+        if promote_from is not None and (promote_from not in names or promote_from == name):
+            raise InputError(
+                f"{where}.promote_from",
+                f"{promote_from!r} is not another stage of {STAGES_CONTEXT_KEY}",
+                [n for n in names if n != name] + ["null"],
+            )
         configs.append(
             StageConfig(
                 name=str(name),
@@ -152,6 +169,7 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
                 termination_protection=raw.get("termination_protection", False),
                 log_retention_days=retention,
                 alarms=alarms,
+                promote_from=promote_from,
             )
         )
     return configs
