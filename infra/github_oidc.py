@@ -26,10 +26,16 @@ STS_AUDIENCE = "sts.amazonaws.com"
 """The `aud` aws-actions/configure-aws-credentials asks GitHub for (its default)."""
 
 # GitHub's rules: an owner is 1-39 letters, digits or single inner dashes; a repository
-# name is 1-100 of letters, digits, `.`, `_` and `-`.
+# name is 1-100 of letters, digits, `.`, `_` and `-`. Repositories created on github.com
+# from 15 July 2026 on (and older ones that opted in) put the permanent numeric ids in
+# the `sub` claim, `repo:OWNER@ORG_ID/REPO@REPO_ID:...` (aws-actions/configure-aws-
+# credentials README, "Immutable subject claims", v6.2.3 = e6de054238d6): such a
+# repository is given the same way.
 _OWNER = r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}"
 _REPO = r"[A-Za-z0-9._-]{1,100}"
-_GITHUB_REPO = re.compile(rf"^(?P<owner>{_OWNER})/(?P<name>{_REPO})$")
+_GITHUB_REPO = re.compile(
+    rf"^(?P<owner>{_OWNER}(?:@[0-9]{{1,20}})?)/(?P<name>{_REPO}(?:@[0-9]{{1,20}})?)$"
+)
 _PROVIDER_ARN = re.compile(
     rf"^arn:aws(?:-cn|-us-gov)?:iam::\d{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$"
 )
@@ -42,7 +48,8 @@ EXISTING = "existing"
 
 @dataclass(frozen=True)
 class GitHubRepo:
-    """`OWNER/REPO`, exactly as GitHub spells it (the `sub` claim is compared as is)."""
+    """`OWNER/REPO` (or `OWNER@ORG_ID/REPO@REPO_ID` where GitHub emits immutable subject
+    claims), exactly as GitHub spells it: the `sub` claim is compared as is."""
 
     owner: str
     name: str
@@ -50,8 +57,15 @@ class GitHubRepo:
     @classmethod
     def parse(cls, value: object, field: str) -> GitHubRepo:
         match = _GITHUB_REPO.fullmatch(value) if isinstance(value, str) else None
-        if match is None or match["name"] in (".", ".."):
-            raise InputError(field, f"{value!r} is not a GitHub repository", "OWNER/REPO")
+        ids = [part.partition("@")[2] for part in (match["owner"], match["name"])] if match else []
+        if match is None or match["name"].partition("@")[0] in (".", "..") or (
+            bool(ids[0]) != bool(ids[1])
+        ):
+            raise InputError(
+                field,
+                f"{value!r} is not a GitHub repository",
+                "OWNER/REPO, or OWNER@ORG_ID/REPO@REPO_ID for immutable subject claims",
+            )
         return cls(match["owner"], match["name"])
 
     def environment_subject(self, environment: str) -> str:

@@ -323,6 +323,9 @@ def test_the_provider_is_native_and_accepts_only_sts(ci: CiSynth) -> None:
     [
         ("acme/llm-serving", True),
         ("a/b.c_d-e", True),
+        ("acme@123456/llm-serving@789012", True),
+        ("acme@123456/llm-serving", False),
+        ("acme@x/llm-serving@1", False),
         ("acme", False),
         ("acme/llm/serving", False),
         ("-acme/x", False),
@@ -360,5 +363,6 @@ def test_app_refuses_a_bad_repository_with_one_line(
     assert app.main(context) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: -c peagle:github_repo: 'acme' is not a GitHub repository (allowed: OWNER/REPO)"
+        "error: -c peagle:github_repo: 'acme' is not a GitHub repository (allowed: "
+        "OWNER/REPO, or OWNER@ORG_ID/REPO@REPO_ID for immutable subject claims)"
     ]
