@@ -13,13 +13,24 @@
 # LABEL below, that script and the Makefile in step). To move to another base, change
 # the tag, the vllm-version LABEL and VLLM_VERSION in scripts/vllm-env.sh together.
 #
+# The base is pinned by digest (a tag can be moved to other content): BASE_DIGEST has no
+# default, so a build that does not name the content it builds on fails ("invalid
+# reference format"). Read the digest of the tag once, after logging in to the registry
+# (docs/container.md, "Base image and vLLM version"):
+#   docker buildx imagetools inspect \
+#     763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v2.5 \
+#     --format '{{.Manifest.Digest}}'
+#
 # Build with BuildKit (see README, "The vLLM container"):
-#   DOCKER_BUILDKIT=1 docker build --build-arg AWS_REGION=us-west-2 -t peagle-vllm:0.1.0 .
+#   DOCKER_BUILDKIT=1 docker build --build-arg AWS_REGION=us-west-2 \
+#     --build-arg BASE_DIGEST=sha256:<digest> -t peagle-vllm:0.1.0 .
 # or build and push with buildx:
 #   docker buildx build --platform linux/amd64 --build-arg AWS_REGION=us-west-2 \
+#     --build-arg BASE_DIGEST=sha256:<digest> \
 #     -t <account>.dkr.ecr.us-west-2.amazonaws.com/peagle-vllm:0.1.0 --push .
 ARG AWS_REGION=us-east-1
-ARG BASE_IMAGE=763104351884.dkr.ecr.${AWS_REGION}.amazonaws.com/vllm:server-sagemaker-cuda-v2.5
+ARG BASE_DIGEST
+ARG BASE_IMAGE=763104351884.dkr.ecr.${AWS_REGION}.amazonaws.com/vllm:server-sagemaker-cuda-v2.5@${BASE_DIGEST}
 FROM ${BASE_IMAGE}
 
 LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \
@@ -42,6 +53,20 @@ RUN --mount=type=bind,source=container,target=/tmp/peagle-serve,rw \
 # Log lines reach CloudWatch at once; the metrics reporter reads /metrics every 60 s.
 ENV PYTHONUNBUFFERED=1 \
     PEAGLE_METRICS_INTERVAL_SECONDS=60
+
+# Serve as an unprivileged user with a home of its own (vLLM's, torch's and Hugging
+# Face's caches live under $HOME, and torch looks the user up by uid, so it needs a
+# passwd entry). The model and drafter are read-only mounts for any user; the base
+# image's supervisor writes its config and pid files under /tmp. useradd where the
+# distribution has it, else the same entries written directly.
+RUN (command -v useradd >/dev/null \
+      && useradd --system --uid 10001 --user-group --create-home --home-dir /home/peagle \
+           --shell /usr/sbin/nologin peagle) \
+ || (echo 'peagle:x:10001:10001:peagle-serve:/home/peagle:/usr/sbin/nologin' >> /etc/passwd \
+      && echo 'peagle:x:10001:' >> /etc/group \
+      && mkdir -p /home/peagle && chown 10001:10001 /home/peagle)
+ENV HOME=/home/peagle
+USER 10001:10001
 
 EXPOSE 8080
 # SageMaker runs `docker run IMAGE serve`: peagle-serve takes `serve` (or nothing).

@@ -58,8 +58,10 @@ class GitHubRepo:
     def parse(cls, value: object, field: str) -> GitHubRepo:
         match = _GITHUB_REPO.fullmatch(value) if isinstance(value, str) else None
         ids = [part.partition("@")[2] for part in (match["owner"], match["name"])] if match else []
-        if match is None or match["name"].partition("@")[0] in (".", "..") or (
-            bool(ids[0]) != bool(ids[1])
+        if (
+            match is None
+            or match["name"].partition("@")[0] in (".", "..")
+            or (bool(ids[0]) != bool(ids[1]))
         ):
             raise InputError(
                 field,

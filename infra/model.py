@@ -28,6 +28,7 @@ from constructs import Construct
 from infra import provider_bundle
 from infra.model_provider import handler
 from infra.nag import acknowledge, nag_text
+from peagle_deploy.naming import DIGEST_LEN
 
 MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
 # The newest Python runtime aws-cdk-lib 2.275 offers (aws_lambda.Runtime.PYTHON_3_14).
@@ -57,10 +58,11 @@ class PeagleModel(Construct):
     (everything else is in the digest), which the handler applies with AddTags.
 
     Two roles, each with only what it needs: the handler's may
-    Create/Describe/Delete/AddTags models whose name starts with `name_prefix` (the
-    stable part of the content-derived name, so the old model of a replaced spec is
-    still deletable) and pass only the execution role, only to SageMaker; the
-    framework's may only invoke the handler. Both log to one encrypted log group.
+    Create/Describe/Delete/AddTags models named `name_prefix` plus exactly the digest's
+    8 characters (the stable part of the content-derived name, so the old model of a
+    replaced spec is still deletable, and nothing else: not `<endpoint>-mirror`) and
+    pass only the execution role, only to SageMaker; the framework's may only invoke the
+    handler. Both log to one encrypted log group.
     """
 
     def _logging_lambda_role(self, construct_id: str, what: str, log: logs.ILogGroup) -> iam.Role:
@@ -93,9 +95,15 @@ class PeagleModel(Construct):
         if not self.model_name.startswith(name_prefix) or self.model_name == name_prefix:
             raise ValueError(f"model name {self.model_name!r} does not extend {name_prefix!r}")
         digest = self.model_name[len(name_prefix) :]
+        if len(digest) != DIGEST_LEN:
+            raise ValueError(f"model name {self.model_name!r} is not {name_prefix!r} + a digest")
         self.parameters = create_model_parameters(create_model, execution_role.role_arn)
+        # Exactly DIGEST_LEN characters after the stable prefix: every content-derived
+        # name of this endpoint, never `<endpoint>-mirror` or another endpoint's models.
         model_arns = stack.format_arn(
-            service="sagemaker", resource="model", resource_name=f"{name_prefix}*"
+            service="sagemaker",
+            resource="model",
+            resource_name=name_prefix + "?" * DIGEST_LEN,
         )
         self.model_arn = stack.format_arn(
             service="sagemaker", resource="model", resource_name=self.model_name
@@ -184,12 +192,4 @@ class PeagleModel(Construct):
             "function invoke the model handler and the handler's versions and aliases "
             "(`<handler arn>:*`); that is one function, not a wildcard over functions.",
             "Resource::" + nag_text(stack, f"{self.on_event.function_arn}:*"),
-        )
-        acknowledge(
-            self.provider_policy,
-            "AwsSolutions-IAM5",
-            "Model names are content-derived (a hash of the spec after a stable prefix); "
-            "the provider must create the new model and delete the old one of a replaced "
-            "spec, so it is granted the name prefix, not one name.",
-            "Resource::" + nag_text(stack, model_arns),
         )

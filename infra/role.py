@@ -43,6 +43,35 @@ VPC_ENI_ACTIONS = (
 )
 
 
+def sagemaker_trust_conditions(stack: Stack) -> dict[str, Any]:
+    """SageMaker may assume the role only for this account's resources in this region.
+
+    AWS's confused-deputy guidance for SageMaker AI inference (real-time, serverless and
+    asynchronous endpoints) puts `aws:SourceArn` = `arn:<partition>:sagemaker:<region>:
+    <account>:*` in the execution role's trust policy, in exactly that form ("do not
+    replace it with the full ARN of a specific model or endpoint"), and says that with the
+    account in `aws:SourceArn` no `aws:SourceAccount` is needed; so only the documented
+    key is used (SageMaker Developer Guide, "Cross-service confused deputy prevention",
+    section "SageMaker Inference";
+    https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html,
+    read in awsdocs/amazon-sagemaker-developer-guide,
+    doc_source/security-confused-deputy-prevention.md).
+    """
+    source = f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"
+    return {"ArnLike": {"aws:SourceArn": source}}
+
+
+def volume_key_services(stack: Stack) -> list[str]:
+    """The `kms:ViaService` values of the services that use the storage-volume key on
+    the role's behalf: SageMaker and EBS (EBS reports itself as ec2), per the AWS KMS
+    Developer Guide's kms:ViaService table ("Amazon SageMaker
+    sagemaker.AWS_region.amazonaws.com"; "Amazon EBS ec2.AWS_region.amazonaws.com";
+    awsdocs/aws-kms-developer-guide@38281913dc98, doc_source/conditions-kms.md). Code in
+    the container, which can read the role's credentials, cannot call kms:Decrypt
+    directly."""
+    return [f"sagemaker.{stack.region}.amazonaws.com", f"ec2.{stack.region}.amazonaws.com"]
+
+
 def endpoint_log_group_name(endpoint_name: str) -> str:
     """The log group SageMaker writes an endpoint's container output to."""
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
@@ -55,9 +84,12 @@ class ExecutionRole(Construct):
     model and drafter locations (JumpStart buckets included: they are whatever the
     request names), image pulls from the image's repository only, writes to the
     endpoint's own log group, Decrypt with the stack's key where it encrypts the
-    storage volume (`key`; None on local-NVMe families) (and, through S3 only, with
+    storage volume (`key`; None on local-NVMe families), only through SageMaker or EBS
+    (and, through S3 only, with
     the spec's `model_data_kms_key_arns` of SSE-KMS weights), and the ENI actions
-    SageMaker needs when the model runs in a VPC. No managed policies.
+    SageMaker needs when the model runs in a VPC. No managed policies. SageMaker may
+    assume it only on behalf of this account's resources in this region
+    (`aws:SourceArn`).
     """
 
     def __init__(
@@ -76,7 +108,9 @@ class ExecutionRole(Construct):
         self.role = iam.Role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+                sagemaker_trust_conditions(stack)
+            ),
             description=f"SageMaker execution role of endpoint {endpoint_name} (peagle-deploy)",
         )
         policy = iam.Policy(self, "Policy", roles=[self.role])
@@ -184,11 +218,14 @@ class ExecutionRole(Construct):
             )
         )
 
-        # --- KMS: its own key -------------------------------------------------------
+        # --- KMS: its own key, only through the services that encrypt the volume -----
         if key is not None:
             policy.add_statements(
                 iam.PolicyStatement(
-                    sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
+                    sid="DecryptOwnKey",
+                    actions=["kms:Decrypt"],
+                    resources=[key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": volume_key_services(stack)}},
                 )
             )
         # SSE-KMS encrypted weights: Decrypt on exactly the spec's keys, and only when

@@ -230,6 +230,7 @@ def build_plan(spec: DeploymentSpec) -> Plan:
     aws_shapes.check_tags(spec.tags, MANAGED_TAG_COUNT)
     aws_shapes.check_model_data_kms_keys(spec.model_data_kms_key_arns)
     warnings += secrets.check_secrets(spec)
+    warnings += secrets.check_logged_args(spec.env, choice.engine)
     download_timeout = (
         spec.model_data_download_timeout_s
         or resolved.model_data_download_timeout_s

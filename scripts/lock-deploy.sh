@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Regenerate requirements/deploy.lock: the exact, hashed set of packages the workflow's
-# deploy jobs install (`pip install --require-hashes --no-deps -r requirements/deploy.lock`,
-# then `pip install --no-deps --no-build-isolation .`). Run it after changing
-# pyproject.toml's dependencies or build requirements; tests/promote/test_promote_workflow.py
-# fails while the lock does not satisfy them.
+# Regenerate the hashed locks:
+# - requirements/deploy.lock: the exact set of packages the workflow's deploy jobs install
+#   (`pip install --require-hashes --no-deps -r requirements/deploy.lock`, then
+#   `pip install --no-deps --no-build-isolation .`). Run it after changing pyproject.toml's
+#   dependencies or build requirements; tests/promote/test_promote_workflow.py fails while
+#   the lock does not satisfy them.
+# - infra/model_provider/requirements.lock: the botocore (and its dependencies) the model
+#   provider's Lambda asset carries (infra/provider_bundle.py), from
+#   infra/model_provider/requirements.in.
 #
 # Resolves with the Python the workflow uses (PYTHON, default python3.12) and pip-tools,
 # against PyPI only (the machine's pip configuration, mirrors and find-links are ignored).
@@ -19,3 +23,6 @@ export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
 "$work/venv/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
   --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
   --output-file requirements/deploy.lock pyproject.toml requirements/build.in
+"$work/venv/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
+  --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
+  --output-file infra/model_provider/requirements.lock infra/model_provider/requirements.in

@@ -70,6 +70,8 @@ JUMPSTART_MODELS = ("openai-reasoning-gpt-oss-20b",)
 SPECULATIVE_PY = "vllm/config/speculative.py"
 REGISTRY_PY = "vllm/model_executor/models/registry.py"
 SPEC_DECODE_DIR = "vllm/v1/spec_decode/"
+ENTRYPOINTS_DIR = "vllm/entrypoints/"
+LOG_ARGS_FUNCTION = "log_non_default_args"
 
 
 # --- wheels from PyPI ---------------------------------------------------------------------
@@ -264,6 +266,49 @@ def mask_token_keys(source: str) -> list[str]:
     raise ValueError("no _init_parallel_drafting_params with a key lookup")
 
 
+def logged_args_redacted(source: str) -> list[str]:
+    """The arguments `log_non_default_args` masks when `vllm serve` logs its non-default
+    arguments at start (`logger.info("non-default args: %s", ...)`), e.g. `api_key`.
+
+    Empty when it logs the dict as is. Masked means: the logged value is a call of a
+    module function whose body names a module-level set of field names (vLLM 0.30.0:
+    `redact_sensitive_args(...)` over `_SENSITIVE_ARG_FIELDS`).
+    """
+    tree = ast.parse(source)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assigned = _module_assignments(tree)
+    log_fn = functions.get(LOG_ARGS_FUNCTION)
+    if log_fn is None:
+        raise ValueError(f"no {LOG_ARGS_FUNCTION} in this module")
+    for node in ast.walk(log_fn):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "info"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("non-default args")
+        ):
+            continue
+        logged = node.args[1]
+        if not (isinstance(logged, ast.Call) and isinstance(logged.func, ast.Name)):
+            return []
+        redactor = functions.get(logged.func.id)
+        if redactor is None:
+            return []
+        fields: set[str] = set()
+        for name in {n.id for n in ast.walk(redactor) if isinstance(n, ast.Name)}:
+            value = assigned.get(name)
+            if value is not None:
+                fields.update(
+                    c.value
+                    for c in ast.walk(value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
+        return sorted(fields)
+    raise ValueError(f"{LOG_ARGS_FUNCTION} logs no 'non-default args'")
+
+
 def resizes_slots_at_propose(sources: Iterable[str]) -> bool:
     """Whether `extra_slots_per_request` is reassigned outside `__init__`.
 
@@ -304,6 +349,13 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
             for name in z.namelist()
             if name.startswith(SPEC_DECODE_DIR) and name.endswith(".py")
         }
+        (log_args_path, log_args_src), *_ = [
+            (name, src)
+            for name in sorted(z.namelist())
+            if name.startswith(ENTRYPOINTS_DIR) and name.endswith(".py")
+            for src in [z.read(name).decode()]
+            if f"def {LOG_ARGS_FUNCTION}(" in src
+        ]
     fields = speculative_fields(spec_src)
     proposer = next(
         (p for p, src in sorted(decode.items()) if "def _init_parallel_drafting_params" in src),
@@ -323,6 +375,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
         and resizes_slots_at_propose(decode.values()),
         "mask_token_keys": keys,
         "architectures": registered_architectures(registry_src),
+        "logged_args_redacted": logged_args_redacted(log_args_src),
         "source": {
             **wheel_source("vllm", version, wheel),
             "paths": {
@@ -334,6 +387,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
                 f"(extra_slots_per_request reassigned outside __init__: {PARALLEL_DRAFTING_K_FIX})",
                 "mask_token_keys": proposer or "",
                 "architectures": REGISTRY_PY + " (_VLLM_MODELS)",
+                "logged_args_redacted": f"{log_args_path} ({LOG_ARGS_FUNCTION})",
             },
         },
     }
@@ -739,8 +793,9 @@ def doc_tables(files: Mapping[str, Any]) -> dict[str, str]:
     rows = [
         "| vLLM | parallel_drafting | per-batch-size K field | K schedule with parallel "
         "drafting (vllm#45695) | mask-token keys read | Gemma4ForConditionalGeneration | "
-        "GptOssForCausalLM | Qwen3MoeForCausalLM | source |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "GptOssForCausalLM | Qwen3MoeForCausalLM | masked in the start-up `non-default args` "
+        "log | source |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for version, e in files["engines.json"]["engines"].items():
         arch = set(e["architectures"])
@@ -750,6 +805,7 @@ def doc_tables(files: Mapping[str, Any]) -> dict[str, str]:
             f"{_yes(e['k_schedule_with_parallel_drafting'])} | {keys} | "
             f"{_yes('Gemma4ForConditionalGeneration' in arch)} | "
             f"{_yes('GptOssForCausalLM' in arch)} | {_yes('Qwen3MoeForCausalLM' in arch)} | "
+            f"{', '.join(f'`{k}`' for k in e['logged_args_redacted']) or 'nothing'} | "
             f"PyPI `vllm=={version}` (`{e['source']['wheel']}`, sha256 "
             f"`{e['source']['sha256'][:12]}...`) |"
         )

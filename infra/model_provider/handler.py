@@ -24,8 +24,11 @@ resource with its message; a Delete must keep the physical id.
 - Delete: DeleteModel; a model that is already gone is success, so a rollback after a
   failed Create and a second Delete do not stick.
 
-Nothing here logs the request: a model's Environment may carry values users did not
-mean to publish.
+This handler never logs the request, but CDK's Provider framework in front of it does:
+framework.js (aws-cdk-lib 2.275) logs the whole CloudFormation event, ResourceProperties
+and OldResourceProperties included, into the provider's log group on every Create,
+Update and Delete, outside this project's control. So the properties must hold no
+secret at all: the CDK path refuses a secret-looking environment value.
 """
 
 from __future__ import annotations

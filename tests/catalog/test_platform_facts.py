@@ -160,6 +160,30 @@ class P:
     assert pf.resizes_slots_at_propose([fixed]) is True
 
 
+def test_the_start_up_log_parser_sees_what_is_masked() -> None:
+    """vLLM logs `non-default args: {...}` when `vllm serve` starts; 0.30.0 passes the
+    dict through a redactor over a set of field names, earlier releases log it as is."""
+    clear = """
+def log_non_default_args(args):
+    non_default_args = get_non_default_args(args)
+    logger.info("non-default args: %s", non_default_args)
+"""
+    masked = """
+_SENSITIVE_ARG_FIELDS = frozenset({"api_key", "hf_token"})
+
+def redact(args):
+    return {k: ("***" if k in _SENSITIVE_ARG_FIELDS else v) for k, v in args.items()}
+
+def log_non_default_args(args):
+    non_default_args = get_non_default_args(args)
+    logger.info("non-default args: %s", redact(non_default_args))
+"""
+    assert pf.logged_args_redacted(clear) == []
+    assert pf.logged_args_redacted(masked) == ["api_key", "hf_token"]
+    with pytest.raises(ValueError):
+        pf.logged_args_redacted("def other(): pass")
+
+
 def test_cuda_and_ebs_parsers() -> None:
     assert pf._cuda("cu130-ubuntu24.04-sagemaker") == "13.0"
     assert pf._cuda("cu129") == "12.9"

@@ -37,14 +37,19 @@ def instructions() -> list[tuple[str, str]]:
 
 
 def build_args() -> dict[str, str]:
-    """Default values of the ARGs declared before FROM, with ${VAR} substituted."""
+    """Default values of the ARGs declared before FROM, with ${VAR} substituted (an ARG
+    without a default stays `${NAME}`)."""
     values: dict[str, str] = {}
     for word, rest in instructions():
         if word == "FROM":
             break
-        if word == "ARG" and "=" in rest:
+        if word == "ARG":
             name, _, default = rest.partition("=")
-            values[name] = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], default)
+            values[name] = re.sub(
+                r"\$\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), default
+            )
+            if not default:
+                values[name] = "${" + name + "}"
     return values
 
 
@@ -74,11 +79,35 @@ def script_vllm_version() -> str:
 def test_base_image_is_the_pinned_aws_vllm_sagemaker_image() -> None:
     image = resolved_base_image()
     assert re.fullmatch(
-        r"763104351884\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/vllm:server-sagemaker-cuda-v\d+\.\d+",
+        r"763104351884\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/vllm:server-sagemaker-cuda-v\d+\.\d+"
+        r"@\$\{BASE_DIGEST\}",
         image,
     ), image
-    assert image.endswith(":server-sagemaker-cuda-v2.5")
+    assert image.endswith(":server-sagemaker-cuda-v2.5@${BASE_DIGEST}")
     assert build_args()["AWS_REGION"], "the region is a build argument"
+
+
+def test_the_base_is_pinned_by_a_digest_the_build_must_be_given() -> None:
+    """A tag can be moved to other content; the default base names its digest, which has
+    no default, so a build without `--build-arg BASE_DIGEST=sha256:...` fails instead of
+    taking whatever the tag points at today."""
+    args = [rest for word, rest in instructions() if word == "ARG"]
+    assert "BASE_DIGEST" in args  # declared, no default
+    assert build_args()["BASE_IMAGE"].endswith("@${BASE_DIGEST}")
+    docs = (ROOT / "docs" / "container.md").read_text()
+    assert "BASE_DIGEST" in docs and "imagetools inspect" in docs
+
+
+def test_the_server_runs_as_an_unprivileged_user() -> None:
+    users = [rest for word, rest in instructions() if word == "USER"]
+    assert users == ["10001:10001"], "the last USER is the serving user"
+    order = [word for word, _ in instructions()]
+    assert order.index("USER") > max(i for i, w in enumerate(order) if w == "RUN")
+    runs = " ".join(rest for word, rest in instructions() if word == "RUN")
+    assert "useradd --system --uid 10001" in runs
+    assert "peagle:x:10001:10001:" in runs  # a passwd entry where useradd is missing
+    envs = " ".join(rest for word, rest in instructions() if word == "ENV")
+    assert "HOME=/home/peagle" in envs
 
 
 def test_vllm_version_label_matches_the_contract_test_environment() -> None:
@@ -86,7 +115,8 @@ def test_vllm_version_label_matches_the_contract_test_environment() -> None:
     assert version == script_vllm_version() == "0.30.0"
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(rf"^VLLM_VERSION := {re.escape(version)}$", makefile, re.M)
-    assert labels()["ai.peagle.base-tag"] == "vllm:" + resolved_base_image().split(":")[-1]
+    tag = resolved_base_image().split("@")[0].split(":")[-1]
+    assert labels()["ai.peagle.base-tag"] == "vllm:" + tag
 
 
 def test_no_syntax_directive_so_the_build_needs_no_registry() -> None:

@@ -107,6 +107,17 @@ class TemplateRoles:
         for lid, res in self.template["Resources"].items():
             if res["Type"] == "AWS::IAM::Role":
                 refs[f"{lid}.Arn"] = self.role_arn(lid)
+            elif res["Type"] == "AWS::KMS::Key":
+                refs[f"{lid}.Arn"] = self.key_arn(lid)
+            elif res["Type"] == "AWS::Logs::LogGroup":
+                name = res["Properties"].get("LogGroupName", lid)
+                refs[f"{lid}.Arn"] = (
+                    f"arn:{PARTITION}:logs:{self.region}:{self.account}:log-group:{name}:*"
+                )
+            elif res["Type"] == "AWS::Lambda::Function":
+                refs[f"{lid}.Arn"] = (
+                    f"arn:{PARTITION}:lambda:{self.region}:{self.account}:function:{lid}"
+                )
             elif res["Type"] == "AWS::IAM::OIDCProvider":
                 host = res["Properties"]["Url"].removeprefix("https://")
                 refs[lid] = f"arn:{PARTITION}:iam::{self.account}:oidc-provider/{host}"
@@ -117,6 +128,19 @@ class TemplateRoles:
 
     def role_arn(self, logical_id: str) -> str:
         return f"arn:{PARTITION}:iam::{self.account}:role/{logical_id}"
+
+    def key_arn(self, logical_id: str) -> str:
+        return f"arn:{PARTITION}:kms:{self.region}:{self.account}:key/{logical_id}"
+
+    def logical_id(self, rtype: str, path_part: str) -> str:
+        """The logical id of the only resource of `rtype` whose id contains `path_part`."""
+        found = [
+            lid
+            for lid, res in self.template["Resources"].items()
+            if res["Type"] == rtype and path_part in lid
+        ]
+        assert len(found) == 1, (rtype, path_part, found)
+        return found[0]
 
     def role_id(self, path_part: str) -> str:
         """The logical id of the only role whose id contains `path_part`."""
@@ -151,9 +175,18 @@ class TemplateRoles:
                 )
         return out
 
-    def simulation(self, role_id: str, ask: Ask) -> dict[str, Any]:
-        """The role calling `ask` with its identity policies."""
-        return {
+    def key_policy(self, logical_id: str) -> dict[str, Any]:
+        policy: dict[str, Any] = self._resolve(
+            self.template["Resources"][logical_id]["Properties"]["KeyPolicy"]
+        )
+        return policy
+
+    def simulation(
+        self, role_id: str, ask: Ask, resource_policy: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The role calling `ask` with its identity policies (and the resource's own
+        policy, which KMS keys always have)."""
+        simulation: dict[str, Any] = {
             "request": {
                 "principal": self.role_arn(role_id),
                 "action": ask.action,
@@ -162,10 +195,18 @@ class TemplateRoles:
             },
             "identityPolicies": self.identity_policies(role_id),
         }
+        if resource_policy is not None:
+            simulation["resourcePolicy"] = dict(resource_policy)
+        return simulation
 
-    def decide(self, role_id: str, asks: Sequence[Ask]) -> list[str]:
+    def decide(
+        self,
+        role_id: str,
+        asks: Sequence[Ask],
+        resource_policy: Mapping[str, Any] | None = None,
+    ) -> list[str]:
         """The oracle's decision for each ask; a validation error fails the test."""
-        results = run([self.simulation(role_id, a) for a in asks])
+        results = run([self.simulation(role_id, a, resource_policy) for a in asks])
         for ask, result in zip(asks, results, strict=True):
             assert result["decision"] != "Error", (ask, result["errors"])
             assert not result["ignored"], (ask, "context keys the action lacks", result["ignored"])

@@ -183,8 +183,8 @@ def _lock() -> dict[str, tuple[str, list[str]]]:
     """name -> (version, hashes) of requirements/deploy.lock."""
     text = (REPO / "requirements" / "deploy.lock").read_text().replace("\\\n", " ")
     entries = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         match = re.match(r"^([A-Za-z0-9._-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)$", line)
@@ -208,7 +208,9 @@ def test_the_lock_pins_and_hashes_what_pyproject_asks_for() -> None:
     for text in wanted:
         req = Requirement(text)
         name = req.name.lower().replace("_", "-")
-        assert name in lock, f"{name} is not in requirements/deploy.lock: run scripts/lock-deploy.sh"
+        assert name in lock, (
+            f"{name} is not in requirements/deploy.lock: run scripts/lock-deploy.sh"
+        )
         version, hashes = lock[name]
         assert req.specifier.contains(version, prereleases=True), (
             f"{name}=={version} does not satisfy {text}: run scripts/lock-deploy.sh"
