@@ -7,31 +7,33 @@
 # build needs no registry but the base image's (or none, with a local --build-arg
 # BASE_IMAGE; tests/container/test_container_image.py builds it that way, offline).
 #
-# Base: 763104351884.dkr.ecr.<region>.amazonaws.com/vllm:server-sagemaker-cuda-v2.5,
-# which carries vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract
-# tests run against the same version (scripts/vllm-env.sh pins it; a test keeps the
-# LABEL below, that script and the Makefile in step). To move to another base, change
-# the tag, the vllm-version LABEL and VLLM_VERSION in scripts/vllm-env.sh together.
+# Base: AWS's vllm:server-sagemaker-cuda-v2.5 (the base-tag LABEL below), which carries
+# vLLM 0.30.0 (parallel drafting since 0.16.0). The CPU-only contract tests run against
+# the same version (scripts/vllm-env.sh pins it; a test keeps the LABEL below, that
+# script and the Makefile in step). To move to another base, change the base-tag and
+# vllm-version LABELs and VLLM_VERSION in scripts/vllm-env.sh together, then run
+# scripts/platform_facts.py (the catalog reads the LABELs).
 #
-# The base is pinned by digest (a tag can be moved to other content): BASE_DIGEST has no
-# default, so a build that does not name the content it builds on fails ("invalid
-# reference format"). Read the digest of the tag once, after logging in to the registry
-# (docs/container.md, "Base image and vLLM version"):
-#   docker buildx imagetools inspect \
-#     763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v2.5 \
-#     --format '{{.Manifest.Digest}}'
-#
-# Build with BuildKit (see README, "The vLLM container"):
-#   DOCKER_BUILDKIT=1 docker build --build-arg AWS_REGION=us-west-2 \
-#     --build-arg BASE_DIGEST=sha256:<digest> -t peagle-vllm:0.1.0 .
-# or build and push with buildx:
-#   docker buildx build --platform linux/amd64 --build-arg AWS_REGION=us-west-2 \
-#     --build-arg BASE_DIGEST=sha256:<digest> \
-#     -t <account>.dkr.ecr.us-west-2.amazonaws.com/peagle-vllm:0.1.0 --push .
-ARG AWS_REGION=us-east-1
-ARG BASE_DIGEST
-ARG BASE_IMAGE=763104351884.dkr.ecr.${AWS_REGION}.amazonaws.com/vllm:server-sagemaker-cuda-v2.5@${BASE_DIGEST}
+# The base lives in the Deep Learning Containers registry of the region you build for,
+# whose account differs by region (29 of the 45 are not 763104351884; China's domain is
+# amazonaws.com.cn), so BASE_IMAGE has no default: the catalog gives it (see
+# docs/container.md, "Build and push"):
+#   make image REGION=us-west-2
+# or
+#   DOCKER_BUILDKIT=1 docker build \
+#     --build-arg BASE_IMAGE="$(peagle image base --region us-west-2)@sha256:<digest>" \
+#     -t peagle-vllm .
+# A base from a registry must be pinned by digest (`repository@sha256:...`): a tag can be
+# moved to other content. `make image` reads the tag's digest and pins it; the check
+# below refuses a tag. A local image name without a registry (the tests' stand-in) is
+# what is on the machine and passes.
+ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
+RUN case "${BASE_IMAGE}" in \
+      */*@sha256:*) ;; \
+      */*) echo "BASE_IMAGE ${BASE_IMAGE} is a tag; pin it by digest (make image)" >&2; exit 1 ;; \
+    esac
 
 LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \
       org.opencontainers.image.description="vLLM on SageMaker with a P-EAGLE preflight and acceptance metrics" \

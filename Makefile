@@ -6,7 +6,7 @@ VLLM_VERSION := 0.30.0
 export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-$(VLLM_VERSION)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck unit synth vllm-env setup clean
+.PHONY: demo test lint typecheck unit synth vllm-env setup clean image-base image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,22 @@ test: lint typecheck unit
 # All stages with the cdk-nag AwsSolutions checks (any unacknowledged finding fails).
 synth: $(VENV)/.stamp-dev node_modules/.stamp
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet -c peagle:nag=true
+
+# The serving image. Its base (AWS's vLLM SageMaker image) lives in each region's own
+# Deep Learning Containers registry, whose account differs by region: the catalog knows
+# it (`peagle image base`). REGION defaults like `peagle plan`'s region.
+REGION ?= $(or $(AWS_REGION),$(AWS_DEFAULT_REGION),us-east-1)
+IMAGE ?= peagle-vllm
+
+image-base: $(VENV)/.stamp-local
+	@$(BIN)/peagle image base --region "$(REGION)"
+
+# The base is pinned by the digest its tag names now (the Dockerfile refuses a tag).
+image: $(VENV)/.stamp-local
+	base="$$($(BIN)/peagle image base --region "$(REGION)")" && \
+	  digest="$$(docker buildx imagetools inspect "$$base" --format '{{.Manifest.Digest}}')" && \
+	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE="$${base%:*}@$$digest" \
+	    -t "$(IMAGE)" .
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

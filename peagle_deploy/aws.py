@@ -18,8 +18,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from peagle_serve.numeric_env import NumericEnvError, NumericVariable
+
 from peagle_deploy import __version__
 from peagle_deploy.errors import InputError
+from peagle_deploy.spec.empty import check_not_empty
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_RETRY_MODE = "adaptive"
@@ -31,6 +34,7 @@ MAX_ATTEMPTS_LIMIT = 50
 """Most attempts per call PEAGLE_AWS_MAX_ATTEMPTS may ask for: botocore backs off up to
 20 s between attempts (`_MAX_BACKOFF` of botocore/retries/standard.py), so 50 attempts
 already wait over a quarter of an hour on one call."""
+_MAX_ATTEMPTS = NumericVariable("PEAGLE_AWS_MAX_ATTEMPTS", 1, MAX_ATTEMPTS_LIMIT, False, "attempts")
 
 
 def retry_settings() -> dict[str, Any]:
@@ -44,15 +48,15 @@ def retry_settings() -> dict[str, Any]:
         raise InputError(
             "PEAGLE_AWS_RETRY_MODE", f"{mode!r} is not a botocore retry mode", _RETRY_MODES
         )
-    raw = os.environ.get("PEAGLE_AWS_MAX_ATTEMPTS", str(DEFAULT_MAX_ATTEMPTS))
-    attempts = int(raw.strip()) if raw.strip().isdigit() and len(raw.strip()) < 6 else 0
-    if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
-        raise InputError(
-            "PEAGLE_AWS_MAX_ATTEMPTS",
-            f"{raw!r} is not a number of attempts",
-            f"an integer 1-{MAX_ATTEMPTS_LIMIT}",
-        )
-    return {"mode": mode, "total_max_attempts": attempts}
+    raw = os.environ.get(_MAX_ATTEMPTS.name)
+    if raw is None:
+        return {"mode": mode, "total_max_attempts": DEFAULT_MAX_ATTEMPTS}
+    check_not_empty(_MAX_ATTEMPTS.name, raw)
+    try:  # the container's rule for numeric variables: ASCII digits, bounded
+        attempts = _MAX_ATTEMPTS.parse(raw)
+    except NumericEnvError as e:
+        raise InputError(e.variable, e.problem, e.allowed) from None
+    return {"mode": mode, "total_max_attempts": int(attempts or DEFAULT_MAX_ATTEMPTS)}
 
 
 def client_config(**overrides: Any) -> Any:
@@ -89,7 +93,7 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
     if boto_session is not None:
         return boto_session
     if region is None:
-        _check_environment_region()
+        check_environment_region()
     import boto3
     import botocore.session
 
@@ -98,9 +102,11 @@ def make_session(region: str | None = None, boto_session: Any = None) -> Any:
     return boto3.Session(botocore_session=core, region_name=region)
 
 
-def _check_environment_region() -> None:
+def check_environment_region() -> None:
     """AWS_REGION / AWS_DEFAULT_REGION as the planner reads them: empty or malformed is
-    an error naming the variable, before any call (botocore would fall back or fail)."""
+    an error naming the variable, before any call (botocore would fall back or fail).
+    Every path that lets boto3 take the region from the environment runs this first:
+    sessions made here, and the SageMaker benchmark target."""
     from peagle_deploy.catalog.resolve import environment_region
     from peagle_deploy.validation.aws_shapes import check_region
 

@@ -24,6 +24,10 @@ recorded once, as excerpts with the repository, commit, path and the file's sha2
 scripts/platform_sources/github_excerpts.json; the data is derived from those excerpts.
 `--record-excerpts DIR...` rewrites them from local git mirrors (bare repositories);
 `--verify-excerpts DIR...` proves the recorded excerpts equal the files at their commits.
+A file published after the mirror's HEAD is recorded with its own commit
+(`--add-excerpt REPO COMMIT PATH COPY`, from a copy of the file at that commit); it is
+kept by `--record-excerpts` until the mirror's HEAD has the path, and verified at its own
+commit.
 
 Usage:
   scripts/platform_facts.py            # regenerate the data files
@@ -546,18 +550,24 @@ def _git(mirror: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(mirror), *args], check=True, capture_output=True).stdout
 
 
-def record_excerpts(mirrors: Mapping[str, Path]) -> dict[str, Any]:
-    """Read the GitHub sources from local mirrors (bare git repositories) at their HEAD."""
+def record_excerpts(
+    mirrors: Mapping[str, Path], previous: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Read the GitHub sources from local mirrors (bare git repositories) at their HEAD;
+    files of `previous` recorded at a commit of their own are kept while HEAD lacks them."""
     out: dict[str, Any] = {}
     dlc = mirrors[DLC_REPO]
     commit = _git(dlc, "rev-parse", "HEAD").decode().strip()
     listing = _git(dlc, "ls-tree", "-r", "--name-only", "HEAD", DLC_SERVER_DATA).decode().split()
     paths = [p for p in listing if p.endswith("-gpu-sagemaker.yml")] + [DLC_RELEASE_CONFIG]
-    files = {}
+    files: dict[str, Any] = {}
     for path in paths:
         raw = _git(dlc, "show", f"{commit}:{path}")
         files[path] = {"sha256": hashlib.sha256(raw).hexdigest(), "text": raw.decode()}
-    out[DLC_REPO] = {"commit": commit, "files": files}
+    for path, file in ((previous or {}).get(DLC_REPO, {}).get("files", {})).items():
+        if "commit" in file and path not in files:
+            files[path] = file
+    out[DLC_REPO] = {"commit": commit, "files": dict(sorted(files.items()))}
     sdk = mirrors[SDK_REPO]
     commit = _git(sdk, "rev-parse", "HEAD").decode().strip()
     files = {}
@@ -572,6 +582,30 @@ def record_excerpts(mirrors: Mapping[str, Path]) -> dict[str, Any]:
     return out
 
 
+def add_excerpt(
+    recorded: Mapping[str, Any], repo: str, commit: str, path: str, raw: bytes
+) -> dict[str, Any]:
+    """`recorded` plus one file of `repo` as it is at `commit` (`raw`: its bytes)."""
+    if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
+        raise ValueError(f"{commit!r} is not a full commit id")
+    if repo != DLC_REPO or not path.startswith(DLC_SERVER_DATA):
+        raise ValueError(f"only {DLC_REPO} {DLC_SERVER_DATA}*.yml files are derived from")
+    out = json.loads(json.dumps(recorded))
+    files = out[repo]["files"]
+    files[path] = {
+        "commit": commit,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "text": raw.decode(),
+    }
+    out[repo]["files"] = dict(sorted(files.items()))
+    return dict(out)
+
+
+def excerpt_commit(entry: Mapping[str, Any], file: Mapping[str, Any]) -> str:
+    """The commit a recorded file was read at: its own, else its repository entry's."""
+    return str(file.get("commit") or entry["commit"])
+
+
 def verify_excerpts(recorded: Mapping[str, Any], mirrors: Mapping[str, Path]) -> list[str]:
     """Differences between the recorded excerpts and the mirrored files at their commits."""
     problems = []
@@ -581,9 +615,14 @@ def verify_excerpts(recorded: Mapping[str, Any], mirrors: Mapping[str, Path]) ->
             problems.append(f"{repo}: no mirror given")
             continue
         for path, file in entry["files"].items():
-            raw = _git(mirror, "show", f"{entry['commit']}:{path}")
+            commit = excerpt_commit(entry, file)
+            try:
+                raw = _git(mirror, "show", f"{commit}:{path}")
+            except subprocess.CalledProcessError:
+                problems.append(f"{repo} {path}: not in the mirror at {commit}")
+                continue
             if hashlib.sha256(raw).hexdigest() != file["sha256"]:
-                problems.append(f"{repo} {path}: sha256 differs at {entry['commit']}")
+                problems.append(f"{repo} {path}: sha256 differs at {commit}")
             if "text" in file and raw.decode() != file["text"]:
                 problems.append(f"{repo} {path}: text differs")
             if "excerpt" in file and _jumpstart_excerpt(json.loads(raw)) != file["excerpt"]:
@@ -608,9 +647,9 @@ def _simple_yaml(text: str) -> dict[str, Any]:
 def dlc_server_builds(excerpts: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """`server-sagemaker-cuda-v2.x` tag -> the vLLM and CUDA the DLC records for it."""
     entry = excerpts[DLC_REPO]
-    commit = entry["commit"]
     builds: dict[str, dict[str, Any]] = {}
     for path, file in sorted(entry["files"].items()):
+        commit = excerpt_commit(entry, file)
         data = _simple_yaml(file["text"])
         if path.startswith(DLC_SERVER_DATA) and data.get("platform") == "sagemaker":
             for tag in data["tags"]:
@@ -869,6 +908,12 @@ def main(argv: list[str] | None = None) -> int:
         help="re-record the GitHub excerpts from git mirrors of the two repositories",
     )
     parser.add_argument(
+        "--add-excerpt",
+        nargs=4,
+        metavar=("REPO", "COMMIT", "PATH", "COPY"),
+        help="record one file of REPO at COMMIT (COPY: the file's bytes at that commit)",
+    )
+    parser.add_argument(
         "--verify-excerpts",
         nargs=2,
         metavar=("DLC_MIRROR", "SDK_MIRROR"),
@@ -884,8 +929,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     if args.record_excerpts:
         mirrors = dict(zip((DLC_REPO, SDK_REPO), map(Path, args.record_excerpts), strict=True))
+        previous = json.loads(EXCERPTS.read_text()) if EXCERPTS.exists() else None
         EXCERPTS.parent.mkdir(parents=True, exist_ok=True)
-        EXCERPTS.write_text(dumps(record_excerpts(mirrors)))
+        EXCERPTS.write_text(dumps(record_excerpts(mirrors, previous)))
+    if args.add_excerpt:
+        repo, commit, path, copy = args.add_excerpt
+        recorded = json.loads(EXCERPTS.read_text())
+        raw = Path(copy).read_bytes()
+        EXCERPTS.write_text(dumps(add_excerpt(recorded, repo, commit, path, raw)))
     files = generate(json.loads(EXCERPTS.read_text()))
     stale = [
         n

@@ -28,6 +28,9 @@ METRICS_INTERVAL_ENV: Final = "PEAGLE_METRICS_INTERVAL_SECONDS"
 # drafter_parallel_tokens); the container's preflight warns when K is above it. Only
 # the peagle-deploy image reads it; the stock AWS image ignores it.
 DRAFTER_TRAINED_TOKENS_ENV: Final = "PEAGLE_DRAFTER_TRAINED_TOKENS"
+# Seconds vLLM gets after a forwarded SIGTERM before its process group is killed.
+STOP_GRACE_ENV: Final = "PEAGLE_STOP_GRACE_SECONDS"
+# The three above are numeric: peagle_serve.numeric_env holds their one rule.
 
 
 def drafter_mount_path(channel: str = DEFAULT_DRAFTER_CHANNEL) -> str:

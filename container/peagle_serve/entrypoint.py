@@ -36,6 +36,7 @@ from peagle_serve.metrics import (
     METRICS_URL_ENV,
     MetricsReporter,
 )
+from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 from peagle_serve.preflight import PreflightError, PreflightResult, run_preflight
 
 PREFIX: Final = "peagle-serve"
@@ -43,7 +44,7 @@ EXIT_CONFIG: Final = 2
 # What SageMaker passes as the container's argument (`docker run IMAGE serve`).
 SERVE_COMMAND: Final = "serve"
 # Seconds vLLM gets after a forwarded SIGTERM before its process group is killed.
-STOP_GRACE_ENV: Final = "PEAGLE_STOP_GRACE_SECONDS"
+STOP_GRACE_ENV: Final = contract.STOP_GRACE_ENV
 DEFAULT_STOP_GRACE_S: Final = 25.0
 
 
@@ -64,25 +65,8 @@ def redact(argv: Sequence[str]) -> list[str]:
     return out
 
 
-class ConfigError(Exception):
-    """A bad value in one of the container's own variables."""
-
-
 def _log(kind: str, message: str) -> None:
     print(f"{PREFIX}: {kind}: {message}", file=sys.stderr, flush=True)
-
-
-def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise ConfigError(f"{name}: must be a number of seconds >= 0, got {raw!r}")
-    return value
 
 
 def prepare(env: Mapping[str, str]) -> tuple[list[str], PreflightResult]:
@@ -182,11 +166,12 @@ def main(args: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(args)
     env = dict(os.environ)
     try:
+        numeric = check_numeric_env(env)  # the rule `peagle plan` applies too
         args, result = prepare(env)
-        interval = _float_env(env, contract.METRICS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
-        grace = _float_env(env, STOP_GRACE_ENV, DEFAULT_STOP_GRACE_S)
+        interval = float(numeric.get(contract.METRICS_INTERVAL_ENV, DEFAULT_INTERVAL_S))
+        grace = float(numeric.get(STOP_GRACE_ENV, DEFAULT_STOP_GRACE_S))
         argv = launch_argv(args, env)
-    except (ArgvError, PreflightError, ConfigError, LaunchError) as e:
+    except (ArgvError, PreflightError, NumericEnvError, LaunchError) as e:
         _log("preflight failed", str(e))
         return EXIT_CONFIG
     for note in result.notes:

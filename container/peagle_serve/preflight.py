@@ -49,6 +49,7 @@ from peagle_serve.drafter_rules import (
 )
 from peagle_serve.drafter_rules import find_mask_token as mask_token_id  # noqa: F401
 from peagle_serve.envargs import ModelChoice
+from peagle_serve.numeric_env import NumericEnvError, numeric_value
 from peagle_serve.safetensors_header import SafetensorsError, checkpoint_tensors
 
 # Fields of vllm.config.SpeculativeConfig (0.30.0) that a user may set through
@@ -452,12 +453,12 @@ def _check_trained_tokens(
     """Rule 11 (a warning): K above the number of tokens the drafter was trained for."""
     k = max_k(cfg)
     trained: tuple[str, int] | None = None
-    override = env.get(TRAINED_TOKENS_ENV, "").strip()
-    if override:
-        if not override.isdigit() or int(override) < 1:
-            raise PreflightError(
-                TRAINED_TOKENS_ENV, None, f"must be an integer >= 1, got {override!r}"
-            )
+    try:
+        override = numeric_value(env, TRAINED_TOKENS_ENV)
+    except NumericEnvError as e:
+        problem = f"{e.problem} (allowed: {e.allowed})"
+        raise PreflightError(TRAINED_TOKENS_ENV, None, problem) from None
+    if override is not None:
         trained = (TRAINED_TOKENS_ENV, int(override))
     elif drafter_config is not None:
         trained = trained_tokens(drafter_config)

@@ -28,7 +28,12 @@ This handler never logs the request, but CDK's Provider framework in front of it
 framework.js (aws-cdk-lib 2.275) logs the whole CloudFormation event, ResourceProperties
 and OldResourceProperties included, into the provider's log group on every Create,
 Update and Delete, outside this project's control. So the properties must hold no
-secret at all: the CDK path refuses a secret-looking environment value.
+secret at all: the CDK path refuses a secret-looking environment value. Every message
+the handler returns or logs is masked too (`masked`): botocore's parameter validation
+and SageMaker's ValidationException both quote the offending value (`Invalid type for
+parameter PrimaryContainer.Environment.HF_TOKEN, value: [...]`, `Value '...' at '...'
+failed to satisfy constraint`), and that text would become the stack event and the log
+line.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 import botocore
@@ -89,6 +94,18 @@ _MODEL_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _COMPARED: Final = ("PrimaryContainer", "ExecutionRoleArn", "VpcConfig", "EnableNetworkIsolation")
 
 SLEEP: Callable[[float], None] = time.sleep  # tests record the delays instead of waiting
+
+MASK: Final = "***"
+# Where botocore's ParamValidationError (botocore/validate.py, _format_error) and AWS's
+# validation messages ("1 validation error detected: Value '...' at '...' failed to
+# satisfy constraint: ...") quote a value.
+_QUOTED_VALUES: Final = (
+    re.compile(r"(, value: ).*?(, (?:type: |valid min value: |valid min length: ))", re.S),
+    re.compile(r"(Value ').*?(' at ')", re.S),
+)
+# Environment values shorter than this are left in messages when they are not quoted as
+# above ("1", "true" would otherwise blank out unrelated words); no credential is that short.
+_MIN_MASKED_LEN: Final = 6
 
 
 class LambdaContext(Protocol):
@@ -246,7 +263,8 @@ def create(client: Any, request: Mapping[str, Any], context: LambdaContext | Non
                     f"CreateModel {name} still failing after {attempt} attempts over the "
                     f"{RETRY_BUDGET_S:g} s IAM-propagation budget: {code}: {message}"
                 ) from None
-            _log(event="retry", model=name, attempt=attempt, wait_s=delay, error=message[:200])
+            error = masked(message, environment_values([request]))[:200]
+            _log(event="retry", model=name, attempt=attempt, wait_s=delay, error=error)
             SLEEP(delay)
 
 
@@ -282,7 +300,65 @@ def delete(client: Any, name: str) -> None:
         raise RuntimeError(f"DeleteModel {name}: {code}: {message}") from None
 
 
+def environment_values(requests: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The values of every container Environment of `requests`, longest first, as they
+    could appear in a message: as is, and escaped as in a repr or in JSON."""
+    values: set[str] = set()
+    for request in requests:
+        containers = [request.get("PrimaryContainer"), *(request.get("Containers") or [])]
+        for container in containers:
+            env = container.get("Environment") if isinstance(container, Mapping) else None
+            for value in _leaves(env):
+                values.update({value, repr(value)[1:-1], json.dumps(value)[1:-1]})
+    return sorted((v for v in values if len(v) >= _MIN_MASKED_LEN), key=len, reverse=True)
+
+
+def _event_requests(event: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for key in ("ResourceProperties", "OldResourceProperties"):
+        properties = event.get(key)
+        if isinstance(properties, Mapping):
+            try:
+                yield _request(properties)
+            except ValueError:
+                continue
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield str(value)
+
+
+def masked(text: str, values: Iterable[str]) -> str:
+    """`text` with every value botocore or AWS quotes, and each of `values` (see
+    `environment_values`), replaced by MASK."""
+    for pattern in _QUOTED_VALUES:
+        text = pattern.sub(rf"\g<1>{MASK}\g<2>", text)
+    for value in values:
+        text = text.replace(value, MASK)
+    return text
+
+
 def on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+    """The Provider framework's entry point; any failure is re-raised with its message
+    masked (the original is dropped: its text and its traceback would be logged)."""
+    try:
+        return _on_event(event, context)
+    except Exception as e:
+        message = masked(str(e), environment_values(_event_requests(event)))
+        if type(e) in (RuntimeError, ValueError):
+            raise type(e)(message) from None
+        raise RuntimeError(f"{type(e).__name__}: {message}") from None
+
+
+def _on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
     kind = event["RequestType"]
     client = sagemaker_client()
     if kind == "Delete":

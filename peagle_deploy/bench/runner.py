@@ -227,9 +227,15 @@ async def run_sweep_async(
                 )
             )
         await _read_acceptance(target, levels, marks, listener)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM through the CLI, a cancelled task) or failed: the
+        # workers are mid-level, so they are stopped now rather than asked to finish.
+        if pool is not None:
+            pool.abort()
+        raise
     finally:
         if pool is not None:
-            pool.close()
+            pool.close()  # a no-op after abort()
         await target.close()
     return SweepResult(
         label=target.label,

@@ -20,6 +20,7 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
+from peagle_deploy.aws import check_environment_region
 from peagle_deploy.bench.metrics import (
     RequestOutput,
     SpecDecodeStats,
@@ -30,6 +31,7 @@ from peagle_deploy.bench.stream import (
     REQUEST_TIMEOUT_S,
     StreamAccumulator,
     chat_payload,
+    read_capped,
 )
 from peagle_deploy.errors import InputError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
@@ -77,6 +79,8 @@ class SageMakerTarget:
     ) -> None:
         if not endpoint_name:
             raise InputError("--endpoint", "is empty", "a SageMaker endpoint name")
+        if region is None:
+            check_environment_region()  # `peagle status`'s check, before any request
         self.endpoint_name = endpoint_name
         self.region = region
         self.label = label or endpoint_name
@@ -171,7 +175,8 @@ class SageMakerTarget:
                 self._url, data=body, headers=headers, proxy=self._proxy
             ) as resp:
                 if resp.status != 200:
-                    return acc.fail(call.error_reason(resp.status, resp.headers, await resp.read()))
+                    body, _ = await read_capped(resp)
+                    return acc.fail(call.error_reason(resp.status, resp.headers, body))
                 payloads = PayloadStream(call.event_stream_shape, self._headers)
                 feed = payloads.feed
                 parser = SSEParser()

@@ -19,6 +19,13 @@ REQUEST_TIMEOUT_S = 600.0
 """Default seconds before one request counts as failed (both targets, `--request-timeout`)."""
 LOGS_DELAY_S = 20.0
 """Default wait for the container's metric lines in CloudWatch Logs (`--logs-delay`)."""
+ERROR_BODY_LIMIT = 64 << 10
+"""Most bytes either target reads of an answer that is not a stream (an HTTP error, the
+model list): any real error document fits many times over (SageMaker's and vLLM's are a
+few hundred bytes), and a server that answers 400 with an endless body costs this much
+instead of memory without bound (benchmarks/bench_error_body.py measures it)."""
+METRICS_BODY_LIMIT = 16 << 20
+"""Most bytes of vLLM's /metrics page read per scrape (a few hundred KB in practice)."""
 NO_USAGE = "no usage in stream (the server must honour stream_options.include_usage)"
 NO_TOKENS = "stream ended without any choices event"
 
@@ -106,3 +113,22 @@ def chat_payload(
     if extra_body:
         payload.update(extra_body)
     return payload
+
+
+async def read_capped(resp: Any, limit: int = ERROR_BODY_LIMIT) -> tuple[bytes, bool]:
+    """At most `limit` bytes of an aiohttp response's body, and whether there was more.
+
+    When there was more, the response is closed: its connection is dropped rather than
+    drained, so the rest is never read (and never waited for).
+    """
+    content = resp.content
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await content.read(limit + 1 - size)
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+    resp.close()
+    return b"".join(chunks)[:limit], True

@@ -17,11 +17,14 @@ from peagle_serve.metrics import PrometheusParseError, SpecDecodeCounters, spec_
 from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats, spec_decode_delta
 from peagle_deploy.bench.sagemaker import SageMakerTarget
 from peagle_deploy.bench.stream import (
+    ERROR_BODY_LIMIT,
+    METRICS_BODY_LIMIT,
     NO_TOKENS,
     NO_USAGE,
     REQUEST_TIMEOUT_S,
     StreamAccumulator,
     chat_payload,
+    read_capped,
 )
 from peagle_deploy.errors import InputError, PeagleError
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
@@ -179,12 +182,16 @@ class OpenAITarget:
         url = self.root + "/v1/models"
         try:
             async with self._session.get(url) as resp:
-                if resp.status == 200:
-                    doc = await resp.json(content_type=None)
+                body, cut = await read_capped(resp)
+                if resp.status == 200 and not cut:
+                    doc = json.loads(body)
                     data = doc.get("data") if isinstance(doc, dict) else None
-                    if data and isinstance(data[0], dict) and data[0].get("id"):
-                        return str(data[0]["id"])
+                    first = data[0] if isinstance(data, list) and data else None
+                    if isinstance(first, dict) and first.get("id"):
+                        return str(first["id"])
                 problem = f"{url} answered HTTP {resp.status} without a model"
+                if cut:
+                    problem += f" (more than {ERROR_BODY_LIMIT >> 10} KiB)"
         except aiohttp.ClientConnectorError as exc:
             await self.close()
             raise PeagleError(
@@ -211,7 +218,8 @@ class OpenAITarget:
         try:
             async with self._session.post(self.api_url, data=body) as resp:
                 if resp.status != 200:
-                    text = (await resp.text())[:200].replace("\n", " ")
+                    body, _ = await read_capped(resp)
+                    text = body.decode("utf-8", "replace")[:200].replace("\n", " ")
                     return acc.fail(f"HTTP {resp.status}: {text}")
                 parser = SSEParser()
                 feed = parser.feed
@@ -242,7 +250,8 @@ class OpenAITarget:
             async with self._session.get(self.root + "/metrics") as resp:
                 if resp.status != 200:
                     return None
-                return spec_decode_counters(await resp.text())
+                body, cut = await read_capped(resp, METRICS_BODY_LIMIT)
+                return None if cut else spec_decode_counters(body.decode())
         except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError, PrometheusParseError):
             return None
 

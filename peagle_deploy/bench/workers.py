@@ -38,6 +38,8 @@ from peagle_deploy.errors import PeagleError
 START_MARGIN_S = 0.25
 """How far ahead the common start instant is set: every worker must be waiting by then."""
 PROGRESS_EVERY_S = 0.25
+ABORT_WAIT_S = 5.0
+"""How long an aborted worker gets to die after SIGTERM before it is killed."""
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -236,7 +238,7 @@ class WorkerPool:
                 parent.send(share)  # the most concurrency this worker will run
             self._collect(range(workers), "ready", None)
         except BaseException:
-            self.close()
+            self.abort()
             raise
 
     def run_level(
@@ -301,7 +303,27 @@ class WorkerPool:
                 del pending[conn]
         return [results[i] for i in sorted(results)]
 
+    def abort(self) -> None:
+        """Stop every worker now (an interrupted or failed sweep): SIGTERM, then SIGKILL
+        for one that is still there after ABORT_WAIT_S. A worker that dies closes its
+        streams with it; once no process holds multiprocessing's resource-tracker pipe,
+        the tracker ends too."""
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self._procs:
+            proc.join(timeout=ABORT_WAIT_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=ABORT_WAIT_S)
+        for conn in self._conns:
+            conn.close()
+        self._conns.clear()
+        self._procs.clear()
+
     def close(self) -> None:
+        """End the workers after a finished sweep: each is told to stop and given time to
+        close its target; one that does not is terminated."""
         for conn in self._conns:
             with contextlib.suppress(OSError, ValueError):  # already gone
                 conn.send(None)

@@ -97,6 +97,21 @@ def own_image() -> dict[str, str]:
     return entry
 
 
+def own_base_uri(region: str, field: str = "region") -> str:
+    """The base of the project's image (the Dockerfile's `ai.peagle.base-tag`) in the Deep
+    Learning Containers registry of `region`: its account and domain differ by region (29
+    of the 45 registries are not 763104351884, China's domain is amazonaws.com.cn).
+    InputError naming `field` where the tag is not published."""
+    from peagle_deploy.errors import InputError
+
+    tag = own_image()["base_tag"]
+    record = images().get(tag)
+    if record is None or region not in record.regions:
+        published = sorted(record.regions) if record else []
+        raise InputError(field, f"vllm:{tag} is not published in {region}", published)
+    return record.uri(region)
+
+
 def domains() -> frozenset[str]:
     """Every registry domain (amazonaws.com, amazonaws.com.cn, ...)."""
     return frozenset(r.domain for r in registries().values())

@@ -25,6 +25,10 @@ _JS = "JumpStart gpt-oss-20b spec v" + _GPT_OSS_20B["version"] + ", " + cite(_GP
 _JS_TOP = f"{_JS}, top-ranked config {_GPT_OSS_20B['config']}"
 _CARD_20B = "https://huggingface.co/amazon/GPT-OSS-20B-P-EAGLE (model card)"
 _CARD_120B = "https://huggingface.co/amazon/gpt-oss-120b-p-eagle (model card)"
+_CARD_QWEN = (
+    "https://huggingface.co/amazon/Qwen3-Coder-30B-A3B-Instruct-P-EAGLE (model card README.md, "
+    "read as the stored copy of its raw/main/README.md)"
+)
 _CARD_GEMMA = (
     "https://docs.api.nvidia.com/nim/reference/google-gemma-4-31b-it (links the model card "
     "huggingface.co/google/gemma-4-31B-it; Apache License 2.0)"
@@ -186,25 +190,39 @@ _MODELS: tuple[ModelEntry, ...] = (
         jumpstart_id=unverified(
             "huggingface-llm-qwen3-coder-30b-a3b-instruct", "JumpStart id not confirmed"
         ),
-        hf_model_id=unverified("Qwen/Qwen3-Coder-30B-A3B-Instruct", "public Hugging Face id"),
+        hf_model_id=verified(
+            "Qwen/Qwen3-Coder-30B-A3B-Instruct", _CARD_QWEN + ": the model its vLLM example serves"
+        ),
         architecture=unverified("Qwen3MoeForCausalLM", "vLLM's Qwen3 MoE class"),
         model_data_uri=unverified(
             f"s3://{JUMPSTART_BUCKET}/huggingface-llm/huggingface-llm-qwen3-coder-30b-a3b-instruct/"
             "artifacts/inference-prepack/v1.0.0/",
             _TARGET_GUESS,
         ),
-        drafter_hf_id=unverified(
-            "amazon/Qwen3-Coder-30B-A3B-Instruct-P-EAGLE", "its model card was not read"
-        ),
+        drafter_hf_id=verified("amazon/Qwen3-Coder-30B-A3B-Instruct-P-EAGLE", _CARD_QWEN),
         drafter_uri=unverified(
             _DRAFTER_PREFIX + "qwen3-coder-30b-a3b-instruct-p-eagle/",
             "same layout as gpt-oss-20b's drafter",
         ),
         drafter_kind="p-eagle",
         drafter_mask_token_key=unverified("ptd_token_id", "assumed like the gpt-oss-20b head"),
-        drafter_parallel_tokens=unverified(None, "not published"),
-        drafter_weights_gb=unverified(3.6, _HEAD_GUESS),
-        default_num_speculative_tokens=unverified(3, _LIKE_20B),
+        drafter_parallel_tokens=verified(
+            18,
+            _CARD_QWEN + ": a 4-layer P-EAGLE head trained with 18 parallel-token predictions "
+            "against Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8",
+        ),
+        drafter_weights_gb=unverified(
+            3.6, _HEAD_GUESS.replace("; not published", "; the card gives 4 layers, no size")
+        ),
+        default_num_speculative_tokens=unverified(
+            7,
+            "one K for every load (vLLM 0.30.0 takes no per-batch-size K with parallel "
+            "drafting): the launch benchmark's best at concurrency 128 (best K 11 at low "
+            "concurrency; docs/platform-facts.md, Published results); the card's vLLM example "
+            "uses K=10 at concurrency 1, where its acceptance length on HumanEval is 4.30 at "
+            "K=4, 6.66 at K=10, 7.51 at K=18 (drafts 5-10 add ~0.4 accepted tokens each, "
+            "11-18 ~0.1); measure yours with peagle bench recommend-k",
+        ),
         default_instance_type=unverified("ml.g7e.2xlarge", "one 96 GB GPU fits the weights"),
         weights_gb=unverified(61.1, "bf16: 30.5B parameters x 2 bytes"),
         dtype=unverified("bfloat16", "Hugging Face release"),

@@ -8,14 +8,18 @@ stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, doctor, guards, output, plan, promote
+from peagle_deploy.cli import bench, deploy, doctor, guards, image, output, plan, promote
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -54,6 +58,7 @@ def _root(
 plan.register(app)  # models, plan
 deploy.register(app)  # deploy, status, invoke, list, delete
 app.add_typer(bench.bench_app, name="bench")
+app.add_typer(image.image_app, name="image")
 promote.register(app)  # promote, demo
 doctor.register(app)
 
@@ -79,12 +84,52 @@ def aws_error_message(exc: BaseException) -> str | None:
     return f"AWS call failed: {name}: {exc}"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the command unwinds as after Ctrl-C: every
+    `finally` runs (a benchmark's worker processes are stopped and its streams closed, a
+    wait says how to resume) instead of the process vanishing and leaving children."""
+
+    def __str__(self) -> str:
+        return ""
+
+
+_TERMINATED: list[int] = []  # the SIGTERM seen, if any: the exit code is then 128 + 15
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    _TERMINATED.append(signum)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup
+    raise Terminated
+
+
+def _interrupt_code() -> int:
+    return 128 + _TERMINATED[0] if _TERMINATED else 130
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM -> Terminated while the CLI runs (main thread only; a SIGTERM the caller
+    ignores or handles stays theirs)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    _TERMINATED.clear()
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _interrupted(exc: KeyboardInterrupt) -> None:
     """An interrupted operation says how to resume (peagle_deploy.sdk.Interrupted's text)."""
     if str(exc):
         output.warn(str(exc))
     else:
-        output.error("interrupted")
+        output.error("terminated (SIGTERM)" if _TERMINATED else "interrupted")
 
 
 def _say_how_to_resume(command: Any) -> None:
@@ -99,7 +144,7 @@ def _say_how_to_resume(command: Any) -> None:
                 return callback(*args, **kwargs)
             except KeyboardInterrupt as exc:
                 _interrupted(exc)
-                raise typer.Exit(130) from None
+                raise typer.Exit(_interrupt_code()) from None
 
         resumable._peagle_resumable = True  # type: ignore[attr-defined]
         command.callback = resumable
@@ -119,13 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         command = typer.main.get_command(app)
         guards.refuse_empty_values(command)
         _say_how_to_resume(command)
-        result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
+        with _sigterm_unwinds():
+            result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
     except PeagleError as exc:
         output.error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # outside any command (while parsing)
         _interrupted(exc)
-        return 130
+        return _interrupt_code()
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except typer.Abort:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peagle_serve import contract, drafter_rules
+from peagle_serve.numeric_env import NumericEnvError, numeric_value
 from peagle_serve.safetensors_header import (
     INDEX_FILE,
     SafetensorsError,
@@ -373,10 +374,13 @@ def _trained_tokens_line(
     ctx: DoctorContext, drafter_config: dict[str, Any], drafter_uri: str
 ) -> CheckResult | None:
     env = ctx.plan.create_model["PrimaryContainer"].get("Environment", {})
-    override = str(env.get(contract.DRAFTER_TRAINED_TOKENS_ENV, "")).strip()
+    try:  # the plan refused a bad value already (the container's own rule)
+        override = numeric_value(env, contract.DRAFTER_TRAINED_TOKENS_ENV)
+    except NumericEnvError:
+        override = None
     trained = (
         (contract.DRAFTER_TRAINED_TOKENS_ENV, int(override))
-        if override.isdigit()
+        if override is not None
         else drafter_rules.trained_tokens(drafter_config)
     )
     if trained is None:

@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Mapping
 
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
+from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 
 from peagle_deploy.catalog.images import domains, parse_image_uri
 from peagle_deploy.errors import InputError
@@ -140,8 +141,9 @@ def check_channel(channel: str) -> None:
 
 
 def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
-    """Environment limits (100 entries, 1024 bytes per key or value, 32 KB in total) and
-    the keys only the renderer may set."""
+    """Environment limits (100 entries, 1024 bytes per key or value, 32 KB in total),
+    the keys only the renderer may set, and the container's numeric variables under the
+    rule the container itself applies when it starts (peagle_serve.numeric_env)."""
     owners = {
         SPECULATIVE_CONFIG_ENV: "speculative.*",
         TENSOR_PARALLEL_ENV: "tensor_parallel_size",
@@ -166,6 +168,10 @@ def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
                 f"renders {key} as {len(value.encode())} bytes; SageMaker allows 1024 per value",
                 "fewer batch-size ranges" if key == SPECULATIVE_CONFIG_ENV else "<= 1024 bytes",
             )
+    try:
+        check_numeric_env(rendered)
+    except NumericEnvError as e:
+        raise InputError(f"env.{e.variable}", e.problem, e.allowed) from None
     if len(rendered) > MAX_ENV_ENTRIES:
         raise InputError(
             "env",

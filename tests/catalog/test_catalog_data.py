@@ -30,6 +30,12 @@ def test_facts_values_are_verified_and_guesses_are_not() -> None:
     qwen = MODELS["qwen3-coder-30b-a3b-instruct"]
     assert not qwen.jumpstart_id.verified  # no JumpStart spec for Qwen was read
     assert "jumpstart_id" in qwen.unverified_fields()
+    # its model card: 18 parallel-token predictions; the default K weighs the card's
+    # example (K=10, concurrency 1) against the launch benchmark (K=7 best at 128)
+    assert qwen.drafter_parallel_tokens.verified and qwen.drafter_parallel_tokens.value == 18
+    assert qwen.drafter_hf_id.verified and "model card" in qwen.drafter_hf_id.source
+    k = qwen.default_num_speculative_tokens
+    assert k.value == 7 and not k.verified and "K=10" in k.source and "128" in k.source
     assert not MODELS["gemma-4-31b-it"].drafter_hf_id.verified
     for model in MODELS.values():
         for name, value in model.sourced_fields().items():

@@ -63,6 +63,11 @@ def test_github_derived_values_follow_from_the_recorded_excerpts() -> None:
         if tag in images:
             assert images[tag]["vllm"] == build["vllm"] and images[tag]["cuda"] == build["cuda"]
     assert builds["server-sagemaker-cuda-v2.4"]["vllm"] == "0.27.1"
+    for tag in ("server-sagemaker-cuda-v2.5", "server-sagemaker-cuda-v2.6"):
+        assert builds[tag]["vllm"] == "0.30.0+amzn2023.ec4a3a53" and builds[tag]["cuda"] == "13.0"
+        assert images[tag]["vllm_source"] == builds[tag]["source"]
+        # read at a commit of its own, newer than the DLC entry's
+        assert builds[tag]["source"]["commit"] != excerpts[pf.DLC_REPO]["commit"]
     legacy = images["0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker"]
     js = pf.jumpstart_facts(excerpts)["openai-reasoning-gpt-oss-20b"]
     assert legacy["regions"] == sorted(js["image_regions"])
@@ -70,6 +75,72 @@ def test_github_derived_values_follow_from_the_recorded_excerpts() -> None:
         assert len(entry["commit"]) == 40
         for file in entry["files"].values():
             assert len(file["sha256"]) == 64
+            assert len(pf.excerpt_commit(entry, file)) == 40
+            if "text" in file:
+                assert pf.hashlib.sha256(file["text"].encode()).hexdigest() == file["sha256"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_a_file_newer_than_the_mirror_is_recorded_kept_and_verified_at_its_commit(
+    tmp_path: Path,
+) -> None:
+    """`--add-excerpt` records a file at its own commit; `--record-excerpts` keeps it while
+    the mirror's HEAD lacks the path; `--verify-excerpts` checks it at that commit (and
+    says so when the mirror does not have the commit)."""
+    dlc, sdk = tmp_path / "dlc", tmp_path / "sdk"
+    old_yaml = 'platform: sagemaker\nversion: "0.27.0+amzn2023.x"\ncuda: cu130\ntags:\n  - "t1"\n'
+    new_yaml = old_yaml.replace("0.27.0", "0.30.0").replace('"t1"', '"t2"')
+    new_path = pf.DLC_SERVER_DATA + "0.30.0-gpu-sagemaker.yml"
+    for repo in (dlc, sdk):
+        _git(tmp_path, "init", "-q", str(repo))
+    (dlc / pf.DLC_SERVER_DATA).mkdir(parents=True)
+    (dlc / pf.DLC_SERVER_DATA / "0.27.0-gpu-sagemaker.yml").write_text(old_yaml)
+    release = dlc / pf.DLC_RELEASE_CONFIG
+    release.parent.mkdir(parents=True)
+    release.write_text(
+        "metadata: {framework_version: 0.27.1}\n"
+        "build: {dlc_major_version: 2, dlc_minor_version: 4, cuda_version: 13.0.2}\n"
+    )
+    _git(dlc, "add", ".")
+    _git(dlc, "commit", "-qm", "old")
+    spec_path = Path(pf.JUMPSTART_SPEC) / f"{pf.JUMPSTART_MODELS[0]}.json"
+    (sdk / spec_path).parent.mkdir(parents=True)
+    (sdk / spec_path).write_text('{"model_id": "m", "version": "1"}')
+    _git(sdk, "add", ".")
+    _git(sdk, "commit", "-qm", "spec")
+    mirrors = {pf.DLC_REPO: dlc, pf.SDK_REPO: sdk}
+    recorded = pf.record_excerpts(mirrors)
+    # the newer file exists only at a commit the mirror's HEAD does not reach
+    (dlc / new_path).write_text(new_yaml)
+    _git(dlc, "checkout", "-qb", "later")
+    _git(dlc, "add", ".")
+    _git(dlc, "commit", "-qm", "new")
+    later = _git(dlc, "rev-parse", "HEAD")
+    _git(dlc, "checkout", "-q", "-")
+    with pytest.raises(ValueError, match="full commit"):
+        pf.add_excerpt(recorded, pf.DLC_REPO, later[:12], new_path, new_yaml.encode())
+    added = pf.add_excerpt(recorded, pf.DLC_REPO, later, new_path, new_yaml.encode())
+    assert pf.dlc_server_builds(added)["t2"]["source"]["commit"] == later
+    assert pf.dlc_server_builds(added)["t1"]["source"]["commit"] != later
+    assert pf.verify_excerpts(added, mirrors) == []
+    again = pf.record_excerpts(mirrors, added)  # HEAD still lacks the file: kept
+    assert again[pf.DLC_REPO]["files"][new_path]["commit"] == later
+    tampered = pf.add_excerpt(recorded, pf.DLC_REPO, later, new_path, b"tags: [t3]\n")
+    assert pf.verify_excerpts(tampered, mirrors) == [
+        f"{pf.DLC_REPO} {new_path}: sha256 differs at {later}",
+        f"{pf.DLC_REPO} {new_path}: text differs",
+    ]
+    elsewhere = pf.add_excerpt(recorded, pf.DLC_REPO, "f" * 40, new_path, new_yaml.encode())
+    assert pf.verify_excerpts(elsewhere, mirrors) == [
+        f"{pf.DLC_REPO} {new_path}: not in the mirror at {'f' * 40}"
+    ]
 
 
 def test_every_value_names_its_source() -> None:

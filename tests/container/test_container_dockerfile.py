@@ -36,27 +36,16 @@ def instructions() -> list[tuple[str, str]]:
     return out
 
 
-def build_args() -> dict[str, str]:
-    """Default values of the ARGs declared before FROM, with ${VAR} substituted (an ARG
-    without a default stays `${NAME}`)."""
-    values: dict[str, str] = {}
+def build_args() -> dict[str, str | None]:
+    """The ARGs declared before FROM: their default, or None when they have none."""
+    values: dict[str, str | None] = {}
     for word, rest in instructions():
         if word == "FROM":
             break
         if word == "ARG":
-            name, _, default = rest.partition("=")
-            values[name] = re.sub(
-                r"\$\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), default
-            )
-            if not default:
-                values[name] = "${" + name + "}"
+            name, eq, default = rest.partition("=")
+            values[name] = default if eq else None
     return values
-
-
-def resolved_base_image() -> str:
-    froms = [rest for word, rest in instructions() if word == "FROM"]
-    assert len(froms) == 1, "one stage: the AWS vLLM image plus peagle-serve"
-    return re.sub(r"\$\{(\w+)\}", lambda m: build_args()[m.group(1)], froms[0])
 
 
 def labels() -> dict[str, str]:
@@ -76,26 +65,50 @@ def script_vllm_version() -> str:
     return match.group(1)
 
 
-def test_base_image_is_the_pinned_aws_vllm_sagemaker_image() -> None:
-    image = resolved_base_image()
-    assert re.fullmatch(
-        r"763104351884\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/vllm:server-sagemaker-cuda-v\d+\.\d+"
-        r"@\$\{BASE_DIGEST\}",
-        image,
-    ), image
-    assert image.endswith(":server-sagemaker-cuda-v2.5@${BASE_DIGEST}")
-    assert build_args()["AWS_REGION"], "the region is a build argument"
+def test_base_image_is_required_and_pinned_by_the_base_tag_label() -> None:
+    """No default base: the one the Dockerfile used to default to (account 763104351884)
+    is wrong in 29 of the 45 regions; `peagle image base --region R` (the catalog) gives
+    it. The LABEL pins the tag, and the catalog's own_image reads it."""
+    assert build_args() == {"BASE_IMAGE": None}
+    assert "763104351884" not in "".join(rest for _, rest in instructions())
+    assert labels()["ai.peagle.base-tag"] == "vllm:server-sagemaker-cuda-v2.5"
+    own = json.loads((ROOT / "peagle_deploy/catalog/data/images.json").read_text())["own_image"]
+    assert "vllm:" + own["base_tag"] == labels()["ai.peagle.base-tag"]
 
 
-def test_the_base_is_pinned_by_a_digest_the_build_must_be_given() -> None:
-    """A tag can be moved to other content; the default base names its digest, which has
-    no default, so a build without `--build-arg BASE_DIGEST=sha256:...` fails instead of
-    taking whatever the tag points at today."""
-    args = [rest for word, rest in instructions() if word == "ARG"]
-    assert "BASE_DIGEST" in args  # declared, no default
-    assert build_args()["BASE_IMAGE"].endswith("@${BASE_DIGEST}")
-    docs = (ROOT / "docs" / "container.md").read_text()
-    assert "BASE_DIGEST" in docs and "imagetools inspect" in docs
+def _base_check() -> str:
+    (script,) = [rest for word, rest in instructions() if word == "RUN" and "BASE_IMAGE" in rest]
+    return script
+
+
+def test_a_registry_base_must_be_pinned_by_digest() -> None:
+    """A tag can be moved to other content: the build refuses a registry reference
+    without a digest, before anything else runs. The check is the Dockerfile's own RUN,
+    run here by sh as the builder would."""
+    order = [(w, r) for w, r in instructions()]
+    assert order.index(("RUN", _base_check())) == [w for w, _ in order].index("FROM") + 2
+    base = "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v2.5"
+    digest = "sha256:" + "ab" * 32
+    cases = {
+        f"{base.rsplit(':', 1)[0]}@{digest}": 0,  # pinned
+        f"{base}@{digest}": 0,  # tag and digest: the digest decides
+        base: 1,  # a tag
+        "library/ubuntu:24.04": 1,
+        "peagle-standin:3f2a": 0,  # a local image (the tests' stand-in)
+    }
+    for image, code in cases.items():
+        done = subprocess.run(
+            ["sh", "-c", _base_check()],
+            env={"BASE_IMAGE": image, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code, (image, done.stderr)
+        if code:
+            assert "pin it by digest" in done.stderr
+    makefile = (ROOT / "Makefile").read_text()
+    assert "imagetools inspect" in makefile and '@$$digest"' in makefile
 
 
 def test_the_server_runs_as_an_unprivileged_user() -> None:
@@ -115,8 +128,11 @@ def test_vllm_version_label_matches_the_contract_test_environment() -> None:
     assert version == script_vllm_version() == "0.30.0"
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(rf"^VLLM_VERSION := {re.escape(version)}$", makefile, re.M)
-    tag = resolved_base_image().split("@")[0].split(":")[-1]
-    assert labels()["ai.peagle.base-tag"] == "vllm:" + tag
+    # the base image carries the same release (a source build of it)
+    images = json.loads((ROOT / "peagle_deploy/catalog/data/images.json").read_text())
+    base_tag = labels()["ai.peagle.base-tag"].split(":", 1)[1]
+    (base,) = [i for i in images["images"] if i["tag"] == base_tag]
+    assert base["vllm"].split("+", 1)[0] == version
 
 
 def test_no_syntax_directive_so_the_build_needs_no_registry() -> None:

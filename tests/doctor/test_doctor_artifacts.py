@@ -178,7 +178,20 @@ def test_reads_only_headers_with_ranged_gets(inprocess: Account) -> None:
 
 
 def test_k_above_the_trained_count_warns(inprocess: Account) -> None:
-    plan = make_plan(**{"speculative.num_speculative_tokens": 9})
+    # the count the plan renders from the catalog (the model card's 18) comes first ...
+    plan = make_plan(**{"speculative.num_speculative_tokens": 19})
+    inprocess.stage(plan)
+    report = inprocess.doctor(plan)
+    line = by_check(report)["drafter.trained-tokens"]
+    assert report.ok and line.status == "warn"
+    assert "K=19 is above the 18 tokens" in line.detail
+
+
+def test_k_above_the_drafter_configs_count_warns(inprocess: Account) -> None:
+    # with the variable empty (unset, for the container too): the drafter's config.json
+    plan = make_plan(
+        **{"speculative.num_speculative_tokens": 9, "env": {"PEAGLE_DRAFTER_TRAINED_TOKENS": ""}}
+    )
     inprocess.stage(plan)
     assert plan.drafter_uri is not None
     config = drafter_config(n_predict=5)

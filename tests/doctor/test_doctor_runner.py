@@ -17,6 +17,7 @@ ALL_CHECKS = [
     "drafter.config",
     "drafter.weights",
     "drafter.target",
+    "drafter.trained-tokens",  # the catalog knows the Qwen3-Coder head's count (18)
     "role.trust",
     "role.s3-model-data",
     "role.s3-drafter",

@@ -24,7 +24,9 @@ HF_TOKEN = "hf_" + "Zq8Lw2Nx4Vb6Mc1Kd3Jf5Hg7Tr9Ys0Pa2Ue"
 SECRETS = (HF_TOKEN,)
 MODEL = "gpt-oss-20b"
 ROLE = "arn:aws:iam::123456789012:role/peagle-hostile"
-HANG_GUARD_S = 2.0
+HANG_GUARD_S = 30.0
+"""Hang guard, not a speed bound: a refusal that takes this long is stuck (a read that
+waits, a loop that does not end). Speed is measured by benchmarks/hostile_refusals.py."""
 MAX_OUTPUT_BYTES = 2048
 
 

@@ -155,10 +155,39 @@ SPECS = [
         also=("more than 100000 values",),
     ),
     spec("directory", b"", fld="--file"),
+    *(
+        # Their vLLM is recorded (aws/deep-learning-containers docs/src/data/vllm-server):
+        # the refusal names vLLM 0.30.0 instead of an unknown engine.
+        spec(
+            f"k-schedule-{tag}.yaml",
+            f"model: {MODEL}\n"
+            f"image_uri: 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:{tag}\n"
+            "speculative:\n  mode: p-eagle\n  num_speculative_tokens: 5\n"
+            "  num_speculative_tokens_per_batch_size: [[1, 8, 5], [9, 64, 3]]\n",
+            fld="speculative.num_speculative_tokens_per_batch_size",
+            also=("breaks the draft shapes in vLLM 0.30.0", f"AWS image tag {tag}"),
+        )
+        for tag in ("server-sagemaker-cuda-v2.5", "server-sagemaker-cuda-v2.6")
+    ),
 ]
 # `directory`: replaced by a directory below (a spec path that is not a file).
 
 FLAGS = [
+    # `peagle image base`: the base is published in 35 regions; China has none of it
+    flags(
+        "image-base-china",
+        *("image", "base", "--region", "cn-north-1"),
+        fld="--region",
+        also=("vllm:server-sagemaker-cuda-v2.5 is not published in cn-north-1",),
+    ),
+    flags("image-base-injection", *("image", "base", "--region", "us-east-1; rm"), fld="--region"),
+    # the Qwen3-Coder head's model card: trained for 18 parallel tokens
+    flags(
+        "qwen-k-200",
+        *("plan", "qwen3-coder-30b-a3b-instruct", "-k", "200"),
+        fld="speculative.num_speculative_tokens",
+        also=("the drafter was trained for 18 parallel tokens",),
+    ),
     flags(
         "instance-type-empty", *PLAN, "--instance-type", "", fld="--instance-type", also=("empty",)
     ),
@@ -394,6 +423,20 @@ ENV = [
         env={"PEAGLE_AWS_MAX_ATTEMPTS": "9" * 20},
         also=("1-50",),
     ),
+    Case(
+        "env-max-attempts-superscript",  # isdigit() says yes, int() used to raise
+        ("status", "peagle-x-dev"),
+        "PEAGLE_AWS_MAX_ATTEMPTS",
+        env={"PEAGLE_AWS_MAX_ATTEMPTS": "\u00b2"},
+        also=("1-50",),
+    ),
+    Case(
+        "env-max-attempts-empty",
+        ("status", "peagle-x-dev"),
+        "PEAGLE_AWS_MAX_ATTEMPTS",
+        env={"PEAGLE_AWS_MAX_ATTEMPTS": ""},
+    ),
+    Case("env-image-base-region-bad", ("image", "base"), "AWS_REGION", env={"AWS_REGION": "x y"}),
     Case(
         "env-retry-mode-empty",
         ("status", "peagle-x-dev"),

@@ -57,7 +57,7 @@ def test_p_eagle_request_shape() -> None:
     raw = container["Environment"]["SM_VLLM_SPECULATIVE_CONFIG"]
     assert raw == (
         '{"method":"eagle3","model":"/opt/ml/additional-model-data-sources/eagle",'
-        '"num_speculative_tokens":3,"parallel_drafting":true}'
+        '"num_speculative_tokens":7,"parallel_drafting":true}'
     )
     assert plan.create_model["EnableNetworkIsolation"] is True
     assert plan.has_placeholder_role
@@ -237,7 +237,10 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
 def test_trained_token_count_reaches_the_container_for_p_eagle() -> None:
     env = build_plan(load_spec(model="gpt-oss-20b")).create_model["PrimaryContainer"]["Environment"]
     assert env["PEAGLE_DRAFTER_TRAINED_TOKENS"] == "10"
-    unknown = build_plan(load_spec(model="qwen3-coder-30b-a3b-instruct"))
+    qwen = build_plan(load_spec(model="qwen3-coder-30b-a3b-instruct"))
+    qwen_env = qwen.create_model["PrimaryContainer"]["Environment"]
+    assert qwen_env["PEAGLE_DRAFTER_TRAINED_TOKENS"] == "18"  # its model card
+    unknown = build_plan(load_spec(model="gemma-4-31b-it"))
     assert (
         "PEAGLE_DRAFTER_TRAINED_TOKENS"
         not in unknown.create_model["PrimaryContainer"]["Environment"]
