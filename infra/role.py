@@ -142,6 +142,10 @@ class ExecutionRole(Construct):
             )
         for read in reads:
             if read.is_prefix:
+                # parse_s3_uri refuses bucket roots; a bucket-wide grant is never waved
+                # through by this acknowledgement.
+                if not read.key.strip("/"):
+                    raise ValueError(f"{read.source}: a bucket-wide S3 grant is never acknowledged")
                 wildcard_reasons.append(
                     (
                         f"arn:{partition}:s3:::{read.object_pattern}",

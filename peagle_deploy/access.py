@@ -31,7 +31,7 @@ class S3Read:
 
     bucket: str
     key: str
-    """The object key, or the prefix (ending in `/` or empty for the whole bucket)."""
+    """The object key, or the prefix (never empty: a whole bucket is refused)."""
     is_prefix: bool
     source: str
     """Which request field asked for it (for error messages and tests)."""
@@ -70,7 +70,16 @@ def parse_s3_uri(uri: str, *, data_type: str, source: str) -> S3Read:
     if not match:
         raise InputError(source, f"{uri!r} is not an S3 location", "s3://bucket/prefix/")
     bucket, key = match["bucket"], match["key"]
+    # The grant is derived from the location: never the whole bucket, never a pattern.
+    if "*" in key or "?" in key:
+        raise InputError(
+            source, f"{uri!r} has a wildcard character", "an S3 location without * or ?"
+        )
     if data_type == "S3Prefix":
+        if not key:
+            raise InputError(
+                source, f"{uri!r} is a whole bucket", "s3://bucket/prefix/ (not the bucket root)"
+            )
         return S3Read(bucket=bucket, key=key, is_prefix=True, source=source)
     if data_type == "S3Object":
         if not key:
