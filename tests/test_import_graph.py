@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "terminal",
         }
     ),
-    frozenset({"spec"}),
+    frozenset({"spec", "secret_refs"}),
     frozenset({"catalog", "jumpstart", "render", "validation", "plan", "access"}),
     frozenset({"aws", "doctor"}),
     frozenset({"sdk", "bench"}),

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from peagle_deploy.catalog.engines import Engine, capability_table, sensitive_logged_args
+from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
+from peagle_deploy.secret_refs import ARN_EXAMPLE, SECRETS_FIELD
 from peagle_deploy.spec.models import DeploymentSpec
 
 # Words of an environment variable's name (split on `_`, `-`, `.` and camelCase) that
@@ -110,6 +112,20 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
             )
         )
     return warnings
+
+
+def refuse_plaintext_secrets(env: Mapping[str, str], where: str) -> None:
+    """Refuse, naming the variable and the `secrets` field, an `env` value that looks like
+    a credential, where it would be written down: the CDK path (the template, `cdk.out`,
+    the assets bucket and the provider framework's log of the custom resource's
+    properties) and `peagle promote --write-spec` (a stage file meant to be committed)."""
+    keys = secret_env_keys(env)
+    if keys:
+        raise InputError(
+            f"env.{keys[0]}",
+            f"looks like a secret and {where} would write it in clear",
+            f"give it by reference: {SECRETS_FIELD}: {{{keys[0]}: {ARN_EXAMPLE}}}",
+        )
 
 
 VLLM_ARG_PREFIX = "SM_VLLM_"
