@@ -14,6 +14,7 @@ one after the endpoint has moved to it.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,6 +89,7 @@ class PeagleModel(Construct):
         log_group_name: str | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        secret_refs: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -145,6 +147,17 @@ class PeagleModel(Construct):
                 ),
             ],
         )
+        # Secrets by reference: the handler reads exactly these secrets, nothing else.
+        secret_refs = dict(sorted((secret_refs or {}).items()))
+        secret_arns = sorted({":".join(ref.split(":")[:7]) for ref in secret_refs.values()})
+        if secret_arns:
+            self.provider_policy.add_statements(
+                iam.PolicyStatement(
+                    sid="ReadTheModelsSecrets",
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=secret_arns,
+                )
+            )
         stage = Stage.of(self)
         if stage is None:
             raise ValueError("PeagleModel must be inside a CDK App or Stage")
@@ -179,7 +192,15 @@ class PeagleModel(Construct):
             resource_type=MODEL_RESOURCE_TYPE,
             # JSON, so that CloudFormation passes booleans and numbers through unchanged
             # (it turns every other property value into a string).
-            properties={handler.PROPERTY: stack.to_json_string(self.parameters)},
+            properties={
+                handler.PROPERTY: stack.to_json_string(self.parameters),
+                # References only (ARNs): the framework logs these properties whole.
+                **(
+                    {handler.SECRETS_PROPERTY: json.dumps(secret_refs, sort_keys=True)}
+                    if secret_refs
+                    else {}
+                ),
+            },
             removal_policy=RemovalPolicy.DESTROY,
         )
         self.resource.node.add_dependency(self.provider_policy)

@@ -8,10 +8,10 @@ one version with its sha256), whatever the synthesizing machine has installed. p
 downloads them once into `~/.cache/peagle-deploy/wheels` (`PEAGLE_WHEEL_CACHE`) with
 `--require-hashes`; each wheel's sha256 is checked again here before it is unpacked, so
 a changed cache file is refused too. Lambda puts the function's directory first on
-sys.path, so these win over the runtime's. Only the SageMaker service model is kept of
-botocore's data (the rest is 30 MB the function never reads); BUNDLE.json records the
-versions and the wheels' hashes. The handler still checks the shape at start and fails
-with one line if it were missing.
+sys.path, so these win over the runtime's. Only the SageMaker and Secrets Manager
+service models are kept of botocore's data (the rest is 30 MB the function never reads);
+BUNDLE.json records the versions and the wheels' hashes. The handler still checks the
+shape at start and fails with one line if it were missing.
 
 The staged directory lives in the cloud assembly's output directory (cdk.out), keyed by
 the content that goes into it, and CDK hashes it like any other asset.
@@ -36,7 +36,7 @@ from peagle_deploy.errors import PeagleError
 HANDLER_DIR: Final = Path(__file__).parent / "model_provider"
 HANDLER_FILE: Final = "handler.py"
 LOCK: Final = HANDLER_DIR / "requirements.lock"
-KEPT_SERVICE_MODELS: Final = ("sagemaker",)
+KEPT_SERVICE_MODELS: Final = ("sagemaker", "secretsmanager")
 MANIFEST: Final = "BUNDLE.json"
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*$")
 

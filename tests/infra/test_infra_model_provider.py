@@ -311,6 +311,49 @@ def test_the_provider_framework_logs_the_whole_event(
     assert '\\"ExecutionRoleArn\\"' in logged
 
 
+def test_secrets_are_read_at_create_and_only_their_arns_are_in_the_event(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Secrets by reference: the custom resource's properties (which the framework logs)
+    carry ARNs; the handler reads the values just before CreateModel and puts them in the
+    model's environment, where DescribeModel shows them (that is SageMaker's only place
+    for them). Its own log and errors never do."""
+    token = "hf_" + "S" * 34
+    sm = botocore.session.get_session().create_client("secretsmanager", region_name=REGION)
+    plain = sm.create_secret(Name="hf-token", SecretString=token)["ARN"]
+    keyed = sm.create_secret(Name="llm", SecretString=json.dumps({"api_key": "k3y-" + "z" * 20}))[
+        "ARN"
+    ]
+    refs = {"HF_TOKEN": plain, "SM_VLLM_API_KEY": f"{keyed}:api_key"}
+    with_refs = {**props, "Secrets": json.dumps(refs)}
+    assert token not in json.dumps(event("Create", with_refs))
+    module, _ = lambda_handler
+    created = module.on_event(event("Create", with_refs), FakeContext())
+    env = sagemaker().describe_model(ModelName=created["PhysicalResourceId"])["PrimaryContainer"][
+        "Environment"
+    ]
+    assert env["HF_TOKEN"] == token and env["SM_VLLM_API_KEY"] == "k3y-" + "z" * 20
+    # a retried Create adopts the same model (values compared after reading them)
+    again = module.on_event(event("Create", with_refs), FakeContext())
+    assert again["PhysicalResourceId"] == created["PhysicalResourceId"]
+    # a reference to a missing key fails naming the variable, never a value
+    bad = {**props, "Secrets": json.dumps({"HF_TOKEN": f"{plain}:nokey"})}
+    with pytest.raises(RuntimeError, match="secret of HF_TOKEN is not a JSON object"):
+        module.on_event(event("Create", bad), FakeContext())
+    changed = {**with_refs, "Secrets": json.dumps({"HF_TOKEN": plain})}
+    with pytest.raises(RuntimeError, match="Secrets changed without a new model name"):
+        module.on_event(
+            event("Update", changed, created["PhysicalResourceId"])
+            | {"OldResourceProperties": with_refs},
+            FakeContext(),
+        )
+    out, err = capfd.readouterr()
+    assert token not in out + err and "k3y-" not in out + err
+
+
 # --- Update and Delete --------------------------------------------------------------------
 
 
@@ -385,7 +428,7 @@ def test_the_asset_carries_a_botocore_that_knows_the_drafter(stage_synth: Synthe
     assert manifest["distributions"] == provider_bundle.bundled_versions()
     assert (asset / "handler.py").read_bytes() == Path(source_handler.__file__).read_bytes()
     data = asset / "botocore" / "data"
-    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker"]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker", "secretsmanager"]
     service = next((data / "sagemaker").glob("*/service-2.json*"))
     assert service.exists()
 
