@@ -28,6 +28,7 @@ from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
 from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.validation.secrets import refuse_plaintext_secrets
 
 STAGES_CONTEXT_KEY = "peagle:stages"
 NAG_CONTEXT_KEY = "peagle:nag"
@@ -77,6 +78,9 @@ class StageConfig:
             **{**self.overrides, "stage": self.name},
         )
         check_synthesizable_model(spec, f"{STAGES_CONTEXT_KEY}.{self.name}")
+        # The template, cdk.out, the assets bucket and the provider framework's log of the
+        # custom resource's properties would all hold the value: refused, by reference only.
+        refuse_plaintext_secrets(spec.env, f"cdk synth of stage {self.name}")
         return spec
 
     def plan(self) -> Plan:
