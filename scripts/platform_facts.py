@@ -402,6 +402,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
 SAGEMAKER_VLLM_CONFIG = "sagemaker/core/image_uri_config/vllm.json"
 SAGEMAKER_SERVER_CONFIG = "sagemaker/core/image_uri_config/vllm-server.json"
 SAGEMAKER_DOMAINS = "sagemaker/core/common_utils.py"
+SAGEMAKER_JUMPSTART_REGIONS = "sagemaker/core/jumpstart/region_config.json"
 DEFAULT_DOMAIN = "amazonaws.com"
 
 
@@ -448,6 +449,7 @@ def sagemaker_core_facts(wheel: Path) -> dict[str, Any]:
         ubuntu = json.loads(z.read(SAGEMAKER_VLLM_CONFIG))["inference"]
         server = json.loads(z.read(SAGEMAKER_SERVER_CONFIG))
         common = z.read(SAGEMAKER_DOMAINS).decode()
+        jumpstart_regions = json.loads(z.read(SAGEMAKER_JUMPSTART_REGIONS))
     domains = alternate_domains(common)
     source = wheel_source("sagemaker-core", SAGEMAKER_CORE_VERSION, wheel)
     accounts: dict[str, str] = {}
@@ -506,7 +508,25 @@ def sagemaker_core_facts(wheel: Path) -> dict[str, Any]:
         "families_with_d_have_no_ebs": True,
         "source": {**source, "path": f"{SAGEMAKER_DOMAINS} volume_size_supported"},
     }
-    return {"regions": regions, "images": images, "instances": instances}
+    # JumpStart's own buckets, whose owner is AWS, not the deploying account: the
+    # SDK's is_jumpstart_model_uri() tests a location against exactly these names.
+    buckets = {
+        region: sorted({c["content_bucket"], c["gated_content_bucket"]} - {None})
+        for region, c in sorted(jumpstart_regions.items())
+    }
+    jumpstart_buckets = {
+        "regions": buckets,
+        "source": {
+            **source,
+            "path": f"{SAGEMAKER_JUMPSTART_REGIONS} (content_bucket, gated_content_bucket)",
+        },
+    }
+    return {
+        "regions": regions,
+        "images": images,
+        "instances": instances,
+        "jumpstart_buckets": jumpstart_buckets,
+    }
 
 
 # --- GitHub excerpts (recorded; see --record-excerpts) ----------------------------------------
@@ -811,7 +831,10 @@ def generate(excerpts: Mapping[str, Any]) -> dict[str, Any]:
         "engines.json": {"engines": engines},
         "images.json": build_images(core, excerpts),
         "instances.json": core["instances"],
-        "jumpstart.json": {"models": jumpstart_facts(excerpts)},
+        "jumpstart.json": {
+            "models": jumpstart_facts(excerpts),
+            "buckets": core["jumpstart_buckets"],
+        },
     }
 
 

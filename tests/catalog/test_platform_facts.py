@@ -56,7 +56,7 @@ def _excerpts() -> dict[str, Any]:
 
 def test_github_derived_values_follow_from_the_recorded_excerpts() -> None:
     excerpts = _excerpts()
-    assert _data("jumpstart.json") == {"models": pf.jumpstart_facts(excerpts)}
+    assert _data("jumpstart.json")["models"] == pf.jumpstart_facts(excerpts)
     builds = pf.dlc_server_builds(excerpts)
     images = {i["tag"]: i for i in _data("images.json")["images"]}
     for tag, build in builds.items():
@@ -274,3 +274,16 @@ def test_the_docs_tables_are_the_data() -> None:
     files = {name: _data(name) for name in ("engines.json", "images.json")}
     text = pf.DOCS.read_text()
     assert pf.with_doc_tables(text, pf.doc_tables(files)) == text
+
+
+def test_jumpstart_buckets_are_the_sdks_own_list() -> None:
+    """The buckets whose owner is AWS (the bucket-owner rule's exception) are the ones the
+    SageMaker SDK recognises as JumpStart's, in every region it lists."""
+    from peagle_deploy.catalog.buckets import is_jumpstart_bucket, jumpstart_buckets
+
+    buckets = jumpstart_buckets()
+    assert len(buckets) >= 80
+    assert is_jumpstart_bucket("jumpstart-cache-prod-us-east-1")
+    assert is_jumpstart_bucket("jumpstart-private-cache-prod-eu-west-1")
+    assert not is_jumpstart_bucket("jumpstart-cache-prod-us-east-1-mine")
+    assert not is_jumpstart_bucket("acme-models")
