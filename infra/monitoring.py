@@ -117,7 +117,7 @@ class EndpointAlarms(Construct):
         self.alarms: list[cw.Alarm] = [self.errors_alarm, self.latency_alarm]
 
 
-class SpecDecodeMetrics(Construct):
+class AcceptanceMetrics(Construct):
     """Metric filters turning the container's metric lines into CloudWatch metrics.
 
     Each metric carries the `EndpointName` dimension from the line itself, so several
@@ -171,7 +171,7 @@ class EndpointDashboard(Construct):
         *,
         dashboard_name: str,
         alarms: EndpointAlarms,
-        spec_decode: SpecDecodeMetrics,
+        acceptance: AcceptanceMetrics,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
@@ -185,6 +185,6 @@ class EndpointDashboard(Construct):
         self.dashboard.add_widgets(
             *(
                 cw.GraphWidget(title=name, left=[metric], width=6)
-                for name, metric in spec_decode.metrics.items()
+                for name, metric in acceptance.metrics.items()
             )
         )

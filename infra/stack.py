@@ -11,7 +11,7 @@ from constructs import Construct
 from infra.encryption import EndpointKey
 from infra.endpoint import PeagleEndpoint
 from infra.model import provider_log_group_name
-from infra.monitoring import AlarmThresholds, EndpointAlarms, EndpointDashboard, SpecDecodeMetrics
+from infra.monitoring import AcceptanceMetrics, AlarmThresholds, EndpointAlarms, EndpointDashboard
 from infra.role import endpoint_log_group_name
 from infra.scaling import EndpointAutoscaling
 from infra.stages import StageConfig
@@ -42,7 +42,7 @@ class PeagleStack(Stack):
     Composition: EndpointKey (KMS, rotating) -> endpoint log group (encrypted) ->
     EndpointAlarms -> PeagleEndpoint (role, model custom resource, config, endpoint
     rolled back by those alarms) -> EndpointAutoscaling (when the spec scales) ->
-    SpecDecodeMetrics (metric filters on the log group) -> EndpointDashboard.
+    AcceptanceMetrics (metric filters on the log group) -> EndpointDashboard.
     """
 
     def __init__(
@@ -130,15 +130,19 @@ class PeagleStack(Stack):
                 self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
             )
 
-        self.spec_decode = SpecDecodeMetrics(
-            self, "SpecDecodeMetrics", log_group=self.log_group, endpoint_name=plan.endpoint_name
+        self.acceptance = AcceptanceMetrics(
+            # the construct id keeps its first name: it is part of deployed stacks' logical ids
+            self,
+            "SpecDecodeMetrics",
+            log_group=self.log_group,
+            endpoint_name=plan.endpoint_name,
         )
         self.dashboard = EndpointDashboard(
             self,
             "Dashboard",
             dashboard_name=plan.endpoint_name,
             alarms=self.alarms,
-            spec_decode=self.spec_decode,
+            acceptance=self.acceptance,
         )
 
         CfnOutput(self, "EndpointName", value=plan.endpoint_name, description="SageMaker endpoint")

@@ -17,6 +17,13 @@ MAX_NAME = 63
 DIGEST_LEN = 8
 """Hex digits of the content digest at the end of a derived name."""
 
+MANAGED_TAG = "peagle:managed"
+STAGE_TAG = "peagle:stage"
+SPEC_HASH_TAG = "peagle:spec-hash"
+MODEL_TAG = "peagle:model"
+MANAGED_TAG_COUNT = 4
+"""The tags peagle-deploy puts on every resource it makes (user tags cannot use `peagle:`)."""
+
 DerivedKind = Literal["m", "c"]
 """`m`: model; `c`: endpoint config."""
 

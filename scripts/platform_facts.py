@@ -346,7 +346,7 @@ def resizes_slots_at_propose(sources: Iterable[str]) -> bool:
 def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
     """One entry of engines.json, read from the vLLM wheel's source files."""
     with zipfile.ZipFile(wheel) as z:
-        spec_src = z.read(SPECULATIVE_PY).decode()
+        speculative_src = z.read(SPECULATIVE_PY).decode()
         registry_src = z.read(REGISTRY_PY).decode()
         decode = {
             name: z.read(name).decode()
@@ -360,7 +360,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
             for src in [z.read(name).decode()]
             if f"def {LOG_ARGS_FUNCTION}(" in src
         ]
-    fields = speculative_fields(spec_src)
+    fields = speculative_fields(speculative_src)
     proposer = next(
         (p for p, src in sorted(decode.items()) if "def _init_parallel_drafting_params" in src),
         None,
@@ -371,7 +371,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
     return {
         "vllm": version,
         "speculative_fields": fields,
-        "speculative_methods": speculative_methods(spec_src),
+        "speculative_methods": speculative_methods(speculative_src),
         "parallel_drafting": parallel,
         "k_schedule": k_schedule,
         "k_schedule_with_parallel_drafting": k_schedule

@@ -2,7 +2,7 @@
 
 Read with `ast` from the source (nothing is imported), counting every import statement:
 module level, inside functions, and under `if TYPE_CHECKING:` alike, so a lazy import
-cannot hide a circle.
+cannot hide a circle or an upward import. docs/architecture.md describes the layers.
 """
 
 from __future__ import annotations
@@ -27,14 +27,20 @@ LAYERS: tuple[frozenset[str], ...] = (
         }
     ),
     frozenset({"spec", "secret_refs"}),
-    frozenset({"catalog", "jumpstart", "render", "validation", "plan", "access"}),
+    frozenset({"catalog"}),
+    frozenset({"deployment"}),
+    frozenset({"validation"}),
+    frozenset({"plan", "access"}),
     frozenset({"aws", "doctor"}),
     frozenset({"sdk", "bench"}),
     frozenset({"promote", "emulator"}),
-    frozenset({"demo"}),
     frozenset({"cli"}),
 )
 """Lowest first: a part of the package may import its own layer and the ones below."""
+
+PLAN_STEPS = ("resolve", "check", "render")
+"""The planner's three steps (peagle_deploy.plan): each takes what the one before it
+made, so none imports another; `plan.pipeline` runs them in a row."""
 
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
@@ -126,6 +132,7 @@ def test_the_reader_sees_the_imports_it_must() -> None:
     assert "peagle_deploy.sdk.waiter" in graph["peagle_deploy.sdk.deploy"]  # in a function
     assert "peagle_deploy.sdk.outcome" in graph["peagle_deploy.sdk.endpoint"]  # TYPE_CHECKING
     assert "peagle_deploy.spec.models" in graph["peagle_deploy.spec.flags"]
+    assert "peagle_deploy.deployment" in graph["peagle_deploy.validation.speculative"]
     cycle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(cycle) == [frozenset({"a", "b", "c"})]
 
@@ -142,6 +149,44 @@ def test_no_import_runs_back_up_the_layers() -> None:
         if _layer(target) > _layer(module) and (module, target) not in KNOWN_UPWARD
     )
     assert upward == []
+
+
+def test_an_upward_import_inside_a_function_is_caught(tmp_path: Path) -> None:
+    """The layer rule reads imports in function bodies too (a lazy import is still one)."""
+    package = tmp_path / "peagle_deploy"
+    (package / "catalog").mkdir(parents=True)
+    (package / "plan").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "plan" / "__init__.py").write_text("")
+    (package / "catalog" / "__init__.py").write_text("")
+    (package / "catalog" / "resolve.py").write_text(
+        "def late():\n    from peagle_deploy.plan import build_plan\n    return build_plan\n"
+    )
+    modules = {
+        "peagle_deploy": package / "__init__.py",
+        "peagle_deploy.plan": package / "plan" / "__init__.py",
+        "peagle_deploy.catalog": package / "catalog" / "__init__.py",
+        "peagle_deploy.catalog.resolve": package / "catalog" / "resolve.py",
+    }
+    found = set(
+        _imported(
+            "peagle_deploy.catalog.resolve", modules["peagle_deploy.catalog.resolve"], modules
+        )
+    )
+    assert found == {"peagle_deploy.plan"}
+    assert _layer("peagle_deploy.plan") > _layer("peagle_deploy.catalog.resolve")
+
+
+def test_the_plan_steps_do_not_import_each_other() -> None:
+    graph = _graph()
+    steps = [f"peagle_deploy.plan.{step}" for step in PLAN_STEPS]
+    crossing = sorted(
+        (step, target)
+        for step in steps
+        for target in graph[step]
+        if target.startswith("peagle_deploy.plan") and target != step
+    )
+    assert crossing == []
 
 
 def test_the_package_never_imports_the_cdk_app() -> None:

@@ -219,9 +219,9 @@ def hidden_size_problem(
 
 def trained_tokens(config: Mapping[str, Any]) -> tuple[str, int] | None:
     """Where (TRAINED_TOKENS_KEYS) and how many tokens the drafter was trained for."""
-    spec = config.get("speculators_config")
-    if isinstance(spec, dict):
-        methods = spec.get("proposal_methods")
+    speculators = config.get("speculators_config")
+    if isinstance(speculators, dict):
+        methods = speculators.get("proposal_methods")
         if isinstance(methods, list) and methods and isinstance(methods[0], dict):
             value = methods[0].get("speculative_tokens")
             if _is_int(value) and value > 0:

@@ -105,8 +105,8 @@ def parse_prometheus_text(text: str) -> list[Sample]:
 
 
 @dataclass(frozen=True)
-class SpecDecodeCounters:
-    """Cumulative spec-decode counters, summed over engines (label sets)."""
+class DraftCounters:
+    """Cumulative speculative-decoding counters, summed over engines (label sets)."""
 
     drafts: float
     draft_tokens: float
@@ -118,8 +118,8 @@ def _base_name(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
-def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
-    """The spec-decode counters in a /metrics page, or None when vLLM has none
+def draft_counters(text: str) -> DraftCounters | None:
+    """The speculative-decoding counters in a /metrics page, or None when vLLM has none
     (speculative decoding off)."""
     totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED_TOKENS: 0.0}
     seen = False
@@ -140,7 +140,7 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
     if not seen:
         return None
     width = max(per_pos) + 1 if per_pos else 0
-    return SpecDecodeCounters(
+    return DraftCounters(
         totals[DRAFTS],
         totals[DRAFT_TOKENS],
         totals[ACCEPTED_TOKENS],
@@ -158,14 +158,14 @@ class AcceptanceWindow:
 
 
 def compute_window(
-    previous: SpecDecodeCounters, current: SpecDecodeCounters, elapsed_s: float
+    previous: DraftCounters, current: DraftCounters, elapsed_s: float
 ) -> AcceptanceWindow | None:
     """Acceptance between two reads, or None when nothing was drafted in between.
 
     A counter that went down means vLLM restarted: the current values are the delta.
     """
     reset = current.drafts < previous.drafts or current.draft_tokens < previous.draft_tokens
-    base = SpecDecodeCounters(0.0, 0.0, 0.0, ()) if reset else previous
+    base = DraftCounters(0.0, 0.0, 0.0, ()) if reset else previous
     d_drafts = current.drafts - base.drafts
     d_draft_tokens = current.draft_tokens - base.draft_tokens
     d_accepted = current.accepted_tokens - base.accepted_tokens
@@ -231,14 +231,14 @@ class MetricsReporter:
         self._wall_ms = wall_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._previous: SpecDecodeCounters | None = None
+        self._previous: DraftCounters | None = None
         self._previous_at = 0.0
 
     def poll_once(self) -> str | None:
         """One read; returns the line printed, if any."""
         try:
             text = self._fetch(self.url)
-            current = spec_decode_counters(text)
+            current = draft_counters(text)
         except (OSError, PrometheusParseError):
             return None
         now = self._monotonic()

@@ -9,9 +9,9 @@ safetensors headers only.
 
 Rules (each has a passing and a failing test in tests/container):
  1. SM_VLLM_SPECULATIVE_CONFIG is one JSON object.
- 2. Only fields SpeculativeConfig accepts from the command line (KNOWN_SPEC_FIELDS);
+ 2. Only fields SpeculativeConfig accepts from the command line (KNOWN_SPECULATIVE_FIELDS);
     `tensor_parallel_size` -> asks for `draft_tensor_parallel_size`, like vLLM.
- 3. Field values: num_speculative_tokens an integer >= 1, method one of SPEC_METHODS,
+ 3. Field values: num_speculative_tokens an integer >= 1, method one of SPECULATIVE_METHODS,
     booleans are JSON booleans, sizes >= 1, the per-batch-size schedule well formed.
  4. parallel_drafting needs method eagle3; a missing method is set to eagle3 (vLLM
     would otherwise guess from the drafter's name and pick the wrong head type).
@@ -56,7 +56,7 @@ from peagle_serve.safetensors_header import SafetensorsError, checkpoint_tensors
 # --speculative-config. The engine fills target_/draft_ model and parallel configs
 # itself; tensor_parallel_size exists only to be rejected. The contract test checks
 # this set against the real dataclass.
-KNOWN_SPEC_FIELDS: Final = frozenset(
+KNOWN_SPECULATIVE_FIELDS: Final = frozenset(
     {
         "attention_backend",
         "code_revision",
@@ -92,11 +92,11 @@ KNOWN_SPEC_FIELDS: Final = frozenset(
         "use_local_argmax_reduction",
     }
 )
-ENGINE_FILLED_SPEC_FIELDS: Final = frozenset(
+ENGINE_FILLED_SPECULATIVE_FIELDS: Final = frozenset(
     {"target_model_config", "target_parallel_config", "draft_model_config", "draft_parallel_config"}
 )
 # The values of vllm.config.speculative.SpeculativeMethod (0.30.0); contract-tested.
-SPEC_METHODS: Final = frozenset(
+SPECULATIVE_METHODS: Final = frozenset(
     {
         "bailing_hybrid_mtp",
         "bailing_hybrid_v3_mtp",
@@ -187,7 +187,7 @@ class PreflightResult:
     warnings: list[str] = field(default_factory=list)
 
 
-SPEC: Final = contract.SPECULATIVE_CONFIG_ENV
+SPECULATIVE_ENV: Final = contract.SPECULATIVE_CONFIG_ENV
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -197,11 +197,17 @@ def _is_int(value: object) -> TypeGuard[int]:
 def parse_speculative_config(raw: str) -> dict[str, Any]:
     """Rule 1: exactly one JSON object (strict_json's limits apply)."""
     try:
-        value = strict_json.loads(raw, what=SPEC, max_bytes=strict_json.ENV_VALUE_MAX_BYTES)
+        value = strict_json.loads(
+            raw, what=SPECULATIVE_ENV, max_bytes=strict_json.ENV_VALUE_MAX_BYTES
+        )
     except strict_json.JsonInputError as e:
-        raise PreflightError(SPEC, None, f"{e.problem}; expected one JSON object") from None
+        raise PreflightError(
+            SPECULATIVE_ENV, None, f"{e.problem}; expected one JSON object"
+        ) from None
     if not isinstance(value, dict):
-        raise PreflightError(SPEC, None, f"expected one JSON object, got {type(value).__name__}")
+        raise PreflightError(
+            SPECULATIVE_ENV, None, f"expected one JSON object, got {type(value).__name__}"
+        )
     return value
 
 
@@ -209,39 +215,44 @@ def check_fields(cfg: Mapping[str, Any]) -> None:
     """Rules 2 and 3: field names and values, as vLLM's SpeculativeConfig sees them."""
     if "tensor_parallel_size" in cfg:
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             "tensor_parallel_size",
             "not a speculative-config field; use draft_tensor_parallel_size (1 or the "
             "target's tensor parallel size)",
         )
-    unknown = sorted(set(cfg) - KNOWN_SPEC_FIELDS)
+    unknown = sorted(set(cfg) - KNOWN_SPECULATIVE_FIELDS)
     if unknown:
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             unknown[0],
-            f"unknown field (vLLM rejects it); allowed: {', '.join(sorted(KNOWN_SPEC_FIELDS))}",
+            "unknown field (vLLM rejects it); allowed: "
+            + ", ".join(sorted(KNOWN_SPECULATIVE_FIELDS)),
         )
     if "num_speculative_tokens" in cfg:
         k = cfg["num_speculative_tokens"]
         if not _is_int(k) or k < 1:
             raise PreflightError(
-                SPEC, "num_speculative_tokens", f"must be an integer >= 1, got {k!r}"
+                SPECULATIVE_ENV, "num_speculative_tokens", f"must be an integer >= 1, got {k!r}"
             )
-    if "method" in cfg and cfg["method"] not in SPEC_METHODS:
+    if "method" in cfg and cfg["method"] not in SPECULATIVE_METHODS:
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             "method",
             f"unknown method {cfg['method']!r}; use eagle3 for P-EAGLE (allowed: "
-            f"{', '.join(sorted(SPEC_METHODS))})",
+            f"{', '.join(sorted(SPECULATIVE_METHODS))})",
         )
     if "model" in cfg and (not isinstance(cfg["model"], str) or not cfg["model"].strip()):
-        raise PreflightError(SPEC, "model", f"must be a non-empty path, got {cfg['model']!r}")
+        raise PreflightError(
+            SPECULATIVE_ENV, "model", f"must be a non-empty path, got {cfg['model']!r}"
+        )
     for name in BOOL_FIELDS:
         if name in cfg and not isinstance(cfg[name], bool):
-            raise PreflightError(SPEC, name, f"must be true or false, got {cfg[name]!r}")
+            raise PreflightError(SPECULATIVE_ENV, name, f"must be true or false, got {cfg[name]!r}")
     for name in POSITIVE_INT_FIELDS:
         if name in cfg and cfg[name] is not None and (not _is_int(cfg[name]) or cfg[name] < 1):
-            raise PreflightError(SPEC, name, f"must be an integer >= 1, got {cfg[name]!r}")
+            raise PreflightError(
+                SPECULATIVE_ENV, name, f"must be an integer >= 1, got {cfg[name]!r}"
+            )
     schedule = cfg.get("num_speculative_tokens_per_batch_size")
     if schedule is not None:
         _check_schedule(schedule)
@@ -251,7 +262,7 @@ def _check_schedule(schedule: object) -> None:
     """vLLM's schedule rules, as the plan applies them (contract.k_schedule_problem)."""
     found = contract.k_schedule_problem(schedule, None)
     if found is not None:
-        raise PreflightError(SPEC, contract.K_SCHEDULE_FIELD, found.problem)
+        raise PreflightError(SPECULATIVE_ENV, contract.K_SCHEDULE_FIELD, found.problem)
 
 
 def max_k(cfg: Mapping[str, Any]) -> int | None:
@@ -286,7 +297,7 @@ def _is_local_path(model: str) -> bool:
 def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResult:
     """Check the speculative setup in `env`; raise PreflightError on the first problem."""
     result = PreflightResult()
-    raw = env.get(SPEC)
+    raw = env.get(SPECULATIVE_ENV)
     if raw is None:
         result.notes.append("no speculative decoding configured (SM_VLLM_SPECULATIVE_CONFIG unset)")
         return result
@@ -300,19 +311,19 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
             cfg["method"] = PARALLEL_DRAFTING_METHOD
             changed = True
             result.notes.append(
-                f"{SPEC}.method: not set; set to {PARALLEL_DRAFTING_METHOD!r} for parallel "
-                "drafting (vLLM would guess the method from the drafter's name)"
+                f"{SPECULATIVE_ENV}.method: not set; set to {PARALLEL_DRAFTING_METHOD!r} for "
+                "parallel drafting (vLLM would guess the method from the drafter's name)"
             )
         elif cfg["method"] != PARALLEL_DRAFTING_METHOD:
             raise PreflightError(
-                SPEC,
+                SPECULATIVE_ENV,
                 "method",
                 f"parallel_drafting (P-EAGLE) needs method {PARALLEL_DRAFTING_METHOD!r}, "
                 f"got {cfg['method']!r}",
             )
         if cfg.get("disable_padded_drafter_batch"):
             raise PreflightError(
-                SPEC,
+                SPECULATIVE_ENV,
                 "disable_padded_drafter_batch",
                 "must be false with parallel_drafting (vLLM raises NotImplementedError)",
             )
@@ -330,7 +341,7 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
     method = cfg.get("method")
     if (method in EAGLE_METHODS or parallel) and "model" not in cfg:
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             "model",
             f"method {method!r} needs the drafter path, e.g. {contract.drafter_mount_path()!r}",
         )
@@ -344,10 +355,12 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
                 if method in EAGLE_METHODS:
                     drafter_config = _check_eagle_drafter(drafter, parallel, target, result)
             except OSError as e:  # permissions, a mount that went away, ...
-                raise PreflightError(SPEC, "model", f"cannot read drafter {drafter}: {e}") from e
+                raise PreflightError(
+                    SPECULATIVE_ENV, "model", f"cannot read drafter {drafter}: {e}"
+                ) from e
         else:
             result.notes.append(
-                f"{SPEC}.model: {drafter!r} is not a local path; vLLM downloads it, "
+                f"{SPECULATIVE_ENV}.model: {drafter!r} is not a local path; vLLM downloads it, "
                 "drafter file checks skipped"
             )
 
@@ -355,7 +368,7 @@ def run_preflight(env: Mapping[str, str], target: ModelChoice) -> PreflightResul
         drafter_config and trained_tokens(drafter_config)
     ):
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             "num_speculative_tokens",
             "required (an integer >= 1): the drafter's config.json gives no default",
         )
@@ -371,15 +384,15 @@ def _check_drafter_dir(path: str) -> None:
     """Rule 7 for any drafter on the local disk."""
     if not os.path.exists(path):
         raise PreflightError(
-            SPEC,
+            SPECULATIVE_ENV,
             "model",
             f"drafter directory {path} does not exist (is the additional model data "
             f"source channel mounted at {contract.ADDITIONAL_DATA_ROOT}/<channel>?)",
         )
     if not os.path.isdir(path):
-        raise PreflightError(SPEC, "model", f"drafter path {path} is not a directory")
+        raise PreflightError(SPECULATIVE_ENV, "model", f"drafter path {path} is not a directory")
     if not os.listdir(path):
-        raise PreflightError(SPEC, "model", f"drafter directory {path} is empty")
+        raise PreflightError(SPECULATIVE_ENV, "model", f"drafter directory {path} is empty")
 
 
 def _check_eagle_drafter(
@@ -398,8 +411,10 @@ def _check_eagle_drafter(
             if nested
             else ""
         )
-        raise PreflightError(SPEC, "model", f"drafter directory {path} has no config.json{hint}")
-    config = _load_json(config_path, SPEC, "model")
+        raise PreflightError(
+            SPECULATIVE_ENV, "model", f"drafter directory {path} has no config.json{hint}"
+        )
+    config = _load_json(config_path, SPECULATIVE_ENV, "model")
 
     if parallel:
         for problem in (
@@ -407,29 +422,31 @@ def _check_eagle_drafter(
             drafter_rules.mrope_problem(config, config_path),
         ):
             if problem:
-                raise PreflightError(SPEC, "model", problem)
+                raise PreflightError(SPECULATIVE_ENV, "model", problem)
 
     try:
         tensors = checkpoint_tensors(path)
     except SafetensorsError as e:
-        raise PreflightError(SPEC, "model", f"drafter weights: {e}") from e
+        raise PreflightError(SPECULATIVE_ENV, "model", f"drafter weights: {e}") from e
     if not tensors:
         other = [n for n in os.listdir(path) if n.endswith(NON_SAFETENSORS_WEIGHT_SUFFIXES)]
         if not other:
-            raise PreflightError(SPEC, "model", f"drafter directory {path} has no weights")
+            raise PreflightError(
+                SPECULATIVE_ENV, "model", f"drafter directory {path} has no weights"
+            )
         result.warnings.append(
-            f"{SPEC}.model: {path} has no safetensors weights; mask_hidden not checked"
+            f"{SPECULATIVE_ENV}.model: {path} has no safetensors weights; mask_hidden not checked"
         )
     elif parallel:
         problem = drafter_rules.mask_hidden_problem(tensors, config, path)
         if problem:
-            raise PreflightError(SPEC, "model", problem)
+            raise PreflightError(SPECULATIVE_ENV, "model", problem)
 
     target_config = _target_config(target)
     if target_config is not None:
         problem = drafter_rules.hidden_size_problem(config, target_config, path, target.source)
         if problem:
-            raise PreflightError(SPEC, "model", problem)
+            raise PreflightError(SPECULATIVE_ENV, "model", problem)
     else:
         result.notes.append(
             f"target model {target.value!r} has no local config.json; hidden size not compared"
@@ -472,4 +489,4 @@ def _check_trained_tokens(
         return
     warning = drafter_rules.trained_tokens_warning(k, trained)
     if warning:
-        result.warnings.append(f"{SPEC}.num_speculative_tokens: {warning}")
+        result.warnings.append(f"{SPECULATIVE_ENV}.num_speculative_tokens: {warning}")

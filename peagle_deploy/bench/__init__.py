@@ -17,7 +17,7 @@ Stable API (the promotion gates of issue 6 build on it; keep signatures compatib
 """
 
 from peagle_deploy.bench.datasets import Dataset, load_dataset
-from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats
+from peagle_deploy.bench.metrics import AcceptanceStats, RequestOutput
 from peagle_deploy.bench.progress import NoProgress, RichProgress, SweepProgress
 from peagle_deploy.bench.runner import LevelResult, SweepResult, run_sweep, run_sweep_async
 from peagle_deploy.bench.settings import DEFAULT_LEVELS, BenchSettings, SweepConfig
@@ -30,6 +30,7 @@ from peagle_deploy.bench.targets import (
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "AcceptanceStats",
     "BenchSettings",
     "Dataset",
     "LevelResult",
@@ -38,7 +39,6 @@ __all__ = [
     "RequestOutput",
     "RichProgress",
     "SageMakerTarget",
-    "SpecDecodeStats",
     "SweepConfig",
     "SweepProgress",
     "SweepResult",

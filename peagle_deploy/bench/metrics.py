@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from peagle_serve.metrics import SpecDecodeCounters
+from peagle_serve.metrics import DraftCounters
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (90, 99)
@@ -54,7 +54,7 @@ class RequestOutput:
 
 
 @dataclass(frozen=True)
-class SpecDecodeStats:
+class AcceptanceStats:
     """Speculative-decoding counters over one level (deltas, not totals).
 
     `acceptance_rate` is in percent, as `vllm bench serve` reports
@@ -185,9 +185,9 @@ def _reason(error: str | None) -> str:
 # --- Acceptance from vLLM's counters (parsed by peagle_serve.metrics) ---------------
 
 
-def spec_decode_delta(
-    before: SpecDecodeCounters | None, after: SpecDecodeCounters | None
-) -> SpecDecodeStats | None:
+def acceptance_delta(
+    before: DraftCounters | None, after: DraftCounters | None
+) -> AcceptanceStats | None:
     """Acceptance over the interval between two /metrics snapshots (vLLM's formulas:
     rate = accepted / draft tokens in percent, length = 1 + accepted / drafts)."""
     if before is None or after is None:
@@ -204,7 +204,7 @@ def spec_decode_delta(
             (_at(after.accepted_per_position, i) - _at(before.accepted_per_position, i)) / drafts
             for i in range(width)
         )
-    return SpecDecodeStats(
+    return AcceptanceStats(
         acceptance_rate=accepted / draft_tokens * 100.0,
         acceptance_length=1.0 + accepted / drafts if drafts > 0 else 0.0,
         num_drafts=drafts,
@@ -219,7 +219,7 @@ def _at(values: Sequence[float], i: int) -> float:
     return values[i] if i < len(values) else 0.0
 
 
-def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeStats | None:
+def acceptance_from_metric_lines(docs: Sequence[dict[str, Any]]) -> AcceptanceStats | None:
     """Combine the container's per-interval metric lines over one level.
 
     Each line (peagle_serve.contract) holds one interval's acceptance_rate (a fraction),
@@ -257,7 +257,7 @@ def spec_decode_from_metric_lines(docs: Sequence[dict[str, Any]]) -> SpecDecodeS
     if draft <= 0:
         return None
     length_all = 1.0 + accepted / drafts if drafts_known and drafts > 0 else weighted_len / draft
-    return SpecDecodeStats(
+    return AcceptanceStats(
         acceptance_rate=accepted / draft * 100.0,
         acceptance_length=length_all,
         source="cloudwatch-logs",

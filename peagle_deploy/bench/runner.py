@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.bench.closed_loop import DoneHook, LevelRun, closed_loop, gc_tuned
 from peagle_deploy.bench.datasets import Dataset, PromptSampler, load_dataset
-from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats, level_metrics
+from peagle_deploy.bench.metrics import AcceptanceStats, RequestOutput, level_metrics
 from peagle_deploy.bench.progress import NoProgress, SweepProgress
 from peagle_deploy.bench.result_shape import FORMAT_VERSION, check_run
 from peagle_deploy.bench.settings import BenchSettings, SweepConfig
@@ -36,7 +36,7 @@ class LevelResult:
 
     concurrency: int
     metrics: dict[str, Any]
-    spec_decode: SpecDecodeStats | None = None
+    acceptance: AcceptanceStats | None = None
     cost_per_million_output_tokens: float | None = None
 
     @property
@@ -49,8 +49,8 @@ class LevelResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"concurrency": self.concurrency, **self.metrics}
-        if self.spec_decode is not None:
-            out.update(self.spec_decode.to_dict())
+        if self.acceptance is not None:
+            out.update(self.acceptance.to_dict())
         else:
             out["spec_decode_acceptance_rate"] = None
             out["spec_decode_acceptance_length"] = None
@@ -61,9 +61,9 @@ class LevelResult:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> LevelResult:
         metrics = {k: v for k, v in doc.items() if k != "concurrency"}
-        spec = None
+        acceptance = None
         if doc.get("spec_decode_acceptance_rate") is not None:
-            spec = SpecDecodeStats(
+            acceptance = AcceptanceStats(
                 acceptance_rate=float(doc["spec_decode_acceptance_rate"]),
                 acceptance_length=float(doc.get("spec_decode_acceptance_length") or 0.0),
                 num_drafts=doc.get("spec_decode_num_drafts"),
@@ -78,7 +78,7 @@ class LevelResult:
         return cls(
             concurrency=int(doc["concurrency"]),
             metrics=metrics,
-            spec_decode=spec,
+            acceptance=acceptance,
             cost_per_million_output_tokens=doc.get("cost_per_million_output_tokens"),
         )
 
@@ -208,13 +208,13 @@ async def run_sweep_async(
                     num_requests=sweep.warmup,
                     duration_s=None,
                 )
-            before = await target.spec_decode_mark()
+            before = await target.acceptance_mark()
             listener.level_started(target.label, concurrency, total)
             try:
                 run = await _measure_level(target, data, config, concurrency, total, pool, listener)
             finally:
                 listener.level_finished()
-            after = await target.spec_decode_mark()
+            after = await target.acceptance_mark()
             marks.append((before, after))
             metrics = level_metrics(run.outputs, run.duration)
             levels.append(
@@ -308,7 +308,7 @@ async def _read_acceptance(
     measured = [
         (lv, mark) for lv, mark in zip(levels, marks, strict=True) if lv.metrics.get("completed")
     ]
-    ready_at = getattr(target, "spec_decode_ready_at", None)
+    ready_at = getattr(target, "acceptance_ready_at", None)
     if measured and ready_at is not None:
         until = max(float(ready_at(after)) for _, (_, after) in measured)
         while (remaining := until - time.time()) > 0:
@@ -316,7 +316,7 @@ async def _read_acceptance(
             await asyncio.sleep(min(1.0, remaining))
         listener.waiting(LOGS_WAIT, 0.0)
     for lv, (before, after) in measured:
-        lv.spec_decode = await target.spec_decode_stats(before, after)
+        lv.acceptance = await target.acceptance_stats(before, after)
 
 
 def run_sweep(

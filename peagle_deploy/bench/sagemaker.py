@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.aws import check_environment_region
 from peagle_deploy.bench.metrics import (
+    AcceptanceStats,
     RequestOutput,
-    SpecDecodeStats,
-    spec_decode_from_metric_lines,
+    acceptance_from_metric_lines,
 )
 from peagle_deploy.bench.stream import (
     LOGS_DELAY_S,
@@ -209,20 +209,20 @@ class SageMakerTarget:
             return acc.fail(f"{type(exc).__name__}: {exc}")
         return acc.finish()
 
-    async def spec_decode_mark(self) -> float:
+    async def acceptance_mark(self) -> float:
         return time.time()
 
-    def spec_decode_ready_at(self, end: Any) -> float:
+    def acceptance_ready_at(self, end: Any) -> float:
         """Wall-clock time after which a level ending at mark `end` can be read."""
         return float(end) + self.logs_delay_s
 
-    async def spec_decode_stats(self, begin: Any, end: Any) -> SpecDecodeStats | None:
-        wait = self.spec_decode_ready_at(end) - time.time()
+    async def acceptance_stats(self, begin: Any, end: Any) -> AcceptanceStats | None:
+        wait = self.acceptance_ready_at(end) - time.time()
         if wait > 0:
             await asyncio.sleep(wait)
         return await asyncio.to_thread(self._read_metric_lines, float(begin), float(end))
 
-    def _read_metric_lines(self, begin: float, end: float) -> SpecDecodeStats | None:
+    def _read_metric_lines(self, begin: float, end: float) -> AcceptanceStats | None:
         from peagle_serve.contract import metric_filter_pattern, parse_metric_line
 
         if self._logs is None:
@@ -251,7 +251,7 @@ class SageMakerTarget:
                 kwargs["nextToken"] = token
         except Exception:  # no log group yet, no permission: acceptance is optional
             return None
-        return spec_decode_from_metric_lines(docs)
+        return acceptance_from_metric_lines(docs)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -12,9 +12,9 @@ import time
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from peagle_serve.metrics import PrometheusParseError, SpecDecodeCounters, spec_decode_counters
+from peagle_serve.metrics import DraftCounters, PrometheusParseError, draft_counters
 
-from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats, spec_decode_delta
+from peagle_deploy.bench.metrics import AcceptanceStats, RequestOutput, acceptance_delta
 from peagle_deploy.bench.sagemaker import SageMakerTarget
 from peagle_deploy.bench.stream import (
     ERROR_BODY_LIMIT,
@@ -48,14 +48,14 @@ class Target(Protocol):
 
     `start` is called once before the sweep with the highest concurrency it will see,
     `close` once after. `request` must not raise: failures are RequestOutputs with
-    success False and an error text. `spec_decode_mark` is taken right before and
-    right after each level; `spec_decode_stats` turns two marks into acceptance
+    success False and an error text. `acceptance_mark` is taken right before and
+    right after each level; `acceptance_stats` turns two marks into acceptance
     figures and is called after the whole sweep (so slow sources, such as CloudWatch
     Logs, are read once at the end), only for levels where a request completed.
 
     Optional: `clone() -> Target` (an unstarted copy with the same settings; needed
-    for `--workers`), `spec_decode_ready_at(end_mark) -> float` (the wall-clock time
-    from which `spec_decode_stats` has its data; the sweep waits for it with a
+    for `--workers`), `acceptance_ready_at(end_mark) -> float` (the wall-clock time
+    from which `acceptance_stats` has its data; the sweep waits for it with a
     countdown).
     """
 
@@ -70,9 +70,9 @@ class Target(Protocol):
         self, messages: list[dict[str, Any]], max_tokens: int, temperature: float
     ) -> RequestOutput: ...
 
-    async def spec_decode_mark(self) -> Any: ...
+    async def acceptance_mark(self) -> Any: ...
 
-    async def spec_decode_stats(self, begin: Any, end: Any) -> SpecDecodeStats | None: ...
+    async def acceptance_stats(self, begin: Any, end: Any) -> AcceptanceStats | None: ...
 
     async def close(self) -> None: ...
 
@@ -240,8 +240,8 @@ class OpenAITarget:
             return acc.fail(f"{type(exc).__name__}: {exc}")
         return acc.finish()
 
-    async def spec_decode_mark(self) -> SpecDecodeCounters | None:
-        """vLLM's spec-decode counters now (None: no /metrics or no speculation)."""
+    async def acceptance_mark(self) -> DraftCounters | None:
+        """vLLM's speculative-decoding counters now (None: no /metrics or no speculation)."""
         if not self.scrape_metrics or self._session is None:
             return None
         import aiohttp
@@ -251,12 +251,12 @@ class OpenAITarget:
                 if resp.status != 200:
                     return None
                 body, cut = await read_capped(resp, METRICS_BODY_LIMIT)
-                return None if cut else spec_decode_counters(body.decode())
+                return None if cut else draft_counters(body.decode())
         except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError, PrometheusParseError):
             return None
 
-    async def spec_decode_stats(self, begin: Any, end: Any) -> SpecDecodeStats | None:
-        return spec_decode_delta(begin, end)
+    async def acceptance_stats(self, begin: Any, end: Any) -> AcceptanceStats | None:
+        return acceptance_delta(begin, end)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -274,7 +274,7 @@ def _connect_problem(exc: Exception) -> str:
 
 
 def target_from_string(
-    spec: str,
+    address: str,
     *,
     label: str | None = None,
     model: str | None = None,
@@ -282,23 +282,23 @@ def target_from_string(
     **options: Any,
 ) -> OpenAITarget | SageMakerTarget:
     """`http(s)://...` -> OpenAITarget, `endpoint:NAME` -> SageMakerTarget."""
-    spec = spec.strip()
-    if spec.startswith("endpoint:"):
+    address = address.strip()
+    if address.startswith("endpoint:"):
         sm_options = {
             k: v
             for k, v in options.items()
             if k in {"request_timeout_s", "extra_body", "logs_delay_s", "endpoint_url"}
         }
         return SageMakerTarget(
-            spec[len("endpoint:") :], region=region, label=label, model=model, **sm_options
+            address[len("endpoint:") :], region=region, label=label, model=model, **sm_options
         )
-    if spec.startswith(("http://", "https://")):
+    if address.startswith(("http://", "https://")):
         url_options = {
             k: v
             for k, v in options.items()
             if k in {"request_timeout_s", "extra_body", "api_key", "scrape_metrics"}
         }
-        return OpenAITarget(spec, model=model, label=label, **url_options)
+        return OpenAITarget(address, model=model, label=label, **url_options)
     raise InputError(
-        "--target", f"{spec!r} is not a target", "http(s)://host:port/v1, endpoint:NAME"
+        "--target", f"{address!r} is not a target", "http(s)://host:port/v1, endpoint:NAME"
     )

@@ -24,7 +24,9 @@ from peagle_deploy.catalog.images import (
     images,
     own_image,
     parse_image_uri,
+    regions_with,
 )
+from peagle_deploy.errors import InputError
 
 CUDA13_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 """botocore's ProductionVariantInferenceAmiVersion for NVIDIA driver 580 / CUDA 13.0."""
@@ -264,3 +266,26 @@ def choose_default_image(
     # lack a field, but that is not what stops the newer ones)
     ranked = sorted(refusals, key=lambda p: -sum(r.rule == p.rule for r in refusals))
     return None, ranked[:1]
+
+
+def default_image(region: str, needs: EngineNeeds) -> tuple[ImageRecord, InputError | None]:
+    """The default image a deployment runs in `region`, and None; or, when no default
+    image can serve it, the most preferred one and the refusal that says why.
+
+    InputError when no default image is published in `region` at all.
+    """
+    candidates = default_images(region)
+    if not candidates:
+        raise InputError(
+            "region",
+            f"none of AWS's vLLM images peagle-deploy defaults to is published in {region}",
+            regions_with(list(DEFAULT_IMAGE_TAGS)),
+        )
+    record, problems = choose_default_image(region, needs)
+    if record is not None:
+        return record, None
+    first = problems[0]
+    refusal = InputError(
+        first.field, f"no default image in {region} can serve this: {first.problem}", first.allowed
+    )
+    return candidates[0], refusal

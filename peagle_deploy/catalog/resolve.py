@@ -1,8 +1,9 @@
-"""Resolve a spec's model reference into concrete sources and defaults.
+"""Resolve a spec's model reference into the model's own sources and defaults.
 
 Three kinds of reference: a catalog key (plain data, no AWS SDK), `custom` (everything
-from the spec), or a JumpStart model id (resolved through the sagemaker SDK, imported
-only on that path: see peagle_deploy.jumpstart).
+from the spec), or a JumpStart model id (catalog.jumpstart, which imports the sagemaker
+SDK only when it runs). The spec's overrides are applied by the planner
+(peagle_deploy.plan.resolve), which records where each value came from.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import difflib
 import os
 
+from peagle_deploy.catalog.jumpstart import is_jumpstart_candidate, resolve_jumpstart
 from peagle_deploy.catalog.models import MODELS, ModelEntry, get_model
-from peagle_deploy.catalog.resolved import ResolvedModel
+from peagle_deploy.catalog.source import ModelSource
 from peagle_deploy.errors import InputError
-from peagle_deploy.findings import PlanWarning
 from peagle_deploy.spec.empty import check_not_empty
 from peagle_deploy.spec.models import DeploymentSpec
 
@@ -39,25 +40,26 @@ def environment_region() -> tuple[str, str] | None:
     return None
 
 
+def region_of(spec: DeploymentSpec) -> tuple[str, str]:
+    """(region, what named it): the spec's `region`, else AWS_REGION / AWS_DEFAULT_REGION
+    (named by the variable, for errors), else us-east-1 (named `region`)."""
+    if spec.region:
+        return spec.region, "region"
+    found = environment_region()
+    if found is not None:
+        return found[1], found[0]
+    return DEFAULT_REGION, "region"
+
+
 def resolve_region(spec: DeploymentSpec) -> str:
     """Spec region, else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1."""
-    if spec.region:
-        return spec.region
-    found = environment_region()
-    return found[1] if found else DEFAULT_REGION
+    return region_of(spec)[0]
 
 
-def region_field(spec: DeploymentSpec) -> str:
-    """What named the region `resolve_region` returns, for errors: the spec field or the
-    environment variable."""
-    found = None if spec.region else environment_region()
-    return found[0] if found else "region"
-
-
-def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
-    return ResolvedModel(
+def _from_catalog(entry: ModelEntry, region: str) -> ModelSource:
+    return ModelSource(
         name=entry.key,
-        source="catalog",
+        kind="catalog",
         image_uri=None,
         model_data_uri=entry.model_data_uri_for(region),
         drafter_uri=entry.drafter_uri_for(region),
@@ -82,106 +84,33 @@ def _from_catalog(entry: ModelEntry, region: str) -> ResolvedModel:
     )
 
 
-def _catalog_notes(
-    entry: ModelEntry, resolved: ResolvedModel, region: str, uses_drafter: bool
-) -> list[PlanWarning]:
-    """Warn about unverified catalog locations the spec did not override."""
-    notes = []
-    if not entry.model_data_uri.verified and resolved.model_data_uri == entry.model_data_uri_for(
-        region
-    ):
-        notes.append(
-            PlanWarning(
-                "custom.model_data_uri",
-                f"model data for {entry.key} is an unverified default "
-                f"({resolved.model_data_uri}); set custom.model_data_uri to your copy "
-                f"of {entry.hf_model_id.value}",
-            )
-        )
-    if (
-        uses_drafter
-        and not entry.drafter_uri.verified
-        and resolved.drafter_uri == entry.drafter_uri_for(region)
-        and resolved.drafter_data_source is None
-    ):
-        notes.append(
-            PlanWarning(
-                "custom.drafter_uri",
-                f"drafter location for {entry.key} is an unverified default "
-                f"({resolved.drafter_uri}); set custom.drafter_uri to be sure",
-            )
-        )
-    return notes
+CUSTOM_SOURCE = ModelSource(
+    name=CUSTOM,
+    kind="custom",
+    image_uri=None,
+    model_data_uri=None,
+    drafter_uri=None,
+    drafter_kind=None,
+    drafter_parallel_tokens=None,
+    default_num_speculative_tokens=3,
+    default_instance_type=None,
+    default_tensor_parallel_size=1,
+    default_max_model_len=None,
+    weights_gb=None,
+    drafter_weights_gb=0.0,
+    kv_cache_gb_per_1k_tokens=None,
+    gated=False,
+)
+"""`model: custom`: every source comes from the spec."""
 
 
-def _custom() -> ResolvedModel:
-    return ResolvedModel(
-        name=CUSTOM,
-        source="custom",
-        image_uri=None,
-        model_data_uri=None,
-        drafter_uri=None,
-        drafter_kind=None,
-        drafter_parallel_tokens=None,
-        default_num_speculative_tokens=3,
-        default_instance_type=None,
-        default_tensor_parallel_size=1,
-        default_max_model_len=None,
-        weights_gb=None,
-        drafter_weights_gb=0.0,
-        kv_cache_gb_per_1k_tokens=None,
-        gated=False,
-    )
-
-
-def _apply_custom(spec: DeploymentSpec, resolved: ResolvedModel) -> None:
-    """`custom.*` and top-level overrides win over the catalog / JumpStart values."""
-    c = spec.custom
-    if c is not None:
-        if c.image_uri:
-            resolved.image_uri = c.image_uri
-        if c.model_data_uri:
-            resolved.model_data_uri = c.model_data_uri
-            resolved.model_data_source = None
-        if c.drafter_uri:
-            resolved.drafter_uri = c.drafter_uri
-            resolved.drafter_data_source = None
-        if c.drafter_kind:
-            resolved.drafter_kind = c.drafter_kind
-        if c.drafter_parallel_tokens is not None:
-            resolved.drafter_parallel_tokens = c.drafter_parallel_tokens
-        if c.weights_gb is not None:
-            resolved.weights_gb = c.weights_gb
-        if c.kv_cache_gb_per_1k_tokens is not None:
-            resolved.kv_cache_gb_per_1k_tokens = c.kv_cache_gb_per_1k_tokens
-        if c.name:
-            resolved.name = c.name
-    s = spec.speculative
-    if s.drafter_uri:
-        resolved.drafter_uri = s.drafter_uri
-        resolved.drafter_data_source = None
-        # an overriding drafter is a different head: its trained token count is unknown
-        resolved.drafter_parallel_tokens = c.drafter_parallel_tokens if c is not None else None
-    if s.drafter_kind:
-        resolved.drafter_kind = s.drafter_kind
-    if spec.image_uri:
-        resolved.image_uri = spec.image_uri
-    if s.drafter_uri or (c is not None and c.drafter_uri):
-        # a drafter the catalog does not describe: its mask-token key is unknown
-        resolved.drafter_mask_token_key = None
-    if resolved.source == "custom" and resolved.drafter_uri and resolved.drafter_kind is None:
-        resolved.drafter_kind = "p-eagle"
-
-
-def _jumpstart(spec: DeploymentSpec, region: str) -> ResolvedModel:
-    """A JumpStart id (the sagemaker SDK is imported only on this path)."""
+def _jumpstart(spec: DeploymentSpec, region: str) -> ModelSource:
+    """A JumpStart id; a near miss of a catalog key is refused without asking JumpStart."""
     close = difflib.get_close_matches(spec.model, [*MODELS, CUSTOM], n=1, cutoff=0.85)
     if close:
         raise InputError(
             "model", f"unknown model {spec.model!r}; did you mean {close[0]}?", [*MODELS, CUSTOM]
         )
-    from peagle_deploy.jumpstart import is_jumpstart_candidate, resolve_jumpstart
-
     if not is_jumpstart_candidate(spec.model):
         raise InputError(
             "model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM, "a JumpStart model id"]
@@ -191,17 +120,15 @@ def _jumpstart(spec: DeploymentSpec, region: str) -> ResolvedModel:
     )
 
 
-def resolve_model(spec: DeploymentSpec, region: str) -> ResolvedModel:
-    """Concrete sources for the spec's model; InputError for an unknown reference."""
+def resolve_model(spec: DeploymentSpec, region: str) -> ModelSource:
+    """The sources of the spec's model reference; InputError for an unknown reference.
+
+    The spec's `accept_eula` and `instance_type` matter to JumpStart only (its EULA
+    refusals, and the image it publishes for the instance type).
+    """
     entry = get_model(spec.model)
     if entry is not None:
-        resolved = _from_catalog(entry, region)
-    elif spec.model == CUSTOM:
-        resolved = _custom()
-    else:
-        resolved = _jumpstart(spec, region)
-    _apply_custom(spec, resolved)
-    if entry is not None:
-        uses_drafter = spec.speculative.mode != "none"
-        resolved.notes.extend(_catalog_notes(entry, resolved, region, uses_drafter))
-    return resolved
+        return _from_catalog(entry, region)
+    if spec.model == CUSTOM:
+        return CUSTOM_SOURCE
+    return _jumpstart(spec, region)

@@ -87,7 +87,7 @@ def bench_command(
     check_entry(entry, "--url" if url else "--endpoint", label_field="--label")
     data = _dataset(config)
     check_outputs(flags.json_path, flags.report)
-    target = flags.target(entry.spec, label=label, model=flags.model, region=flags.region)
+    target = flags.target(entry.address, label=label, model=flags.model, region=flags.region)
     run = run_sweep(target, config, dataset=data, progress=flags.listener())
     comparison = Comparison([_labelled(run, None)])
     result = comparison.runs[0]
@@ -166,7 +166,7 @@ def compare_command(
             (
                 entry,
                 flags.target(
-                    entry.spec,
+                    entry.address,
                     label=entry.label,
                     model=entry.model or flags.model,
                     region=entry.region or flags.region,
@@ -293,8 +293,8 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
     output_tokens: Annotated[
         int | None, _count("--output-tokens", "Cap on tokens (default: max_tokens).", 1, 1 << 20)
     ] = None,
-    spec_tokens: Annotated[
-        int, _count("--spec-tokens", "K for the synthetic /metrics counters (0: off).", 0, 64)
+    draft_tokens: Annotated[
+        int, _count("--draft-tokens", "K for the synthetic /metrics counters (0: off).", 0, 64)
     ] = 0,
     acceptance_rate: Annotated[
         float,
@@ -317,7 +317,7 @@ def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
             token_delay_s=token_delay_ms / 1000.0,
             tokens_per_chunk=tokens_per_chunk,
             output_tokens=output_tokens,
-            spec_tokens=spec_tokens,
+            draft_tokens=draft_tokens,
             acceptance_rate=acceptance_rate,
         )
     except ValueError as exc:
@@ -406,7 +406,7 @@ def _explain_missing_acceptance(runs: Sequence[SweepResult]) -> None:
             lv.metrics.get("completed") for lv in run.levels
         ):
             continue
-        missing = [lv.concurrency for lv in run.levels if lv.spec_decode is None]
+        missing = [lv.concurrency for lv in run.levels if lv.acceptance is None]
         if missing:
             name = run.target.removeprefix("endpoint:")
             output.warn(

@@ -163,12 +163,12 @@ class RunFlags:
         return RichProgress(output.err_console, bars=bars, waits=self.progress)
 
     def target(
-        self, spec: str, *, label: str | None, model: str | None, region: str | None
+        self, address: str, *, label: str | None, model: str | None, region: str | None
     ) -> OpenAITarget | SageMakerTarget:
         from peagle_deploy.bench.targets import target_from_string
 
         return target_from_string(
-            spec,
+            address,
             label=label,
             model=model,
             region=region,

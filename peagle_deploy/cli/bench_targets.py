@@ -1,6 +1,6 @@
 """The targets of `peagle bench` and `peagle bench compare`, checked before any request.
 
-From `--url` / `--endpoint`, `--target label=SPEC` and a `--file` with a `targets:` list
+From `--url` / `--endpoint`, `--target label=ADDRESS` and a `--file` with a `targets:` list
 (read through `peagle_deploy.documents`: size, depth, YAML aliases, encodings and
 duplicate keys are limited there). Every value is checked here, naming the flag or the
 file's key, so that a bad second target cannot fail after the first one was measured.
@@ -27,7 +27,7 @@ class TargetEntry:
     """One configuration to measure: a label and `http(s)://...` or `endpoint:NAME`."""
 
     label: str | None
-    spec: str
+    address: str
     model: str | None = None
     region: str | None = None
     kind: str | None = None
@@ -35,11 +35,11 @@ class TargetEntry:
 
 
 def check_entry(
-    entry: TargetEntry, spec_field: str, where: str | None = None, label_field: str | None = None
+    entry: TargetEntry, address_field: str, where: str | None = None, label_field: str | None = None
 ) -> None:
-    """Every value of one target. Errors name `spec_field` for the URL or endpoint and,
+    """Every value of one target. Errors name `address_field` for the URL or endpoint and,
     for the other values, the file key under `where` (`--file targets[0]`) or the flag
-    (`label_field`, else `spec_field`, for the label)."""
+    (`label_field`, else `address_field`, for the label)."""
     from peagle_deploy.bench.compare import classify
     from peagle_deploy.bench.targets import split_base_url
     from peagle_deploy.validation.aws_shapes import NAME_RE
@@ -49,16 +49,16 @@ def check_entry(
 
     if entry.label is not None:
         check_text(
-            entry.label, name("label", label_field or spec_field), MAX_LABEL, "a short label"
+            entry.label, name("label", label_field or address_field), MAX_LABEL, "a short label"
         )
-    if entry.spec.startswith("endpoint:"):
-        endpoint = entry.spec.removeprefix("endpoint:")
+    if entry.address.startswith("endpoint:"):
+        endpoint = entry.address.removeprefix("endpoint:")
         if not NAME_RE.match(endpoint):
             raise InputError(
-                spec_field, f"{endpoint!r} is not a SageMaker endpoint name", ENDPOINT_NAME
+                address_field, f"{endpoint!r} is not a SageMaker endpoint name", ENDPOINT_NAME
             )
     else:
-        split_base_url(entry.spec, spec_field)
+        split_base_url(entry.address, address_field)
     check_model_and_region(entry.model, entry.region, where)
     if entry.kind is not None:
         try:
@@ -101,8 +101,8 @@ def pairs(items: list[str], flag: str) -> dict[str, str]:
 
 
 def compare_entries(targets: list[str], file: Path | None) -> list[TargetEntry]:
-    """Targets from --target label=SPEC flags and/or a YAML/JSON file, all checked."""
-    entries = [TargetEntry(label, spec) for label, spec in pairs(targets, "--target").items()]
+    """Targets from --target label=ADDRESS flags and/or a YAML/JSON file, all checked."""
+    entries = [TargetEntry(label, address) for label, address in pairs(targets, "--target").items()]
     for entry in entries:
         check_entry(entry, "--target")
     if file is not None:
@@ -144,7 +144,7 @@ def file_entries(file: Path) -> list[TargetEntry]:
             raise InputError(f"{where}.k", f"{k!r} is not a K", "integers >= 1")
         entry = TargetEntry(
             label=item["label"],
-            spec=url if url is not None else f"endpoint:{endpoint}",
+            address=url if url is not None else f"endpoint:{endpoint}",
             model=item.get("model"),
             region=item.get("region"),
             kind=item.get("kind"),

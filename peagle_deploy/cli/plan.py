@@ -89,7 +89,7 @@ def _print_plan(plan: Any) -> None:
     summary = Table(title=output.literal(f"peagle plan: {plan.endpoint_name}"), show_header=False)
     summary.add_column("field", style="bold")
     summary.add_column("value", overflow="fold")
-    spec_cfg = plan.speculative_config
+    speculative_config = plan.speculative_config
     rows = [
         ("model", f"{plan.spec.model} ({plan.model_source})"),
         ("region / stage", f"{plan.region} / {plan.spec.stage}"),
@@ -99,7 +99,7 @@ def _print_plan(plan: Any) -> None:
         ("tensor parallel", str(plan.tensor_parallel_size)),
         ("max model len", str(plan.max_model_len)),
         ("speculative", plan.spec.speculative.mode),
-        ("K", str(plan.num_speculative_tokens) if spec_cfg else "-"),
+        ("K", str(plan.num_speculative_tokens) if speculative_config else "-"),
         ("image", plan.image_uri),
         ("engine", f"vLLM {plan.vllm_version or '(unknown)'}: {plan.engine_known_by}"),
         ("model data", plan.model_data_uri),

@@ -134,7 +134,7 @@ def demo_command(
     staging through the gates, shows a refused promotion to prod, and cleans up.
     Timings come from the emulator, not from a GPU.
     """
-    from peagle_deploy.demo import DemoSettings, run_demo
+    from peagle_deploy.cli.demo import DemoSettings, run_demo
 
     settings = DemoSettings.quick() if quick else DemoSettings.full()
     summary = run_demo(settings, console=output.err_console if as_json else output.console)

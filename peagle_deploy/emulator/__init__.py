@@ -34,9 +34,9 @@ from peagle_deploy.emulator.eventstream import (
 )
 from peagle_deploy.emulator.local import LocalAWS, reset_moto_state
 from peagle_deploy.emulator.moto_ext import (
+    AcceptanceMetrics,
     EndpointScript,
     MotoExtensions,
-    SpecMetrics,
     Transition,
     log_group_name,
     write_endpoint_logs,
@@ -44,13 +44,13 @@ from peagle_deploy.emulator.moto_ext import (
 
 __all__ = [
     "DEFAULT_MODEL_ID",
+    "AcceptanceMetrics",
     "AccountExtensions",
     "ChatRequest",
     "ChatRequestError",
     "EndpointScript",
     "LocalAWS",
     "MotoExtensions",
-    "SpecMetrics",
     "StreamSettings",
     "Transition",
     "chat_completion",

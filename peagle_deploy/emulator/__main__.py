@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with aws:
         if args.acceptance_rate is not None:
-            aws.set_spec_metrics(
+            aws.set_acceptance_metrics(
                 None,
                 acceptance_rate=args.acceptance_rate,
                 num_speculative_tokens=args.num_speculative_tokens,

@@ -32,7 +32,7 @@ class LocalAWS(MotoExtensions):
     """Start with `with LocalAWS() as aws:`; point clients at `aws.endpoint_url`.
 
     Inherits the control API of `MotoExtensions` (`script_endpoint`, `set_stream`,
-    `set_spec_metrics`, `log_lines`); `account` holds the Service Quotas and IAM
+    `set_acceptance_metrics`, `log_lines`); `account` holds the Service Quotas and IAM
     simulation double (`AccountExtensions`). `reset=True` clears moto's state on entry
     and exit.
     """

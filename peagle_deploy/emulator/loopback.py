@@ -14,8 +14,8 @@ Behaviour (all configurable through LoopbackConfig):
   output_tokens is None); `finish_reason` rides on the last token chunk, as in vLLM;
 - with `stream_options.include_usage` the final chunk carries usage (prompt tokens =
   whitespace-separated words of the messages; completion tokens = tokens sent);
-- `/metrics` exports vLLM's spec-decode counters, grown per finished request so that
-  the acceptance rate is `acceptance_rate` and K is `spec_tokens` (when spec_tokens > 0);
+- `/metrics` exports vLLM's speculative-decoding counters, grown per finished request so that
+  the acceptance rate is `acceptance_rate` and K is `draft_tokens` (when draft_tokens > 0);
 - `fail_every` = N makes every N-th chat request an HTTP 500, `omit_usage` drops usage;
 - `GET /loopback/ttft` returns (and forgets) the median TTFT the server really produced,
   for comparing a client's TTFT with the truth;
@@ -59,7 +59,7 @@ class LoopbackConfig:
     tokens_per_chunk: int = 1
     output_tokens: int | None = None
     model: str = "loopback"
-    spec_tokens: int = 0
+    draft_tokens: int = 0
     acceptance_rate: float = 0.6
     top_logprobs: int | None = None
     """With N, every token carries OpenAI-shaped logprobs with N alternatives: streams
@@ -433,7 +433,7 @@ class LoopbackServer:
             "total_tokens": prompt_tokens + n,
         }
         finish = "length"
-        self.counters.add_request(n, cfg.spec_tokens, cfg.acceptance_rate)
+        self.counters.add_request(n, cfg.draft_tokens, cfg.acceptance_rate)
         if not req.get("stream"):
             doc = {
                 "id": f"chatcmpl-{self._seq}",
@@ -531,7 +531,7 @@ class LoopbackServer:
             ("vllm:spec_decode_num_draft_tokens", c.draft_tokens),
             ("vllm:spec_decode_num_accepted_tokens", c.accepted),
         ):
-            if self.config.spec_tokens <= 0:
+            if self.config.draft_tokens <= 0:
                 break
             lines += [
                 f"# HELP {name} Number of spec decoding {name.rsplit('_', 2)[-1]}.",
@@ -539,7 +539,7 @@ class LoopbackServer:
                 f"{name}_total{{{labels}}} {float(value)}",
                 f"{name}_created{{{labels}}} {float(self._created)}",
             ]
-        k = self.config.spec_tokens
+        k = self.config.draft_tokens
         if k > 0:
             # Accepted tokens spread evenly over the K positions (rate = acceptance_rate).
             per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos"
@@ -651,7 +651,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens-per-chunk", type=int, default=1)
     p.add_argument("--output-tokens", type=int, default=None)
     p.add_argument("--model", default="loopback")
-    p.add_argument("--spec-tokens", type=int, default=0)
+    p.add_argument("--draft-tokens", type=int, default=0)
     p.add_argument("--acceptance-rate", type=float, default=0.6)
     p.add_argument("--top-logprobs", type=int, default=None)
     return p.parse_args(argv)
@@ -664,7 +664,7 @@ def config_from_args(args: argparse.Namespace) -> LoopbackConfig:
         tokens_per_chunk=args.tokens_per_chunk,
         output_tokens=args.output_tokens,
         model=args.model,
-        spec_tokens=args.spec_tokens,
+        draft_tokens=args.draft_tokens,
         top_logprobs=args.top_logprobs,
         acceptance_rate=args.acceptance_rate,
     )

@@ -78,7 +78,7 @@ class EndpointScript:
 
 
 @dataclass(frozen=True)
-class SpecMetrics:
+class AcceptanceMetrics:
     """Speculative-decoding figures the emulated container reports per invocation."""
 
     acceptance_rate: float
@@ -135,7 +135,7 @@ class MotoExtensions(Installable):
     clock: Callable[[], float] = time.monotonic
     _scripts: dict[str, EndpointScript] = field(default_factory=dict, init=False)
     _streams: dict[str, StreamSettings] = field(default_factory=dict, init=False)
-    _metrics: dict[str, SpecMetrics] = field(default_factory=dict, init=False)
+    _metrics: dict[str, AcceptanceMetrics] = field(default_factory=dict, init=False)
     _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
@@ -210,14 +210,14 @@ class MotoExtensions(Installable):
                 self.stream = new
             return new
 
-    def set_spec_metrics(
+    def set_acceptance_metrics(
         self,
         endpoint_name: str | None,
         *,
         acceptance_rate: float,
         num_speculative_tokens: int,
         per_position: Iterable[float] | None = None,
-    ) -> SpecMetrics:
+    ) -> AcceptanceMetrics:
         """Make the endpoint's emulated container log a metric line after each invocation.
 
         `endpoint_name=None` sets the default for every endpoint without its own figures.
@@ -226,7 +226,7 @@ class MotoExtensions(Installable):
             raise ValueError("acceptance_rate must be within [0, 1]")
         if num_speculative_tokens < 1:
             raise ValueError("num_speculative_tokens must be >= 1")
-        metrics = SpecMetrics(
+        metrics = AcceptanceMetrics(
             acceptance_rate,
             num_speculative_tokens,
             tuple(per_position) if per_position is not None else None,

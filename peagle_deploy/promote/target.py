@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.errors import InputError
-from peagle_deploy.naming import default_endpoint_name
 
 if TYPE_CHECKING:
     from peagle_deploy.sdk.manifest import DeploymentManifest
@@ -130,8 +129,6 @@ def target_endpoint_name(spec: DeploymentSpec) -> str:
     Needed before the plan: the target's manifest, found by this name, supplies the
     stage settings the plan is built with.
     """
-    from peagle_deploy.catalog.resolve import resolve_model, resolve_region
+    from peagle_deploy.plan.resolve import endpoint_name_for
 
-    if spec.endpoint_name is not None:
-        return spec.endpoint_name
-    return default_endpoint_name(resolve_model(spec, resolve_region(spec)).name, spec.stage)
+    return endpoint_name_for(spec)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
         DeploymentSpec,
         RolloutSpec,
         ScalingSpec,
-        SpeculativeSpec,
+        SpeculativeDecodingSpec,
         VpcSpec,
     )
 
@@ -25,7 +25,7 @@ _LAZY = {
     "DeploymentSpec": "peagle_deploy.spec.models",
     "RolloutSpec": "peagle_deploy.spec.models",
     "ScalingSpec": "peagle_deploy.spec.models",
-    "SpeculativeSpec": "peagle_deploy.spec.models",
+    "SpeculativeDecodingSpec": "peagle_deploy.spec.models",
     "VpcSpec": "peagle_deploy.spec.models",
     "deep_merge": "peagle_deploy.spec.loader",
     "load_spec": "peagle_deploy.spec.loader",
@@ -38,7 +38,7 @@ __all__ = [
     "DeploymentSpec",
     "RolloutSpec",
     "ScalingSpec",
-    "SpeculativeSpec",
+    "SpeculativeDecodingSpec",
     "VpcSpec",
     "deep_merge",
     "load_spec",

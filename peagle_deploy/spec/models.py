@@ -108,7 +108,7 @@ class CustomModel(_Strict):
     """Short name used in resource names (default `custom`)."""
 
 
-class SpeculativeSpec(_Strict):
+class SpeculativeDecodingSpec(_Strict):
     """The speculative-decoding setup vLLM runs with."""
 
     mode: Annotated[SpeculativeMode, Flag()] = "p-eagle"
@@ -205,7 +205,7 @@ class DeploymentSpec(_Strict):
     by their tag (your own builds); validation then checks the spec against that engine."""
     accept_eula: Annotated[bool, Flag()] = False
     """Accept the model's end-user license; gated models are refused without it."""
-    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)
+    speculative: SpeculativeDecodingSpec = Field(default_factory=SpeculativeDecodingSpec)
     """Speculative decoding: mode, K, K schedule, drafter channel."""
     instance_type: Annotated[str | None, Flag(short="-i", panel=PANEL_CAPACITY)] = None
     """SageMaker instance type (default: the model's catalog default, an ml.g7e type)."""

@@ -1,7 +1,9 @@
 """Shapes and limits of the SageMaker API (botocore's `sagemaker/2017-07-24` model).
 
 Names, S3 URIs, image URIs, ARNs, tags and the container environment: what botocore
-does not check client-side (patterns, maxima) is checked here.
+does not check client-side (patterns, maxima) is checked here. The `check_*(dep)` rules
+take a resolved Deployment (peagle_deploy.plan.check runs them); the value-level
+helpers they use also serve the CLI's own flags.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 
 from peagle_deploy.catalog.images import domains, parse_image_uri
+from peagle_deploy.deployment import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV, Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.render import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV
-from peagle_deploy.spec.models import DeploymentSpec
+from peagle_deploy.naming import MANAGED_TAG_COUNT
+from peagle_deploy.spec.models import VpcSpec
 from peagle_deploy.spec.stage import check_stage_name
 
 REGION_RE = re.compile(r"^[a-z]{2,4}(-gov|-iso[a-z]?)?(-[a-z]+){1,2}-\d{1,2}$")
@@ -72,12 +75,13 @@ def check_endpoint_name(name: str, field: str = "endpoint_name") -> None:
         raise InputError(field, f"{name!r} is not a valid endpoint name", ENDPOINT_NAME_RULE)
 
 
-def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
+def check_names(dep: Deployment) -> list[PlanWarning]:
     """Stage, endpoint and custom model names must fit SageMaker names and tag values.
 
     `custom.name` becomes the `peagle:model` tag value on every resource (TagValue
     pattern, 256 characters) and part of the default endpoint name.
     """
+    spec = dep.spec
     custom_name = spec.custom.name if spec.custom is not None else None
     if custom_name is not None and not CUSTOM_NAME_RE.fullmatch(custom_name):
         raise InputError(
@@ -86,11 +90,16 @@ def check_names(spec: DeploymentSpec, endpoint_name: str) -> None:
             "1-63 of [A-Za-z0-9._-], starting with a letter or digit",
         )
     check_stage_name(spec.stage, "stage")
-    check_endpoint_name(endpoint_name)
+    check_endpoint_name(dep.endpoint_name)
+    return []
 
 
-def check_image(field: str, image: str, region: str) -> list[PlanWarning]:
-    """SageMaker pulls serving images from ECR in the endpoint's region."""
+def check_image(dep: Deployment) -> list[PlanWarning]:
+    """SageMaker pulls serving images from ECR in the endpoint's region (a default image
+    is one of AWS's, published in the region: resolve chose it so)."""
+    if dep.origin("image_uri") == "default":
+        return []
+    field, image, region = dep.image_field, dep.image_uri, dep.region
     parsed = parse_image_uri(image)
     if parsed is None or len(image) > 255 or parsed.domain not in domains():
         raise InputError(
@@ -238,9 +247,42 @@ def check_role(role: str | None, field: str = "execution_role_arn") -> None:
         )
 
 
-def check_vpc_ids(spec: DeploymentSpec) -> None:
+def check_key_and_vpc(dep: Deployment) -> list[PlanWarning]:
+    """The storage volume's KMS key and the VPC's subnet and security group ids."""
+    check_kms_key_id(dep.spec.kms_key_id, dep.region)
+    check_vpc_ids(dep.spec.vpc)
+    return []
+
+
+def check_execution_role(dep: Deployment) -> list[PlanWarning]:
+    """The role's ARN shape; without one, the plan shows a placeholder that deploy refuses."""
+    check_role(dep.spec.execution_role_arn)
+    if dep.origin("execution_role_arn") == "spec":
+        return []
+    return [
+        PlanWarning(
+            "execution_role_arn",
+            "no execution_role_arn given: the plan shows a placeholder role; "
+            "deploy needs --role-arn (or execution_role_arn in the spec)",
+        )
+    ]
+
+
+def check_tags_and_keys(dep: Deployment) -> list[PlanWarning]:
+    """User tags (beside peagle's own) and the model data's KMS key ARNs."""
+    check_tags(dep.spec.tags, MANAGED_TAG_COUNT)
+    check_model_data_kms_keys(dep.spec.model_data_kms_key_arns)
+    return []
+
+
+def check_environment(dep: Deployment) -> list[PlanWarning]:
+    """The container environment as rendered, and the keys only peagle-deploy sets."""
+    check_env(dep.spec.env, dep.environment)
+    return []
+
+
+def check_vpc_ids(vpc: VpcSpec | None) -> None:
     """Both subnets and security groups, within SageMaker's counts, with valid ids."""
-    vpc = spec.vpc
     if vpc is None or (not vpc.subnet_ids and not vpc.security_group_ids):
         return
     if not 1 <= len(vpc.subnet_ids) <= 16:

@@ -9,7 +9,7 @@ from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES, DeploymentSpec
 
 
 def cdk_incompatibilities(spec_or_plan: DeploymentSpec | Any) -> list[CdkIncompatibility]:
-    """What CloudFormation cannot express about a spec or Plan.
+    """What CloudFormation cannot express about a spec (or a Deployment or Plan of it).
 
     The CDK side reads `plan.cdk_incompatibilities` and refuses when the list is not
     empty, naming `.field`; the SDK path can deploy such specs.
@@ -27,9 +27,9 @@ def cdk_incompatibilities(spec_or_plan: DeploymentSpec | Any) -> list[CdkIncompa
     return problems
 
 
-def cdk_warnings(spec: DeploymentSpec) -> list[PlanWarning]:
+def cdk_warnings(problems: list[CdkIncompatibility]) -> list[PlanWarning]:
     """The incompatibilities, as plan warnings (the SDK path works)."""
     return [
         PlanWarning(p.field, f"{p}; the CDK path will refuse it (the SDK path works)")
-        for p in cdk_incompatibilities(spec)
+        for p in problems
     ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, get_instance, is_gpu_less
+from peagle_deploy.catalog.instances import INSTANCE_TYPES, InstanceType, is_gpu_less
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 
@@ -12,11 +13,17 @@ OVERHEAD_GB_PER_GPU = 1.5
 """CUDA context, activations and graphs per GPU (estimate; keeps the fit check honest)."""
 
 
-def check_instance(instance_type: str) -> InstanceType:
-    """The instance must be one the catalog knows, with NVIDIA GPUs."""
-    instance = get_instance(instance_type)
-    if instance is not None:
-        return instance
+def check_instance(dep: Deployment) -> list[PlanWarning]:
+    """The instance must be one the catalog knows, with NVIDIA GPUs; tensor parallelism
+    must fit it."""
+    return check_tensor_parallel(dep.tensor_parallel_size, known_instance(dep))
+
+
+def known_instance(dep: Deployment) -> InstanceType:
+    """The deployment's instance record; InputError for a type the catalog does not know."""
+    if dep.instance is not None:
+        return dep.instance
+    instance_type = dep.instance_type
     if is_gpu_less(instance_type):
         problem = f"{instance_type!r} has no NVIDIA GPU; vLLM needs one"
     else:
@@ -57,16 +64,13 @@ def required_memory_gb(
     return weights_gb + drafter_gb + kv_floor + OVERHEAD_GB_PER_GPU * tp
 
 
-def check_fit(
-    *,
-    weights_gb: float | None,
-    drafter_gb: float,
-    kv_gb_per_1k: float | None,
-    max_model_len: int | None,
-    tp: int,
-    instance: InstanceType,
-) -> list[PlanWarning]:
+def check_fit(dep: Deployment) -> list[PlanWarning]:
     """Refuse a model whose weights plus a KV-cache floor exceed the GPUs it spans."""
+    weights_gb = dep.weights_gb
+    drafter = dep.speculative.drafter
+    drafter_gb = drafter.weights_gb if drafter is not None else 0.0
+    kv_gb_per_1k, max_model_len = dep.kv_cache_gb_per_1k_tokens, dep.max_model_len
+    tp, instance = dep.tensor_parallel_size, known_instance(dep)
     if weights_gb is None:
         return [
             PlanWarning(

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.spec.models import DeploymentSpec
 
 
-def check_network(spec: DeploymentSpec) -> list[PlanWarning]:
+def check_network(dep: Deployment) -> list[PlanWarning]:
     """Warn when a spec gives up network isolation (the secure default).
 
     Without EnableNetworkIsolation and without a VPC the container reaches the internet
     through SageMaker's own network; in a VPC, egress is whatever its routes allow.
     """
+    spec = dep.spec
     if spec.network_isolation:
         return []
     in_vpc = spec.vpc is not None and bool(spec.vpc.subnet_ids)

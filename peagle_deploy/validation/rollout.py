@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import math
 
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
+from peagle_deploy.spec.models import RolloutSpec
 
 MAX_ALARMS = 10
 MAX_ALARM_NAME = 255
 
 
-def check_rollout(spec: DeploymentSpec) -> list[PlanWarning]:
+def check_rollout(dep: Deployment) -> list[PlanWarning]:
     """Alarm limits; warn where SageMaker's step caps make canary/linear doubtful.
 
     The API reference caps a canary at 50% and a linear step at 10-50% of the variant's
     instances; with one instance that cannot hold, so the update may be refused.
     """
-    check_alarms(spec)
-    rollout = spec.rollout.resolved(spec.initial_instance_count)
+    rollout = dep.rollout
+    check_alarms(rollout.alarms)
     warnings = check_rollout_timeout(rollout)
     strategy = rollout.strategy
-    if strategy in ("canary", "linear") and spec.initial_instance_count < 2:
+    if strategy in ("canary", "linear") and dep.spec.initial_instance_count < 2:
         warnings.append(
             PlanWarning(
                 "rollout.strategy",
@@ -70,9 +71,8 @@ def check_rollout_timeout(rollout: RolloutSpec) -> list[PlanWarning]:
     return []
 
 
-def check_alarms(spec: DeploymentSpec) -> None:
+def check_alarms(alarms: list[str]) -> None:
     """AutoRollbackConfiguration takes 1-10 alarm names of 1-255 characters."""
-    alarms = spec.rollout.alarms
     if len(alarms) > MAX_ALARMS:
         raise InputError("rollout.alarms", f"{len(alarms)} alarms given", f"<= {MAX_ALARMS}")
     for i, name in enumerate(alarms):

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from peagle_deploy.catalog.engines import Engine, capability_table, sensitive_logged_args
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
 from peagle_deploy.secret_refs import ARN_EXAMPLE, SECRETS_FIELD
-from peagle_deploy.spec.models import DeploymentSpec
 
 # Words of an environment variable's name (split on `_`, `-`, `.` and camelCase) that
 # make its value a credential, wherever they stand.
@@ -86,7 +86,7 @@ def secret_env_keys(env: Mapping[str, str]) -> list[str]:
     return sorted(k for k, v in env.items() if looks_like_secret(k, str(v)))
 
 
-def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
+def check_secrets(dep: Deployment) -> list[PlanWarning]:
     """Warn, naming the key (never the value), about secrets in the model environment.
 
     CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
@@ -95,6 +95,7 @@ def check_secrets(spec: DeploymentSpec) -> list[PlanWarning]:
     group (aws-cdk-lib 2.275 framework.js logs every event). With network isolation (the
     default) the container cannot reach the Hugging Face Hub or any API anyway.
     """
+    spec = dep.spec
     warnings = []
     for key in secret_env_keys(spec.env):
         hint = (
@@ -132,7 +133,7 @@ VLLM_ARG_PREFIX = "SM_VLLM_"
 """`SM_VLLM_<NAME>` becomes `vllm serve --<name>` (docs/container.md, "Environment")."""
 
 
-def check_logged_args(env: Mapping[str, str], engine: Engine) -> list[PlanWarning]:
+def check_logged_args(dep: Deployment) -> list[PlanWarning]:
     """Warn when an argument vLLM treats as secret reaches an engine that logs it in clear.
 
     `vllm serve` logs its non-default arguments at start (`non-default args: {...}`,
@@ -142,6 +143,8 @@ def check_logged_args(env: Mapping[str, str], engine: Engine) -> list[PlanWarnin
     `SM_VLLM_API_KEY` or `SM_VLLM_HF_TOKEN` is such an argument, whether the value came
     from `env` or from Secrets Manager.
     """
+    env = dep.environment
+    engine: Engine = dep.engine
     sensitive = sensitive_logged_args()
     caps = engine.capabilities
     warnings = []

@@ -14,9 +14,9 @@ from peagle_serve.contract import (
     v2_runner_off,
 )
 
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.validation.aws_shapes import check_channel
 
 VLLM_MAX_DRAFT_TOKENS = 128
@@ -63,51 +63,25 @@ def check_k_bound(k: int, max_model_len: int | None, drafter_parallel_tokens: in
     raise InputError("speculative.num_speculative_tokens", f"{k} is too many: {why}", allowed)
 
 
-def check_speculative(
-    spec: DeploymentSpec,
-    *,
-    k: int,
-    drafter_kind: str | None,
-    drafter_parallel_tokens: int | None,
-    drafter_field: str,
-    max_model_len: int | None = None,
-) -> list[PlanWarning]:
+def check_speculative(dep: Deployment) -> list[PlanWarning]:
     """K against the drafter and vLLM's limits; parallel drafting only with a P-EAGLE
     (EAGLE-3) drafter."""
-    s = spec.speculative
-    warnings: list[PlanWarning] = []
-    if s.mode == "none":
-        if s.num_speculative_tokens is not None or s.num_speculative_tokens_per_batch_size:
-            warnings.append(
+    s, spec = dep.speculative, dep.spec
+    drafter = s.drafter
+    if drafter is None:  # mode none
+        given = spec.speculative
+        if given.num_speculative_tokens is not None or given.num_speculative_tokens_per_batch_size:
+            return [
                 PlanWarning(
                     "speculative.num_speculative_tokens",
                     "speculative.mode is none: num_speculative_tokens is ignored",
                 )
-            )
-        return warnings
-    check_k_bound(k, max_model_len, drafter_parallel_tokens)
+            ]
+        return []
+    k, trained, kind = s.num_speculative_tokens, drafter.trained_tokens, drafter.kind
+    check_k_bound(k, dep.max_model_len, trained)
     check_channel(s.drafter_channel)
-    kind_field = "speculative.drafter_kind" if s.drafter_kind else drafter_field
-    if s.mode == "p-eagle" and drafter_kind != "p-eagle":
-        raise InputError(
-            kind_field,
-            f"parallel drafting (mode p-eagle) needs a P-EAGLE drafter, got {drafter_kind!r}",
-            ["p-eagle (an EAGLE-3 head trained for parallel drafting)"],
-        )
-    if s.mode == "eagle3" and drafter_kind not in ("eagle3", "p-eagle"):
-        raise InputError(
-            kind_field,
-            f"mode eagle3 needs an EAGLE-3 drafter, got {drafter_kind!r}",
-            ["eagle3", "p-eagle"],
-        )
-    if s.mode == "eagle3" and drafter_kind == "p-eagle":
-        warnings.append(
-            PlanWarning(
-                "speculative.mode",
-                "mode eagle3 with a P-EAGLE head drafts sequentially; "
-                "use mode p-eagle or point speculative.drafter_uri at an EAGLE-3 head",
-            )
-        )
+    warnings = _check_drafter_kind(s.mode, kind, drafter.kind_field)
     if s.mode == "p-eagle" and not v2_runner_off(spec.env.get(V2_RUNNER_ENV)):
         raise InputError(
             f"env.{V2_RUNNER_ENV}",
@@ -115,17 +89,42 @@ def check_speculative(
             "drafting (it fell back to sequential drafting, newer vLLM refuses)",
             "0 or unset with mode p-eagle",
         )
-    if s.mode == "p-eagle" and drafter_parallel_tokens is not None and k > drafter_parallel_tokens:
+    if s.mode == "p-eagle" and trained is not None and k > trained:
         warnings.append(
             PlanWarning(
                 "speculative.num_speculative_tokens",
-                f"speculative.num_speculative_tokens={k} is above the {drafter_parallel_tokens} "
+                f"speculative.num_speculative_tokens={k} is above the {trained} "
                 "parallel tokens the drafter was trained for; acceptance will drop",
             )
         )
-    if s.num_speculative_tokens_per_batch_size is not None:
-        check_k_schedule([list(e) for e in s.num_speculative_tokens_per_batch_size], k)
+    if s.k_schedule is not None:
+        check_k_schedule([list(e) for e in s.k_schedule], k)
     return warnings
+
+
+def _check_drafter_kind(mode: str, kind: str | None, kind_field: str) -> list[PlanWarning]:
+    """Parallel drafting needs a P-EAGLE head; eagle3 mode an EAGLE-3 (or P-EAGLE) head."""
+    if mode == "p-eagle" and kind != "p-eagle":
+        raise InputError(
+            kind_field,
+            f"parallel drafting (mode p-eagle) needs a P-EAGLE drafter, got {kind!r}",
+            ["p-eagle (an EAGLE-3 head trained for parallel drafting)"],
+        )
+    if mode == "eagle3" and kind not in ("eagle3", "p-eagle"):
+        raise InputError(
+            kind_field,
+            f"mode eagle3 needs an EAGLE-3 drafter, got {kind!r}",
+            ["eagle3", "p-eagle"],
+        )
+    if mode == "eagle3" and kind == "p-eagle":
+        return [
+            PlanWarning(
+                "speculative.mode",
+                "mode eagle3 with a P-EAGLE head drafts sequentially; "
+                "use mode p-eagle or point speculative.drafter_uri at an EAGLE-3 head",
+            )
+        ]
+    return []
 
 
 def check_k_schedule(schedule: list[list[int]], k: int) -> None:

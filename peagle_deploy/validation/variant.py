@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from peagle_deploy.catalog.instances import InstanceType
+from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.spec.models import DeploymentSpec
 from peagle_deploy.validation.aws_shapes import INFERENCE_AMI_VERSIONS
+from peagle_deploy.validation.fit import known_instance
 
 
-def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[PlanWarning]:
+def check_variant(dep: Deployment) -> list[PlanWarning]:
     """VolumeSizeInGB, KmsKeyId, InferenceAmiVersion and scaling bounds.
 
     VolumeSizeInGB is refused where the family attaches no EBS volume (the sagemaker SDK's
@@ -17,6 +17,7 @@ def check_variant(spec: DeploymentSpec, instance: InstanceType) -> list[PlanWarn
     but, per botocore's CreateEndpointConfig documentation, does not encrypt the
     instance's local storage (the SDK itself leaves it out for those families).
     """
+    spec, instance = dep.spec, known_instance(dep)
     warnings: list[PlanWarning] = []
     if spec.volume_size_gb is not None and not instance.ebs_volume.value:
         raise InputError(

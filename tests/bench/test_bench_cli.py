@@ -14,7 +14,7 @@ from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serv
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LoopbackServer]:
-    with serve_in_thread(LoopbackConfig(spec_tokens=3, acceptance_rate=0.5)) as srv:
+    with serve_in_thread(LoopbackConfig(draft_tokens=3, acceptance_rate=0.5)) as srv:
         yield srv
 
 

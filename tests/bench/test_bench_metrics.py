@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 from peagle_serve.contract import format_metric_line
-from peagle_serve.metrics import SpecDecodeCounters
+from peagle_serve.metrics import DraftCounters
 
 from peagle_deploy.bench.metrics import (
     RequestOutput,
+    acceptance_delta,
+    acceptance_from_metric_lines,
     level_metrics,
     percentile,
-    spec_decode_delta,
-    spec_decode_from_metric_lines,
 )
 from peagle_deploy.bench.targets import NO_TOKENS, NO_USAGE, StreamAccumulator
 
@@ -119,17 +119,17 @@ def test_accumulator_without_choices_fails() -> None:
     assert acc.finish().error == NO_TOKENS
 
 
-def test_spec_decode_delta_uses_vllm_formulas() -> None:
-    before = SpecDecodeCounters(10.0, 30.0, 12.0, (8.0, 4.0))
-    after = SpecDecodeCounters(110.0, 330.0, 192.0, (88.0, 64.0, 40.0))
-    stats = spec_decode_delta(before, after)
+def test_acceptance_delta_uses_vllm_formulas() -> None:
+    before = DraftCounters(10.0, 30.0, 12.0, (8.0, 4.0))
+    after = DraftCounters(110.0, 330.0, 192.0, (88.0, 64.0, 40.0))
+    stats = acceptance_delta(before, after)
     assert stats is not None
     assert stats.acceptance_rate == pytest.approx(180 / 300 * 100)
     assert stats.acceptance_length == pytest.approx(1 + 180 / 100)
     assert stats.per_position == pytest.approx((0.8, 0.6, 0.4))
     assert stats.to_dict()["spec_decode_per_position_acceptance_rates"] == [0.8, 0.6, 0.4]
-    assert spec_decode_delta(before, before) is None
-    assert spec_decode_delta(None, after) is None
+    assert acceptance_delta(before, before) is None
+    assert acceptance_delta(None, after) is None
 
 
 def test_spec_decode_from_container_metric_lines() -> None:
@@ -147,7 +147,7 @@ def test_spec_decode_from_container_metric_lines() -> None:
         return json.loads(text)
 
     # K=4: interval 1 rate 0.5 (length 3), interval 2 rate 0.25 (length 2), 3x the drafts.
-    stats = spec_decode_from_metric_lines([line(0.5, 3.0, 400.0), line(0.25, 2.0, 1200.0)])
+    stats = acceptance_from_metric_lines([line(0.5, 3.0, 400.0), line(0.25, 2.0, 1200.0)])
     assert stats is not None
     assert stats.acceptance_rate == pytest.approx((200 + 300) / 1600 * 100)
     # drafts: 200/2 = 100 and 300/1 = 300 -> length 1 + 500/400
@@ -157,7 +157,7 @@ def test_spec_decode_from_container_metric_lines() -> None:
     assert stats.per_position == pytest.approx(
         ((100 * 0.75 + 300 * 0.375) / 400, (100 * 0.25 + 300 * 0.125) / 400)
     )
-    assert spec_decode_from_metric_lines([line(0.5, 3.0, 0.0)]) is None
+    assert acceptance_from_metric_lines([line(0.5, 3.0, 0.0)]) is None
 
 
 def test_accumulator_raises_on_error_events() -> None:

@@ -15,7 +15,7 @@ from peagle_deploy.bench import (
     target_from_string,
 )
 from peagle_deploy.bench.datasets import Dataset
-from peagle_deploy.bench.metrics import RequestOutput, SpecDecodeStats
+from peagle_deploy.bench.metrics import AcceptanceStats, RequestOutput
 from peagle_deploy.bench.runner import SweepResult, cost_per_million, run_level
 from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.targets import NO_USAGE, SageMakerTarget, split_base_url
@@ -62,20 +62,20 @@ def test_sweep_against_loopback_uses_server_usage() -> None:
 
 
 def test_acceptance_from_metrics_page_per_level() -> None:
-    cfg = LoopbackConfig(spec_tokens=3, acceptance_rate=0.5, output_tokens=25)
+    cfg = LoopbackConfig(draft_tokens=3, acceptance_rate=0.5, output_tokens=25)
     result, _ = asyncio.run(
         _sweep(cfg, _config(concurrency=[2], num_prompts=4, max_tokens=25, warmup=3))
     )
-    spec = result.levels[0].spec_decode
-    assert isinstance(spec, SpecDecodeStats)
+    acceptance = result.levels[0].acceptance
+    assert isinstance(acceptance, AcceptanceStats)
     # per request: 25 tokens / (1 + 3*0.5) = 10 drafts, 15 accepted of 30 drafted;
     # warm-up requests happen before the "before" scrape and are excluded.
-    assert spec.num_drafts == 40
-    assert spec.draft_tokens == 120
-    assert spec.accepted_tokens == 60
-    assert spec.acceptance_rate == pytest.approx(50.0)
-    assert spec.acceptance_length == pytest.approx(2.5)
-    assert spec.per_position == pytest.approx((0.5, 0.5, 0.5))
+    assert acceptance.num_drafts == 40
+    assert acceptance.draft_tokens == 120
+    assert acceptance.accepted_tokens == 60
+    assert acceptance.acceptance_rate == pytest.approx(50.0)
+    assert acceptance.acceptance_length == pytest.approx(2.5)
+    assert acceptance.per_position == pytest.approx((0.5, 0.5, 0.5))
 
 
 def test_failures_are_counted_with_reasons() -> None:
@@ -132,10 +132,10 @@ class _CountingTarget:
         self.in_flight -= 1
         return RequestOutput(success=True, output_tokens=1, prompt_tokens=1)
 
-    async def spec_decode_mark(self) -> None:
+    async def acceptance_mark(self) -> None:
         return None
 
-    async def spec_decode_stats(self, begin: Any, end: Any) -> None:
+    async def acceptance_stats(self, begin: Any, end: Any) -> None:
         return None
 
     async def close(self) -> None: ...
@@ -228,7 +228,7 @@ def test_target_strings() -> None:
 
 def test_result_json_round_trip() -> None:
     result, _ = asyncio.run(
-        _sweep(LoopbackConfig(spec_tokens=2), _config(concurrency=[1], num_prompts=2))
+        _sweep(LoopbackConfig(draft_tokens=2), _config(concurrency=[1], num_prompts=2))
     )
     doc = result.to_dict()
     level = doc["levels"][0]

@@ -63,7 +63,7 @@ def _config(**kw: Any) -> SweepConfig:
 def test_stream_metrics_and_acceptance_from_logs(aws: LocalAWS) -> None:
     # Awkward PayloadPart splits (the default) cut events and UTF-8 characters anywhere.
     aws.set_stream(ttft_s=0.02, token_delay_s=0.0, tokens_per_chunk=3, endpoint_name="ep-spec")
-    aws.set_spec_metrics("ep-spec", acceptance_rate=0.5, num_speculative_tokens=4)
+    aws.set_acceptance_metrics("ep-spec", acceptance_rate=0.5, num_speculative_tokens=4)
     result = run_sweep(
         _target(aws, "ep-spec"), _config(concurrency=[1, 3], num_prompts=4), dataset=TINY
     )
@@ -143,7 +143,7 @@ def test_cli_explains_missing_acceptance_on_stderr(
     assert json.loads(out)["levels"][0]["spec_decode_acceptance_length"] is None
     assert "no acceptance figures at concurrency 1" in err and "/aws/sagemaker/Endpoints/ep" in err
     # An endpoint that logs metric lines gets its figures and no such warning.
-    aws.set_spec_metrics("ep-spec", acceptance_rate=0.5, num_speculative_tokens=4)
+    aws.set_acceptance_metrics("ep-spec", acceptance_rate=0.5, num_speculative_tokens=4)
     assert main([*base, "--endpoint", "ep-spec", "--json", "-"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["levels"][0]["spec_decode_acceptance_length"] is not None

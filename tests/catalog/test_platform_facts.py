@@ -174,7 +174,7 @@ def test_pypi_derived_values_match_the_wheels() -> None:
 
 
 def test_capability_parsers_on_small_sources() -> None:
-    spec_src = """
+    speculative_src = """
 from typing import Literal
 MTP = Literal["mtp"]
 EagleModelTypes = Literal["eagle", "eagle3", MTP]
@@ -185,8 +185,8 @@ class SpeculativeConfig:
     target_model_config: object = field(default=None, init=False)
     _private: int = 0
 """
-    assert pf.speculative_fields(spec_src) == ["num_speculative_tokens", "parallel_drafting"]
-    assert pf.speculative_methods(spec_src) == ["eagle", "eagle3", "mtp", "ngram"]
+    assert pf.speculative_fields(speculative_src) == ["num_speculative_tokens", "parallel_drafting"]
+    assert pf.speculative_methods(speculative_src) == ["eagle", "eagle3", "mtp", "ngram"]
     registry_src = """
 _TEXT = {"GptOssForCausalLM": ("gpt_oss", "X")}
 _MM = {"Gemma4ForConditionalGeneration": ("gemma4", "Y")}

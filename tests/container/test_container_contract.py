@@ -6,7 +6,7 @@ runs it and exports PEAGLE_VLLM_VENV). One subprocess in that venv
 import cost once. What is proven:
 
 - For every catalog model and K in {3, 7, 11} (env from peagle_deploy.plan.build_plan,
-  the same env the SDK and CDK send), plus the eagle3 / schedule / no-spec variants and
+  the same env the SDK and CDK send), plus the eagle3 / schedule / no-speculation variants and
   a table of SM_VLLM_* value forms, vLLM's own server parser (the one `python3 -m
   vllm.entrypoints.openai.api_server` runs) accepts the arguments peagle-serve launches
   it with (the AWS image's route middleware included), its pre-load checks pass, and the
@@ -39,11 +39,11 @@ from container_helpers import HIDDEN, drafter_config, drafter_tensors, write_dra
 from peagle_serve import contract
 from peagle_serve.entrypoint import prepare
 from peagle_serve.launch import ROUTE_MIDDLEWARE, SERVER_COMMAND, launch_argv
-from peagle_serve.metrics import SpecDecodeCounters, compute_window, spec_decode_counters
+from peagle_serve.metrics import DraftCounters, compute_window, draft_counters
 from peagle_serve.preflight import (
-    ENGINE_FILLED_SPEC_FIELDS,
-    KNOWN_SPEC_FIELDS,
-    SPEC_METHODS,
+    ENGINE_FILLED_SPECULATIVE_FIELDS,
+    KNOWN_SPECULATIVE_FIELDS,
+    SPECULATIVE_METHODS,
     V2_RUNNER_ENV,
     PreflightError,
     mask_token_id,
@@ -112,10 +112,10 @@ def remap(env: dict[str, str], target: Path, drafter: Path) -> dict[str, str]:
     env["PEAGLE_MODEL_DIR"] = "/nonexistent"
     raw = env.get(contract.SPECULATIVE_CONFIG_ENV)
     if raw:
-        spec = json.loads(raw)
-        if str(spec.get("model", "")).startswith(contract.ADDITIONAL_DATA_ROOT + "/"):
-            spec["model"] = str(drafter)
-        env[contract.SPECULATIVE_CONFIG_ENV] = json.dumps(spec)
+        speculative = json.loads(raw)
+        if str(speculative.get("model", "")).startswith(contract.ADDITIONAL_DATA_ROOT + "/"):
+            speculative["model"] = str(drafter)
+        env[contract.SPECULATIVE_CONFIG_ENV] = json.dumps(speculative)
     return env
 
 
@@ -178,7 +178,7 @@ MASK_TOKEN_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def base_spec(drafter: Path) -> dict[str, Any]:
+def base_config(drafter: Path) -> dict[str, Any]:
     return {
         "method": "eagle3",
         "model": str(drafter),
@@ -203,7 +203,7 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
     argv_cases: list[dict[str, Any]] = []
-    spec_cases: list[dict[str, Any]] = []
+    speculative_cases: list[dict[str, Any]] = []
     expected: dict[str, Any] = {}
     envs = {name: remap(env, target, drafter) for name, env in catalog_envs().items()}
     envs["no-method (preflight sets eagle3)"] = {
@@ -220,7 +220,7 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     envs["SM_VLLM value forms"] = {
         contract.MODEL_ENV: str(target),
-        contract.SPECULATIVE_CONFIG_ENV: json.dumps(base_spec(drafter)),
+        contract.SPECULATIVE_CONFIG_ENV: json.dumps(base_config(drafter)),
         **SM_VLLM_FORMS,
     }
     envs[NO_ORIGINS] = {contract.MODEL_ENV: str(target), "SM_VLLM_ALLOWED_ORIGINS": "[]"}
@@ -241,9 +241,11 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             "trained_tokens": env.get(contract.DRAFTER_TRAINED_TOKENS_ENV),
         }
         if result.speculative is not None:
-            spec_cases.append({"name": name, "config": result.speculative})
+            speculative_cases.append({"name": name, "config": result.speculative})
     for name, change in REJECTED_BY_BOTH.items():
-        spec_cases.append({"name": "bad:" + name, "config": {**base_spec(drafter), **change}})
+        speculative_cases.append(
+            {"name": "bad:" + name, "config": {**base_config(drafter), **change}}
+        )
 
     sharded = root / "sharded"
     sharded.mkdir(exist_ok=True)
@@ -257,10 +259,13 @@ def probe_run(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     cases = {
         "argv": argv_cases,
-        "spec": spec_cases,
+        "speculative": speculative_cases,
         "target": str(target),
         "full": [
-            {"name": f"p-eagle K{k}", "config": {**base_spec(drafter), "num_speculative_tokens": k}}
+            {
+                "name": f"p-eagle K{k}",
+                "config": {**base_config(drafter), "num_speculative_tokens": k},
+            }
             for k in K_VALUES
         ],
         "metrics": {"k": 3, "drafts": METRIC_DRAFTS},
@@ -380,9 +385,9 @@ def test_parallel_drafting_cases_turn_the_v2_runner_off(
     cases, results = probe
     assert results["v2_runner_env_known"], "vLLM no longer reads VLLM_USE_V2_MODEL_RUNNER"
     for name, want in cases["expected"].items():
-        spec = want["speculative_config"] or {}
-        if spec.get("parallel_drafting"):
-            assert spec["method"] == "eagle3", name
+        speculative = want["speculative_config"] or {}
+        if speculative.get("parallel_drafting"):
+            assert speculative["method"] == "eagle3", name
             assert want["env_updates"] == {V2_RUNNER_ENV: "0"}, name
 
 
@@ -393,11 +398,11 @@ def test_k_above_the_catalogs_trained_count_warns(
     cases, _ = probe
     compared = 0
     for name, want in cases["expected"].items():
-        spec = want["speculative_config"] or {}
-        if want["trained_tokens"] is None or not spec.get("parallel_drafting"):
+        speculative = want["speculative_config"] or {}
+        if want["trained_tokens"] is None or not speculative.get("parallel_drafting"):
             continue
         compared += 1
-        above = spec["num_speculative_tokens"] > int(want["trained_tokens"])
+        above = speculative["num_speculative_tokens"] > int(want["trained_tokens"])
         assert bool(want["warnings"]) == above, name
     assert compared >= 3  # gpt-oss-20b and gpt-oss-120b publish their counts
 
@@ -418,8 +423,8 @@ def test_vllm_validates_every_speculative_config(
     probe: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     cases, results = probe
-    checked = by_name(results["spec"])
-    good = [c for c in cases["spec"] if not c["name"].startswith("bad:")]
+    checked = by_name(results["speculative"])
+    good = [c for c in cases["speculative"] if not c["name"].startswith("bad:")]
     assert len(good) >= 12
     for case in good:
         result = checked[case["name"]]
@@ -433,9 +438,9 @@ def test_configs_the_preflight_rejects_vllm_rejects_too(
     probe: tuple[dict[str, Any], dict[str, Any]], name: str, tmp_path: Path
 ) -> None:
     cases, results = probe
-    result = by_name(results["spec"])["bad:" + name]
+    result = by_name(results["speculative"])["bad:" + name]
     assert not result["ok"], f"vLLM accepted {name}; the preflight must not reject it"
-    config = next(c["config"] for c in cases["spec"] if c["name"] == "bad:" + name)
+    config = next(c["config"] for c in cases["speculative"] if c["name"] == "bad:" + name)
     env = {contract.SPECULATIVE_CONFIG_ENV: json.dumps(config)}
     from peagle_serve.envargs import ModelChoice
 
@@ -472,9 +477,12 @@ def test_preflight_field_and_method_lists_equal_vllms(
     probe: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     _, results = probe
-    vllm_fields = set(results["spec_init_fields"])
-    assert vllm_fields - ENGINE_FILLED_SPEC_FIELDS - {"tensor_parallel_size"} == KNOWN_SPEC_FIELDS
-    assert set(results["spec_methods"]) == SPEC_METHODS
+    vllm_fields = set(results["speculative_init_fields"])
+    assert (
+        vllm_fields - ENGINE_FILLED_SPECULATIVE_FIELDS - {"tensor_parallel_size"}
+        == KNOWN_SPECULATIVE_FIELDS
+    )
+    assert set(results["speculative_methods"]) == SPECULATIVE_METHODS
 
 
 def test_safetensors_library_reads_what_the_header_reader_reads(
@@ -500,13 +508,13 @@ def test_vllm_prometheus_counters_give_the_expected_rates(
     probe: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     _, results = probe
-    counters = spec_decode_counters(results["metrics_text"])
+    counters = draft_counters(results["metrics_text"])
     drafts = len(METRIC_DRAFTS)
     drafted = sum(d for d, _ in METRIC_DRAFTS)
     accepted = sum(a for _, a in METRIC_DRAFTS)
     per_pos = tuple(float(sum(1 for _, a in METRIC_DRAFTS if a > i)) for i in range(3))
-    assert counters == SpecDecodeCounters(float(drafts), float(drafted), float(accepted), per_pos)
-    window = compute_window(SpecDecodeCounters(0.0, 0.0, 0.0, ()), counters, 1.0)
+    assert counters == DraftCounters(float(drafts), float(drafted), float(accepted), per_pos)
+    window = compute_window(DraftCounters(0.0, 0.0, 0.0, ()), counters, 1.0)
     assert window is not None
     assert window.values["acceptance_rate"] == accepted / drafted
     assert window.values["mean_acceptance_length"] == 1 + accepted / drafts

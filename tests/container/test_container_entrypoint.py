@@ -49,7 +49,7 @@ def peagle_serve(
     )
 
 
-def p_eagle_spec(drafter: Path, **fields: Any) -> str:
+def p_eagle_config(drafter: Path, **fields: Any) -> str:
     return json.dumps(
         {"model": str(drafter), "num_speculative_tokens": 7, "parallel_drafting": True, **fields}
     )
@@ -59,7 +59,7 @@ def test_print_args_prints_one_json_list(make_drafter: MakeDrafter, target_dir: 
     drafter = make_drafter()
     env = base_env(
         target_dir,
-        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(drafter),
+        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_config(drafter),
         SM_VLLM_MAX_MODEL_LEN="8192",
         SM_VLLM_ENABLE_PREFIX_CACHING="true",
     )
@@ -70,8 +70,8 @@ def test_print_args_prints_one_json_list(make_drafter: MakeDrafter, target_dir: 
     argv = json.loads(lines[0])
     assert argv[:6] == [*SERVER_COMMAND, "--port", "8080", "--enable-prefix-caching"]
     assert argv[argv.index("--model") + 1] == str(target_dir)
-    spec = json.loads(argv[argv.index("--speculative-config") + 1])
-    assert spec["method"] == "eagle3"  # set by the preflight
+    speculative = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert speculative["method"] == "eagle3"  # set by the preflight
     assert "--enable-prefix-caching" in argv
     assert argv[argv.index("--max-model-len") + 1] == "8192"
     assert "method" in done.stderr and "eagle3" in done.stderr  # the log line
@@ -82,7 +82,7 @@ def test_preflight_failure_is_one_line_and_exit_2(
 ) -> None:
     env = base_env(
         target_dir,
-        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter(), num_speculative_tokens=0),
+        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_config(make_drafter(), num_speculative_tokens=0),
     )
     for args in (["--print-args"], [], ["serve"]):
         done = peagle_serve(env, *args)
@@ -120,7 +120,7 @@ def test_a_deeply_nested_drafter_config_is_one_line(
 ) -> None:
     drafter = make_drafter()
     (drafter / "config.json").write_text('{"a":' * 20000 + "1" + "}" * 20000)
-    env = base_env(target_dir, SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(drafter))
+    env = base_env(target_dir, SM_VLLM_SPECULATIVE_CONFIG=p_eagle_config(drafter))
     done = peagle_serve(env, "serve")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
@@ -192,7 +192,7 @@ def test_exit_code_propagates_and_env_reaches_vllm(
     """`docker run IMAGE serve` (how SageMaker starts it) and `docker run IMAGE`."""
     state = tmp_path / "state.json"
     env = fake_env(
-        target_dir, state, "exit:7", SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter())
+        target_dir, state, "exit:7", SM_VLLM_SPECULATIVE_CONFIG=p_eagle_config(make_drafter())
     )
     done = peagle_serve(env, *args)
     assert done.returncode == 7
@@ -296,7 +296,7 @@ def test_metric_lines_are_printed_while_vllm_runs(
         target_dir,
         state,
         "term:0",
-        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_spec(make_drafter()),
+        SM_VLLM_SPECULATIVE_CONFIG=p_eagle_config(make_drafter()),
         PEAGLE_METRICS_URL=url,
         **{contract.METRICS_INTERVAL_ENV: "0.05", contract.ENDPOINT_NAME_ENV: "peagle-x-dev"},
     )
@@ -331,11 +331,11 @@ def test_main_in_process_print_args(
         if k.startswith(("SM_VLLM_", "PEAGLE_")):
             monkeypatch.delenv(k)
     monkeypatch.setenv("SM_VLLM_MODEL", str(target_dir))
-    spec = p_eagle_spec(make_drafter(), method="eagle3")
-    monkeypatch.setenv("SM_VLLM_SPECULATIVE_CONFIG", spec)
+    speculative = p_eagle_config(make_drafter(), method="eagle3")
+    monkeypatch.setenv("SM_VLLM_SPECULATIVE_CONFIG", speculative)
     assert main(["--print-args"]) == 0
     argv = json.loads(capsys.readouterr().out)
-    assert argv[argv.index("--speculative-config") + 1] == spec  # unchanged: verbatim
+    assert argv[argv.index("--speculative-config") + 1] == speculative  # unchanged: verbatim
 
 
 def test_stop_arriving_while_vllm_is_spawned_still_reaches_it(tmp_path: Path) -> None:

@@ -17,35 +17,35 @@ from pathlib import Path
 import pytest
 from peagle_serve import contract
 from peagle_serve.metrics import (
+    DraftCounters,
     MetricsReporter,
     PrometheusParseError,
-    SpecDecodeCounters,
     compute_window,
+    draft_counters,
     parse_prometheus_text,
     render_line,
-    spec_decode_counters,
 )
 
 DATA = Path(__file__).parent / "data"
 TEXT_1 = (DATA / "vllm_metrics_1.txt").read_text()
 TEXT_2 = (DATA / "vllm_metrics_2.txt").read_text()
-ZERO = SpecDecodeCounters(0.0, 0.0, 0.0, (0.0, 0.0, 0.0))
+ZERO = DraftCounters(0.0, 0.0, 0.0, (0.0, 0.0, 0.0))
 
 
 def test_counters_from_real_vllm_text() -> None:
-    assert spec_decode_counters(TEXT_1) == SpecDecodeCounters(4.0, 12.0, 6.0, (3.0, 2.0, 1.0))
-    assert spec_decode_counters(TEXT_2) == SpecDecodeCounters(6.0, 18.0, 12.0, (5.0, 4.0, 3.0))
+    assert draft_counters(TEXT_1) == DraftCounters(4.0, 12.0, 6.0, (3.0, 2.0, 1.0))
+    assert draft_counters(TEXT_2) == DraftCounters(6.0, 18.0, 12.0, (5.0, 4.0, 3.0))
 
 
 def test_created_gauges_are_not_counted() -> None:
     names = {s.name for s in parse_prometheus_text(TEXT_1)}
     assert "vllm:spec_decode_num_drafts_created" in names
-    c = spec_decode_counters(TEXT_1)
+    c = draft_counters(TEXT_1)
     assert c is not None and c.drafts == 4.0  # not 4 + a 1.79e9 timestamp
 
 
 def test_window_from_zero() -> None:
-    c1 = spec_decode_counters(TEXT_1)
+    c1 = draft_counters(TEXT_1)
     assert c1 is not None
     w = compute_window(ZERO, c1, 2.0)
     assert w is not None
@@ -59,7 +59,7 @@ def test_window_from_zero() -> None:
 
 
 def test_window_between_two_reads() -> None:
-    c1, c2 = spec_decode_counters(TEXT_1), spec_decode_counters(TEXT_2)
+    c1, c2 = draft_counters(TEXT_1), draft_counters(TEXT_2)
     assert c1 is not None and c2 is not None
     w = compute_window(c1, c2, 4.0)
     assert w is not None
@@ -70,13 +70,13 @@ def test_window_between_two_reads() -> None:
 
 
 def test_no_window_when_nothing_changed() -> None:
-    c1 = spec_decode_counters(TEXT_1)
+    c1 = draft_counters(TEXT_1)
     assert c1 is not None
     assert compute_window(c1, c1, 60.0) is None
 
 
 def test_counter_reset_uses_current_values() -> None:
-    c1, c2 = spec_decode_counters(TEXT_1), spec_decode_counters(TEXT_2)
+    c1, c2 = draft_counters(TEXT_1), draft_counters(TEXT_2)
     assert c1 is not None and c2 is not None
     w = compute_window(c2, c1, 1.0)  # vLLM restarted: counters went down
     assert w is not None and w.values["acceptance_rate"] == 0.5
@@ -93,11 +93,11 @@ def test_engines_are_summed_and_labels_with_escapes_parse() -> None:
     )
     samples = parse_prometheus_text(text)
     assert samples[0].labels["model_name"] == 'a "q", b'
-    assert spec_decode_counters(text) == SpecDecodeCounters(5.0, 15.0, 5.0, (0.0, 2.0))
+    assert draft_counters(text) == DraftCounters(5.0, 15.0, 5.0, (0.0, 2.0))
 
 
-def test_page_without_spec_decode_counters() -> None:
-    assert spec_decode_counters("# HELP x y\nvllm:num_requests_running 0\n") is None
+def test_page_without_draft_counters() -> None:
+    assert draft_counters("# HELP x y\nvllm:num_requests_running 0\n") is None
 
 
 @pytest.mark.parametrize("line", ["vllm:x{a=1} 2", 'vllm:x{a="1"}', "vllm:x abc"])
@@ -107,7 +107,7 @@ def test_malformed_lines_raise(line: str) -> None:
 
 
 def test_rendered_line_is_the_shared_contract_line() -> None:
-    c1 = spec_decode_counters(TEXT_1)
+    c1 = draft_counters(TEXT_1)
     assert c1 is not None
     w = compute_window(ZERO, c1, 2.0)
     assert w is not None

@@ -11,45 +11,47 @@ import pytest
 from container_helpers import HIDDEN, MakeDrafter, drafter_config, drafter_tensors
 from peagle_serve.entrypoint import prepare
 from peagle_serve.preflight import (
-    KNOWN_SPEC_FIELDS,
+    KNOWN_SPECULATIVE_FIELDS,
     PreflightError,
     PreflightResult,
     num_aux_hidden_states,
     trained_tokens,
 )
 
-SPEC = "SM_VLLM_SPECULATIVE_CONFIG"
+SPECULATIVE_ENV = "SM_VLLM_SPECULATIVE_CONFIG"
 
 
 def run(
-    target: Path, spec: dict[str, Any] | str | None, **extra: str
+    target: Path, speculative: dict[str, Any] | str | None, **extra: str
 ) -> tuple[list[str], PreflightResult]:
     env = {"SM_VLLM_MODEL": str(target), **extra}
-    if spec is not None:
-        env[SPEC] = spec if isinstance(spec, str) else json.dumps(spec)
+    if speculative is not None:
+        env[SPECULATIVE_ENV] = (
+            speculative if isinstance(speculative, str) else json.dumps(speculative)
+        )
     return prepare(env)
 
 
-def fails(target: Path, spec: dict[str, Any] | str | None, **extra: str) -> PreflightError:
+def fails(target: Path, speculative: dict[str, Any] | str | None, **extra: str) -> PreflightError:
     with pytest.raises(PreflightError) as e:
-        run(target, spec, **extra)
+        run(target, speculative, **extra)
     message = str(e.value)
     assert "\n" not in message
     return e.value
 
 
 def p_eagle(drafter: Path, **fields: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
+    speculative: dict[str, Any] = {
         "model": str(drafter),
         "method": "eagle3",
         "num_speculative_tokens": 7,
         "parallel_drafting": True,
     }
-    spec.update(fields)
-    return {k: v for k, v in spec.items() if v is not None}
+    speculative.update(fields)
+    return {k: v for k, v in speculative.items() if v is not None}
 
 
-def spec_token(argv: list[str]) -> dict[str, Any]:
+def speculative_config_arg(argv: list[str]) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(argv[argv.index("--speculative-config") + 1])
     return value
 
@@ -60,7 +62,7 @@ def spec_token(argv: list[str]) -> dict[str, Any]:
 def test_good_p_eagle_setup_passes(make_drafter: MakeDrafter, target_dir: Path) -> None:
     drafter = make_drafter()
     argv, result = run(target_dir, p_eagle(drafter))
-    assert spec_token(argv) == p_eagle(drafter)
+    assert speculative_config_arg(argv) == p_eagle(drafter)
     assert result.warnings == []
     assert result.env_updates == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
 
@@ -77,7 +79,7 @@ def test_no_speculative_config_passes_without_checks(target_dir: Path) -> None:
 @pytest.mark.parametrize("raw", ["{model: x}", "", "true", '["a"]', '{"a": 1} {"b": 2}', "7"])
 def test_speculative_config_must_be_one_json_object(target_dir: Path, raw: str) -> None:
     err = fails(target_dir, raw)
-    assert err.variable == SPEC and err.field_name is None
+    assert err.variable == SPECULATIVE_ENV and err.field_name is None
 
 
 # --- rule 2: field names ---------------------------------------------------------------
@@ -104,7 +106,7 @@ def test_tensor_parallel_size_asks_for_draft_tensor_parallel_size(
 
 def test_every_known_field_name_passes_the_name_check(target_dir: Path) -> None:
     # values are checked separately; here only that no known name is refused as unknown
-    for name in sorted(KNOWN_SPEC_FIELDS):
+    for name in sorted(KNOWN_SPECULATIVE_FIELDS):
         try:
             run(target_dir, {"method": "ngram", "num_speculative_tokens": 3, name: None})
         except PreflightError as e:
@@ -123,7 +125,7 @@ def test_bad_k_fails(make_drafter: MakeDrafter, target_dir: Path, k: object) -> 
 @pytest.mark.parametrize("k", [1, 3, 7, 11])
 def test_good_k_passes(make_drafter: MakeDrafter, target_dir: Path, k: int) -> None:
     argv, _ = run(target_dir, p_eagle(make_drafter(), num_speculative_tokens=k))
-    assert spec_token(argv)["num_speculative_tokens"] == k
+    assert speculative_config_arg(argv)["num_speculative_tokens"] == k
 
 
 def test_missing_k_fails_unless_the_drafter_gives_one(
@@ -167,15 +169,15 @@ def test_bad_field_values_fail(
 
 
 def test_good_field_values_pass(make_drafter: MakeDrafter, target_dir: Path) -> None:
-    spec = p_eagle(
+    speculative = p_eagle(
         make_drafter(),
         draft_tensor_parallel_size=1,
         max_model_len=8192,
         disable_padded_drafter_batch=False,
         num_speculative_tokens_per_batch_size=[[1, 4, 7], [5, 64, 3], [65, 256, 0]],
     )
-    argv, _ = run(target_dir, spec)
-    assert spec_token(argv) == spec
+    argv, _ = run(target_dir, speculative)
+    assert speculative_config_arg(argv) == speculative
 
 
 # --- rule 4: method with parallel drafting ----------------------------------------------
@@ -185,7 +187,7 @@ def test_missing_method_is_set_to_eagle3_and_logged(
     make_drafter: MakeDrafter, target_dir: Path
 ) -> None:
     argv, result = run(target_dir, p_eagle(make_drafter(), method=None))
-    assert spec_token(argv)["method"] == "eagle3"
+    assert speculative_config_arg(argv)["method"] == "eagle3"
     assert any("method" in n and "eagle3" in n for n in result.notes)
 
 
@@ -311,7 +313,7 @@ def test_hub_drafter_skips_file_checks(target_dir: Path) -> None:
 
 def test_ngram_needs_no_drafter(target_dir: Path) -> None:
     argv, _ = run(target_dir, {"method": "ngram", "num_speculative_tokens": 3})
-    assert spec_token(argv)["method"] == "ngram"
+    assert speculative_config_arg(argv)["method"] == "ngram"
 
 
 # --- rule 8: mask-token id ----------------------------------------------------------------------
@@ -481,7 +483,7 @@ def test_target_from_hub_skips_the_hidden_size_check(make_drafter: MakeDrafter) 
     env = {
         "HF_MODEL_ID": "openai/gpt-oss-20b",
         "PEAGLE_MODEL_DIR": "/nonexistent",
-        SPEC: json.dumps(p_eagle(make_drafter())),
+        SPECULATIVE_ENV: json.dumps(p_eagle(make_drafter())),
     }
     _, result = prepare(env)
     assert any("hidden size not compared" in n for n in result.notes)
@@ -512,16 +514,16 @@ def test_trained_count_from_speculators_config(make_drafter: MakeDrafter, target
 
 
 def test_trained_count_from_env_and_schedule(make_drafter: MakeDrafter, target_dir: Path) -> None:
-    spec = p_eagle(
+    speculative = p_eagle(
         make_drafter(),
         num_speculative_tokens=11,
         num_speculative_tokens_per_batch_size=[[1, 4, 11], [5, 64, 3]],
     )
-    _, result = run(target_dir, spec, PEAGLE_DRAFTER_TRAINED_TOKENS="10")
+    _, result = run(target_dir, speculative, PEAGLE_DRAFTER_TRAINED_TOKENS="10")
     assert "K=11" in result.warnings[0] and "PEAGLE_DRAFTER_TRAINED_TOKENS" in result.warnings[0]
-    _, ok = run(target_dir, spec, PEAGLE_DRAFTER_TRAINED_TOKENS="11")
+    _, ok = run(target_dir, speculative, PEAGLE_DRAFTER_TRAINED_TOKENS="11")
     assert ok.warnings == []
-    err = fails(target_dir, spec, PEAGLE_DRAFTER_TRAINED_TOKENS="ten")
+    err = fails(target_dir, speculative, PEAGLE_DRAFTER_TRAINED_TOKENS="ten")
     assert err.variable == "PEAGLE_DRAFTER_TRAINED_TOKENS"
 
 
@@ -557,10 +559,10 @@ def _hostile_header(path: Path, header: bytes) -> None:
 @pytest.mark.parametrize(
     ("where", "content", "problem"),
     [
-        ("spec", DEEP, "nested too deeply (more than 64 levels"),
-        ("spec", '{"model": "/d", "model": "/e"}', "duplicate key 'model'"),
-        ("spec", '{"num_speculative_tokens": NaN}', "NaN is not a JSON number"),
-        ("spec", "[" * 100_000, "the limit is 64.0 KiB"),
+        ("speculative", DEEP, "nested too deeply (more than 64 levels"),
+        ("speculative", '{"model": "/d", "model": "/e"}', "duplicate key 'model'"),
+        ("speculative", '{"num_speculative_tokens": NaN}', "NaN is not a JSON number"),
+        ("speculative", "[" * 100_000, "the limit is 64.0 KiB"),
         ("config", DEEP.encode(), "nested too deeply (more than 64 levels"),
         ("config", b'{"mask_token_id": 1, "mask_token_id": 2}', "duplicate key"),
         ("config", b'{"hidden_size": Infinity}', "Infinity is not a JSON number"),
@@ -582,10 +584,10 @@ def test_hostile_json_is_one_line_naming_the_variable(
     problem: str,
 ) -> None:
     drafter = make_drafter()
-    spec: dict[str, Any] | str = p_eagle(drafter)
-    if where == "spec":
+    speculative: dict[str, Any] | str = p_eagle(drafter)
+    if where == "speculative":
         assert isinstance(content, str)
-        spec = content
+        speculative = content
     elif where == "config":
         assert isinstance(content, bytes)
         (drafter / "config.json").write_bytes(content)
@@ -598,7 +600,7 @@ def test_hostile_json_is_one_line_naming_the_variable(
     else:
         assert isinstance(content, bytes)
         (target_dir / "config.json").write_bytes(content)
-    error = fails(target_dir, spec)
+    error = fails(target_dir, speculative)
     assert problem in str(error)
-    expected_variable = "SM_VLLM_MODEL" if where == "target" else SPEC
+    expected_variable = "SM_VLLM_MODEL" if where == "target" else SPECULATIVE_ENV
     assert error.variable == expected_variable

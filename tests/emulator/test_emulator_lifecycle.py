@@ -205,7 +205,7 @@ def test_spec_metric_lines_written_per_invocation(local_aws: LocalAWS) -> None:
 
     sm = local_aws.client("sagemaker")
     sm.create_endpoint(EndpointName="ep", EndpointConfigName=_model_and_config(sm, "1"))
-    local_aws.set_spec_metrics("ep", acceptance_rate=0.5, num_speculative_tokens=4)
+    local_aws.set_acceptance_metrics("ep", acceptance_rate=0.5, num_speculative_tokens=4)
     rt = local_aws.client("sagemaker-runtime")
     body = json.dumps({"messages": [{"role": "user", "content": "hello"}]})
     rt.invoke_endpoint(EndpointName="ep", Body=body, ContentType="application/json")

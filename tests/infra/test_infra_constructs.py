@@ -437,7 +437,7 @@ def test_alarm_defaults_apply_where_the_stage_sets_none(stage_synth: Synthesized
     assert thresholds == {"Invocation5XXErrors": 5, "ModelLatency": 60_000_000}
 
 
-# --- SpecDecodeMetrics ----------------------------------------------------------------
+# --- AcceptanceMetrics ----------------------------------------------------------------
 
 
 def test_metric_filters_come_from_the_container_contract(stage_synth: Synthesized) -> None:
@@ -545,7 +545,7 @@ def test_template_assertions_per_construct(prod: Template) -> None:
             "DeletionPolicy": "Delete",
         },
     )
-    # SpecDecodeMetrics
+    # AcceptanceMetrics
     for field in METRIC_FIELDS:
         prod.has_resource_properties(
             "AWS::Logs::MetricFilter",

@@ -53,7 +53,7 @@ def _variants(regions: list[str], image: str = VLLM_IMAGE) -> dict[str, Any]:
     }
 
 
-def _p_eagle_spec() -> dict[str, Any]:
+def _p_eagle_model_specs() -> dict[str, Any]:
     drafter = {
         "channel_name": "eagle",
         "artifact_version": "1.0.0",
@@ -130,7 +130,7 @@ def _gated_spec(image: str = VLLM_030_IMAGE) -> dict[str, Any]:
 @pytest.fixture
 def jumpstart_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     specs = {
-        "community_models/openai-reasoning-gpt-oss-20b/specs_v3.38.0.json": _p_eagle_spec(),
+        "community_models/openai-reasoning-gpt-oss-20b/specs_v3.38.0.json": _p_eagle_model_specs(),
         "community_models/huggingface-vlm-gemma-4-31b-it/specs_v1.0.0.json": _gated_spec(),
     }
     manifest = []

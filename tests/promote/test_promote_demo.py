@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from peagle_deploy.demo import DemoSettings, run_demo
+from peagle_deploy.cli.demo import DemoSettings, run_demo
 
 
 def _fast(**changes: object) -> DemoSettings:

@@ -122,7 +122,7 @@ def env() -> Iterator[Env]:
     aws.set_stream(ttft_s=0.002, token_delay_s=0.0005, tokens_per_chunk=2)
     with aws, aws.patched_environ():
         for name in (DEV, STAGING):
-            aws.set_spec_metrics(name, acceptance_rate=0.5, num_speculative_tokens=3)
+            aws.set_acceptance_metrics(name, acceptance_rate=0.5, num_speculative_tokens=3)
         import boto3
 
         yield Env(aws, session=boto3.Session(region_name=REGION))

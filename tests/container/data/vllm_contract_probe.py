@@ -119,7 +119,7 @@ def server_module_uses_this_parser() -> bool:
     )
 
 
-def check_spec_fields(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_speculative_fields(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from vllm.config import SpeculativeConfig
     from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
 
@@ -212,8 +212,10 @@ def introspect() -> dict[str, Any]:
 
     return {
         "vllm_version": vllm.__version__,
-        "spec_init_fields": sorted(f.name for f in dataclasses.fields(SpeculativeConfig) if f.init),
-        "spec_methods": sorted(literal_values(SpeculativeMethod)),
+        "speculative_init_fields": sorted(
+            f.name for f in dataclasses.fields(SpeculativeConfig) if f.init
+        ),
+        "speculative_methods": sorted(literal_values(SpeculativeMethod)),
         "v2_runner_env_known": "VLLM_USE_V2_MODEL_RUNNER" in vllm.envs.environment_variables,
         "server_module_uses_this_parser": server_module_uses_this_parser(),
     }
@@ -250,7 +252,7 @@ def main() -> int:
     results = {
         **introspect(),
         "argv": check_argv(cases["argv"]),
-        "spec": check_spec_fields(cases["spec"]),
+        "speculative": check_speculative_fields(cases["speculative"]),
         "full": check_full(cases["target"], cases["full"]),
         "mask_tokens": mask_tokens(cases["mask_tokens"]),
         "metrics_text": metrics_text(cases["metrics"]["k"], cases["metrics"]["drafts"]),

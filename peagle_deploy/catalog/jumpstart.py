@@ -25,8 +25,8 @@ from typing import Any
 
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 
-from peagle_deploy.catalog.models import MODELS, catalog_match
-from peagle_deploy.catalog.resolved import ResolvedModel
+from peagle_deploy.catalog.models import MODELS, ModelEntry, catalog_match
+from peagle_deploy.catalog.source import ModelSource
 from peagle_deploy.errors import InputError
 from peagle_deploy.spec.models import DrafterKind
 
@@ -104,26 +104,64 @@ def resolve_jumpstart(
     accept_eula: bool,
     instance_type: str | None = None,
     version: str = "*",
-) -> ResolvedModel:
+) -> ModelSource:
     """Image, model data, drafter source and env of a JumpStart model, via the SDK.
 
     Raises InputError when the id is unknown to JumpStart (or its metadata cannot be read),
     when the instance type has no image, or when an EULA is not accepted.
     """
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
-    from sagemaker.core.jumpstart.artifacts.environment_variables import (
-        _retrieve_default_environment_variables,
+    _fresh_cache_for_local_roots()
+    specs, config_name = _read_specs(model_id, region, version)
+    common: dict[str, Any] = {
+        "model_id": model_id,
+        "model_version": specs.version,
+        "region": region,
+        "instance_type": instance_type or specs.default_inference_instance_type,
+        "config_name": config_name,
+    }
+    image_uri, model_uri, env = _artifacts(specs, common)
+    model_source = _model_source(specs, model_id, region, model_uri, accept_eula)
+    drafter_source = _drafter_source(specs, model_id, region, accept_eula)
+    entry = catalog_match(model_id)
+    drafter_kind, default_k = _speculative_defaults_of(env, entry)
+    return ModelSource(
+        name=entry.key if entry is not None else model_id,
+        kind="jumpstart",
+        image_uri=image_uri,
+        model_data_uri=model_uri,
+        drafter_uri=drafter_source["S3Uri"] if drafter_source else None,
+        drafter_kind=drafter_kind,
+        drafter_parallel_tokens=entry.drafter_parallel_tokens.value if entry else None,
+        default_num_speculative_tokens=default_k,
+        default_instance_type=specs.default_inference_instance_type,
+        default_tensor_parallel_size=_int_env(env, "SM_VLLM_TENSOR_PARALLEL_SIZE") or 1,
+        default_max_model_len=_int_env(env, "SM_VLLM_MAX_MODEL_LEN"),
+        weights_gb=entry.weights_gb.value if entry else None,
+        drafter_weights_gb=entry.drafter_weights_gb.value if entry else 0.0,
+        kv_cache_gb_per_1k_tokens=entry.kv_cache_gb_per_1k_tokens.value if entry else None,
+        gated=specs.is_gated_model(),
+        architecture=entry.architecture.value if entry else None,
+        drafter_mask_token_key=entry.drafter_mask_token_key.value if entry else None,
+        model_data_download_timeout_s=_deploy_timeout(specs, "model_data_download_timeout"),
+        container_startup_health_check_timeout_s=_deploy_timeout(
+            specs, "container_startup_health_check_timeout"
+        ),
+        base_env=env,
+        model_data_source=model_source,
+        drafter_data_source=drafter_source,
+        catalog=entry,
     )
-    from sagemaker.core.jumpstart.artifacts.image_uris import _retrieve_image_uri
-    from sagemaker.core.jumpstart.artifacts.model_uris import _retrieve_model_uri
+
+
+def _read_specs(model_id: str, region: str, version: str) -> tuple[Any, str | None]:
+    """The model's JumpStart specs, resolved for its top-ranked inference config."""
     from sagemaker.core.jumpstart.enums import JumpStartScriptScope
     from sagemaker.core.jumpstart.utils import (
-        get_draft_model_content_bucket,
         get_top_ranked_config_name,
         verify_model_region_and_return_specs,
     )
 
-    _fresh_cache_for_local_roots()
     scope = JumpStartScriptScope.INFERENCE
     try:
         specs = verify_model_region_and_return_specs(
@@ -158,21 +196,26 @@ def resolve_jumpstart(
             f"network access to the JumpStart bucket, or {MANIFEST_OVERRIDE_ENV} and "
             f"{SPECS_OVERRIDE_ENV} pointing at a local copy",
         ) from None
+    return specs, config_name
 
-    chosen_instance = instance_type or specs.default_inference_instance_type
-    common: dict[str, Any] = {
-        "model_id": model_id,
-        "model_version": specs.version,
-        "region": region,
-        "instance_type": chosen_instance,
-        "config_name": config_name,
-    }
+
+def _artifacts(specs: Any, common: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    """The image for the instance type, the model data URI and the default environment."""
+    from sagemaker.core.jumpstart.artifacts.environment_variables import (
+        _retrieve_default_environment_variables,
+    )
+    from sagemaker.core.jumpstart.artifacts.image_uris import _retrieve_image_uri
+    from sagemaker.core.jumpstart.artifacts.model_uris import _retrieve_model_uri
+    from sagemaker.core.jumpstart.enums import JumpStartScriptScope
+
+    scope = JumpStartScriptScope.INFERENCE
     try:
         image_uri = _retrieve_image_uri(image_scope=scope, **common)
     except ValueError:
         raise InputError(
             "instance_type",
-            f"JumpStart model {model_id} has no image for {chosen_instance} in {region}",
+            f"JumpStart model {common['model_id']} has no image for {common['instance_type']} "
+            f"in {common['region']}",
             specs.supported_inference_instance_types or ["see the model's JumpStart page"],
         ) from None
     model_uri = _retrieve_model_uri(model_scope=scope, **common)
@@ -182,7 +225,13 @@ def resolve_jumpstart(
             script=scope, include_aws_sdk_env_vars=False, **common
         ).items()
     }
+    return image_uri, model_uri, env
 
+
+def _model_source(
+    specs: Any, model_id: str, region: str, model_uri: str, accept_eula: bool
+) -> dict[str, Any]:
+    """The target's S3DataSource; a gated model's needs its EULA accepted."""
     model_source: dict[str, Any] = {
         "S3Uri": model_uri,
         "S3DataType": "S3Prefix" if model_uri.endswith("/") else "S3Object",
@@ -192,8 +241,15 @@ def resolve_jumpstart(
         if not accept_eula:
             raise _eula_refusal(model_id, "the model", region, specs.hosting_eula_key or "")
         model_source["ModelAccessConfig"] = {"AcceptEula": True}
+    return model_source
 
-    drafter_source: dict[str, Any] | None = None
+
+def _drafter_source(
+    specs: Any, model_id: str, region: str, accept_eula: bool
+) -> dict[str, Any] | None:
+    """The speculative-decoding data source (one drafter channel per model), if any."""
+    from sagemaker.core.jumpstart.utils import get_draft_model_content_bucket
+
     for source in specs.get_speculative_decoding_s3_data_sources():
         source.s3_data_source.set_bucket(
             get_draft_model_content_bucket(provider=source.provider, region=region)
@@ -204,44 +260,24 @@ def resolve_jumpstart(
             if not accept_eula:
                 raise _eula_refusal(model_id, "the drafter", region, raw["hosting_eula_key"])
             drafter_source["ModelAccessConfig"] = {"AcceptEula": True}
-        break  # one drafter channel per model
+        return drafter_source
+    return None
 
-    entry = catalog_match(model_id)
-    spec_defaults = _speculative_defaults(env)
+
+def _speculative_defaults_of(
+    env: dict[str, str], entry: ModelEntry | None
+) -> tuple[DrafterKind | None, int]:
+    """The drafter kind and K the JumpStart config's speculative config states (else the
+    catalog entry's, else K=3)."""
+    speculative_defaults = _speculative_defaults(env)
     drafter_kind: DrafterKind | None
-    if spec_defaults.get("parallel_drafting"):
+    if speculative_defaults.get("parallel_drafting"):
         drafter_kind = "p-eagle"
-    elif spec_defaults.get("method") == "eagle3":
+    elif speculative_defaults.get("method") == "eagle3":
         drafter_kind = "eagle3"
     else:
         drafter_kind = entry.drafter_kind if entry is not None else None
-    default_k = spec_defaults.get("num_speculative_tokens")
+    default_k = speculative_defaults.get("num_speculative_tokens")
     if not isinstance(default_k, int) or default_k < 1:
         default_k = entry.default_num_speculative_tokens.value if entry else 3
-    return ResolvedModel(
-        name=entry.key if entry is not None else model_id,
-        source="jumpstart",
-        image_uri=image_uri,
-        model_data_uri=model_uri,
-        drafter_uri=drafter_source["S3Uri"] if drafter_source else None,
-        drafter_kind=drafter_kind,
-        drafter_parallel_tokens=entry.drafter_parallel_tokens.value if entry else None,
-        default_num_speculative_tokens=default_k,
-        default_instance_type=specs.default_inference_instance_type,
-        default_tensor_parallel_size=_int_env(env, "SM_VLLM_TENSOR_PARALLEL_SIZE") or 1,
-        default_max_model_len=_int_env(env, "SM_VLLM_MAX_MODEL_LEN"),
-        weights_gb=entry.weights_gb.value if entry else None,
-        drafter_weights_gb=entry.drafter_weights_gb.value if entry else 0.0,
-        kv_cache_gb_per_1k_tokens=entry.kv_cache_gb_per_1k_tokens.value if entry else None,
-        gated=specs.is_gated_model(),
-        architecture=entry.architecture.value if entry else None,
-        drafter_mask_token_key=entry.drafter_mask_token_key.value if entry else None,
-        model_data_download_timeout_s=_deploy_timeout(specs, "model_data_download_timeout"),
-        container_startup_health_check_timeout_s=_deploy_timeout(
-            specs, "container_startup_health_check_timeout"
-        ),
-        base_env=env,
-        model_data_source=model_source,
-        drafter_data_source=drafter_source,
-        catalog=entry,
-    )
+    return drafter_kind, default_k

@@ -256,7 +256,7 @@ def _rehearse(
                 aws.stage_world(stage_plan)
             name = stage_plan.endpoint_name
             aws.script_endpoint(name, creating_s=settings.creating_s)
-            aws.set_spec_metrics(
+            aws.set_acceptance_metrics(
                 name,
                 acceptance_rate=settings.acceptance_rate,
                 num_speculative_tokens=settings.num_speculative_tokens,
