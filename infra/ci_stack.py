@@ -32,6 +32,8 @@ def stage_resources(stage: StageConfig, plan: Plan) -> StageResources:
         endpoint_name=plan.endpoint_name,
         create_model=plan.create_model,
         execution_role_arn=plan.spec.execution_role_arn,
+        expected_bucket_owner=plan.spec.expected_bucket_owner,
+        secret_refs=plan.secret_refs,
     )
 
 

@@ -44,7 +44,7 @@ from constructs import Construct
 from infra.github_oidc import GITHUB_OIDC_HOST, STS_AUDIENCE, GitHubRepo
 from infra.nag import acknowledge, nag_text
 from infra.role import endpoint_log_group_name
-from peagle_deploy.access import ecr_repositories, s3_reads
+from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
 from peagle_deploy.naming import DIGEST_LEN, derived_prefix
 from peagle_deploy.sdk.manifest import PARAMETER_ROOT
 
@@ -146,6 +146,10 @@ class StageResources:
     """The stage's CreateModel request (its S3 locations and image, for the doctor)."""
     execution_role_arn: str | None = None
     """The spec's execution role; None: roles tagged `peagle:stage=<stage>`."""
+    expected_bucket_owner: str | None = None
+    """The spec's bucket owner; None: the account of the CI stack."""
+    secret_refs: Mapping[str, str] = field(default_factory=dict)
+    """The plan's `secrets` (NAME -> ARN[:json-key]): read at CreateModel time."""
 
 
 @dataclass(frozen=True)
@@ -204,21 +208,34 @@ def _statement(
     return statement
 
 
-def _s3_statements(arns: Arns, models: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    reads = {(r.bucket, r.key, r.is_prefix): r for m in models for r in s3_reads(m)}
-    if not reads:
-        return []
-    p = arns.partition
-    objects = [f"arn:{p}:s3:::{r.object_pattern}" for r in reads.values()]
-    out = [_statement("DoctorReadsModelData", ["s3:GetObject"], objects)]
-    buckets = sorted({r.bucket for r in reads.values()})
-    out.append(
-        _statement(
-            "DoctorListsModelBuckets",
-            ["s3:ListBucket"],
-            [f"arn:{p}:s3:::{b}" for b in buckets],
+def _s3_statements(arns: Arns, stages: Sequence[StageResources]) -> list[dict[str, Any]]:
+    """The doctor's reads of the model and drafter locations, only in buckets of the
+    expected owner (`s3:ResourceAccount`; JumpStart's own buckets, owned by AWS, apart)."""
+    objects: dict[str | None, set[str]] = {}
+    buckets: dict[str | None, set[str]] = {}
+    for stage in stages:
+        default = stage.expected_bucket_owner or arns.account
+        for r in s3_reads(stage.create_model):
+            owner = bucket_owner(r.bucket, default)
+            objects.setdefault(owner, set()).add(f"arn:{arns.partition}:s3:::{r.object_pattern}")
+            buckets.setdefault(owner, set()).add(f"arn:{arns.partition}:s3:::{r.bucket}")
+    out = []
+    for index, owner in enumerate(sorted(objects, key=lambda o: o or "")):
+        suffix = str(index) if index else ""
+        condition = owner_condition(owner)
+        out.append(
+            _statement(
+                f"DoctorReadsModelData{suffix}", ["s3:GetObject"], sorted(objects[owner]), condition
+            )
         )
-    )
+        out.append(
+            _statement(
+                f"DoctorListsModelBuckets{suffix}",
+                ["s3:ListBucket"],
+                sorted(buckets[owner]),
+                condition,
+            )
+        )
     return out
 
 
@@ -305,7 +322,7 @@ def deploy_statements(
     ]
 
     # --- the promotion source: read and invoke, nothing else -----------------------------
-    models = [own.create_model]
+    stages = [own]
     if source is not None:
         statements += [
             _statement("SourceEndpoint", SOURCE_ENDPOINT_ACTIONS, [arns.endpoint(source)]),
@@ -313,8 +330,17 @@ def deploy_statements(
             _statement("SourceManifestRead", PARAMETER_READ_ACTIONS, arns.parameters(source)),
             _statement("SourceEndpointLogs", LOG_READ_ACTIONS, arns.log_group(source)),
         ]
-        models.append(source.create_model)
-    statements += _s3_statements(arns, models) + _ecr_statement(arns, models)
+        stages.append(source)
+    # --- secrets by reference: read just before CreateModel, exactly these ARNs ----------
+    secret_arns = sorted(
+        {":".join(ref.split(":")[:7]) for stage in stages for ref in stage.secret_refs.values()}
+    )
+    if secret_arns:
+        statements.append(
+            _statement("ReadTheModelsSecrets", ["secretsmanager:GetSecretValue"], secret_arns)
+        )
+    statements += _s3_statements(arns, stages)
+    statements += _ecr_statement(arns, [s.create_model for s in stages])
     return statements
 
 
@@ -389,7 +415,7 @@ class StageDeployRole(Construct):
                     acknowledge(
                         self.policy,
                         "AwsSolutions-IAM5",
-                        WILDCARD_REASONS[statement["Sid"]],
+                        WILDCARD_REASONS[statement["Sid"].rstrip("0123456789")],
                         "Resource::" + nag_text(stack, resource),
                     )
 

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.nag import acknowledge, nag_text
-from peagle_deploy.access import ecr_repositories, s3_reads
+from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
 
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
@@ -81,8 +81,9 @@ class ExecutionRole(Construct):
     """The role SageMaker assumes to load the model and run the container.
 
     Grants exactly what the CreateModel request needs: GetObject/ListBucket on the
-    model and drafter locations (JumpStart buckets included: they are whatever the
-    request names), image pulls from the image's repository only, writes to the
+    model and drafter locations, only in buckets `expected_bucket_owner` (default: the
+    stack's account) owns (`s3:ResourceAccount`; JumpStart's own buckets, which AWS owns,
+    are granted without it), image pulls from the image's repository only, writes to the
     endpoint's own log group, Decrypt with the stack's key where it encrypts the
     storage volume (`key`; None on local-NVMe families), only through SageMaker or EBS
     (and, through S3 only, with
@@ -101,6 +102,7 @@ class ExecutionRole(Construct):
         endpoint_name: str,
         key: kms.IKey | None,
         model_data_kms_key_arns: Sequence[str] = (),
+        expected_bucket_owner: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -117,16 +119,26 @@ class ExecutionRole(Construct):
         self.policy = policy
         wildcard_reasons: list[tuple[str, str]] = []
 
-        # --- S3: the model and drafter locations, nothing else -------------------
+        # --- S3: the model and drafter locations, nothing else, in the expected owner's
+        # buckets (s3:ResourceAccount; JumpStart's own buckets are AWS's) ------------
         reads = s3_reads(create_model)
-        if reads:
-            policy.add_statements(
-                iam.PolicyStatement(
-                    sid="ReadModelAndDrafter",
-                    actions=["s3:GetObject"],
-                    resources=[f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
+        owner = expected_bucket_owner or stack.account
+        owner_of = {r.bucket: bucket_owner(r.bucket, owner) for r in reads}
+        for sid, pinned in (("ReadModelAndDrafter", True), ("ReadJumpStartModelData", False)):
+            objects = [
+                f"arn:{partition}:s3:::{r.object_pattern}"
+                for r in reads
+                if (owner_of[r.bucket] is not None) == pinned
+            ]
+            if objects:
+                policy.add_statements(
+                    iam.PolicyStatement(
+                        sid=sid,
+                        actions=["s3:GetObject"],
+                        resources=objects,
+                        conditions=owner_condition(owner) if pinned else None,
+                    )
                 )
-            )
         prefixes_by_bucket: dict[str, list[str]] = {}
         for read in reads:
             if read.list_prefix is not None:
@@ -137,7 +149,10 @@ class ExecutionRole(Construct):
                     sid=f"ListModelPrefixes{index}",
                     actions=["s3:ListBucket"],
                     resources=[f"arn:{partition}:s3:::{bucket}"],
-                    conditions={"StringLike": {"s3:prefix": sorted(prefixes)}},
+                    conditions={
+                        "StringLike": {"s3:prefix": sorted(prefixes)},
+                        **owner_condition(owner_of[bucket]),
+                    },
                 )
             )
         for read in reads:

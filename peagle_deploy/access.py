@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.catalog.buckets import is_jumpstart_bucket
 from peagle_deploy.errors import InputError
 
 _S3_URI = re.compile(r"^(?:s3|https)://(?P<bucket>[^/]+)/?(?P<key>.*)$")
@@ -151,3 +152,20 @@ def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
         repo = EcrRepository(match["account"], match["region"], match["repository"])
         repos[(repo.account, repo.region, repo.name)] = repo
     return [repos[k] for k in sorted(repos)]
+
+
+def bucket_owner(bucket: str, expected_owner: str | None) -> str | None:
+    """The account a read of `bucket` must find as the bucket's owner: the spec's
+    `expected_bucket_owner` (or, given as `expected_owner`, the deploying account), except
+    for JumpStart's own buckets, which AWS owns (catalog.buckets). None: no owner rule.
+
+    It becomes `s3:ResourceAccount` in IAM grants and `ExpectedBucketOwner` on reads, so
+    a bucket of the same name in another account (a squatted or deleted-and-recreated
+    name) is never read.
+    """
+    return None if is_jumpstart_bucket(bucket) else expected_owner
+
+
+def owner_condition(owner: str | None) -> dict[str, dict[str, str]]:
+    """The IAM condition that pins the bucket owner (empty without an owner rule)."""
+    return {"StringEquals": {"s3:ResourceAccount": owner}} if owner else {}

@@ -33,6 +33,7 @@ ECR_PULL_ACTIONS = (
     "ecr:GetDownloadUrlForLayer",
 )
 ECR_TOKEN_ACTION = "ecr:GetAuthorizationToken"
+CONTEXT_S3_RESOURCE_ACCOUNT = "s3:ResourceAccount"
 CONTEXT_S3_PREFIX = "s3:prefix"
 CONTEXT_KMS_VIA = "kms:ViaService"
 
@@ -189,10 +190,15 @@ def _permission_line(
 
 
 def _s3_asks(ctx: DoctorContext, loc: locations.DataLocation) -> list[Ask]:
+    """The role's reads, with the bucket owner in the context (a role that pins it with
+    `s3:ResourceAccount`, as the CDK stack's does, is then judged as S3 would judge it)."""
     part = ctx.partition
-    asks = [Ask("s3:GetObject", loc.object_arn(part))]
+    owner = ctx.bucket_owner(loc.bucket)
+    pinned: tuple[tuple[str, str], ...] = ((CONTEXT_S3_RESOURCE_ACCOUNT, owner),) if owner else ()
+    asks = [Ask("s3:GetObject", loc.object_arn(part), pinned)]
     if loc.is_prefix:
-        asks.append(Ask("s3:ListBucket", loc.bucket_arn(part), ((CONTEXT_S3_PREFIX, loc.dir_key),)))
+        context = ((CONTEXT_S3_PREFIX, loc.dir_key), *pinned)
+        asks.append(Ask("s3:ListBucket", loc.bucket_arn(part), context))
     return asks
 
 

@@ -89,11 +89,13 @@ def secret_env_keys(env: Mapping[str, str]) -> list[str]:
 def check_secrets(dep: Deployment) -> list[PlanWarning]:
     """Warn, naming the key (never the value), about secrets in the model environment.
 
-    CreateModel's Environment is not secret storage: anyone with DescribeModel reads it,
-    and the CDK path puts it in the CloudFormation template (the model custom resource's
-    properties), which CDK's Provider framework also logs whole into the provider's log
-    group (aws-cdk-lib 2.275 framework.js logs every event). With network isolation (the
-    default) the container cannot reach the Hugging Face Hub or any API anyway.
+    CreateModel's Environment is not secret storage: anyone with DescribeModel reads it.
+    In `env` a value would also be written down by the CDK path (the template, cdk.out,
+    the assets bucket, and CDK's Provider framework logs the custom resource's properties
+    whole: aws-cdk-lib 2.275 framework.js) and by `promote --write-spec`; both refuse it
+    (`refuse_plaintext_secrets`). The SDK warns and keeps it in the SecureString manifest.
+    With network isolation (the default) the container cannot reach the Hugging Face Hub
+    or any API anyway.
     """
     spec = dep.spec
     warnings = []
@@ -106,13 +108,26 @@ def check_secrets(dep: Deployment) -> list[PlanWarning]:
         warnings.append(
             PlanWarning(
                 f"env.{key}",
-                f"env.{key} looks like a secret: SageMaker model environments are readable "
-                "with sagemaker:DescribeModel and the CDK path writes them in clear into the "
-                "CloudFormation template; keep credentials out "
-                f"of env (stage the weights in S3 instead){hint}",
+                f"env.{key} looks like a secret: give it by reference instead "
+                f"({SECRETS_FIELD}: {{{key}: <Secrets Manager ARN>}}); in env the SDK keeps "
+                "it in the SecureString manifest and SageMaker's model environment "
+                "(DescribeModel shows it), and the CDK path and promote --write-spec "
+                f"refuse it{hint}",
             )
         )
     return warnings
+
+
+def check_secret_refs(dep: Deployment) -> list[PlanWarning]:
+    """A variable given by reference may not replace one the plan renders itself."""
+    for name in sorted(dep.secret_refs):
+        if name in dep.environment:
+            raise InputError(
+                f"{SECRETS_FIELD}.{name}",
+                "is a variable the plan sets itself",
+                "a name that is not in the container environment",
+            )
+    return []
 
 
 def refuse_plaintext_secrets(env: Mapping[str, str], where: str) -> None:
@@ -143,7 +158,7 @@ def check_logged_args(dep: Deployment) -> list[PlanWarning]:
     `SM_VLLM_API_KEY` or `SM_VLLM_HF_TOKEN` is such an argument, whether the value came
     from `env` or from Secrets Manager.
     """
-    env = dep.environment
+    env = {**dep.environment, **dict.fromkeys(dep.secret_refs, "")}
     engine: Engine = dep.engine
     sensitive = sensitive_logged_args()
     caps = engine.capabilities

@@ -118,7 +118,9 @@ def _flow(recorder: Recorder) -> None:
             if stage == "dev":
                 aws.stage_world(plan)
             aws.script_endpoint(plan.endpoint_name, creating_s=0.05)
-            aws.set_spec_metrics(plan.endpoint_name, acceptance_rate=0.6, num_speculative_tokens=3)
+            aws.set_acceptance_metrics(
+                plan.endpoint_name, acceptance_rate=0.6, num_speculative_tokens=3
+            )
         BaseClient._make_api_call = record  # type: ignore[method-assign]
         try:
             recorder.stage = "dev"

@@ -90,3 +90,55 @@ def test_the_provider_manages_only_this_endpoints_derived_models(roles: Template
     ]
     asks = [Ask("sagemaker:DeleteModel", arn) for arn, _ in cases]
     assert roles.decide(role, asks) == [d for _, d in cases]
+
+
+def test_model_data_is_read_only_from_the_expected_owners_buckets(roles: TemplateRoles) -> None:
+    """`s3:ResourceAccount`: a bucket of the same name in another account (squatted, or
+    deleted and recreated) is never read; the default owner is the stack's account."""
+    role = roles.role_id("ExecutionRole")
+    model = "arn:aws:s3:::acme-models/qwen3/model.tar.gz"
+    drafter = "arn:aws:s3:::acme-drafters/qwen3-p-eagle/config.json"
+
+    def ask(action: str, resource: str, owner: str, **extra: str) -> Ask:
+        return Ask(action, resource, {"s3:ResourceAccount": owner, **extra})
+
+    cases = [
+        (ask("s3:GetObject", model, EDGE_ACCOUNT), "Allowed"),
+        (ask("s3:GetObject", drafter, EDGE_ACCOUNT), "Allowed"),
+        (ask("s3:GetObject", model, "999999999999"), "ImplicitlyDenied"),
+        (
+            ask(
+                "s3:ListBucket",
+                "arn:aws:s3:::acme-drafters",
+                EDGE_ACCOUNT,
+                **{"s3:prefix": "qwen3-p-eagle/x"},
+            ),
+            "Allowed",
+        ),
+        (
+            ask(
+                "s3:ListBucket",
+                "arn:aws:s3:::acme-drafters",
+                "999999999999",
+                **{"s3:prefix": "qwen3-p-eagle/x"},
+            ),
+            "ImplicitlyDenied",
+        ),
+    ]
+    assert roles.decide(role, [a for a, _ in cases]) == [d for _, d in cases]
+
+
+def test_jumpstarts_own_buckets_are_read_whoever_owns_them(stage_synth: Synthesized) -> None:
+    """AWS owns JumpStart's buckets: no owner condition there (catalog.buckets)."""
+    roles = TemplateRoles(stage_synth.templates["PeagleEndpoint-dev"], "us-east-1")
+    role = roles.role_id("ExecutionRole")
+    plan = stage_synth.stacks["PeagleEndpoint-dev"].plan
+    bucket, _, key = plan.model_data_uri.removeprefix("s3://").partition("/")
+    assert bucket.startswith("jumpstart-")
+    obj = f"arn:aws:s3:::{bucket}/{key}"
+    if key.endswith("/"):
+        obj += "config.json"
+    decision = roles.decide(
+        role, [Ask("s3:GetObject", obj, {"s3:ResourceAccount": "111111111111"})]
+    )
+    assert decision == ["Allowed"]
