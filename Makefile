@@ -12,9 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# What `peagle` needs at run time plus the embedded local AWS for the demo.
+# What `peagle` needs at run time plus the embedded local AWS and the benchmark (the
+# demo runs a short one).
 $(VENV)/.stamp-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q -e '.[local,bench]'
 	touch $@
 
 # Everything: SDK, CDK, linters, test tools.

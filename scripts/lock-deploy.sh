@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the hashed locks:
-# - requirements/deploy.lock: the exact set of packages the workflow's deploy jobs install
+# - requirements/deploy.lock: the exact set of packages (with the [bench] extra: the
+#   promotion gates run a benchmark) the workflow's deploy jobs install
 #   (`pip install --require-hashes --no-deps -r requirements/deploy.lock`, then
 #   `pip install --no-deps --no-build-isolation .`). Run it after changing pyproject.toml's
 #   dependencies or build requirements; tests/promote/test_promote_workflow.py fails while
@@ -22,7 +23,7 @@ export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
 "$work/venv/bin/pip" install -q "pip-tools==$PIP_TOOLS_VERSION"
 "$work/venv/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
   --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
-  --output-file requirements/deploy.lock pyproject.toml requirements/build.in
+  --extra bench --output-file requirements/deploy.lock pyproject.toml requirements/build.in
 "$work/venv/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
   --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
   --output-file infra/model_provider/requirements.lock infra/model_provider/requirements.in

@@ -18,6 +18,7 @@ LAYERS: tuple[frozenset[str], ...] = (
         {
             "__init__",
             "errors",
+            "extras",
             "redaction",
             "findings",
             "documents",

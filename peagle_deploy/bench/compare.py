@@ -23,6 +23,7 @@ from peagle_deploy.bench.result_shape import SHAPE
 from peagle_deploy.bench.runner import SweepResult
 from peagle_deploy.documents import RESULTS, load_document
 from peagle_deploy.errors import InputError
+from peagle_deploy.extras import require
 
 PEAGLE = "p-eagle"
 EAGLE3 = "eagle3"
@@ -294,6 +295,7 @@ class Comparison:
 
     def plot(self, path: Path, title: str = "P-EAGLE benchmark") -> Path:
         """PNG: output tokens/s and median TTFT against concurrency, one line per config."""
+        require("matplotlib", "the benchmark plot")
         import matplotlib.pyplot as plt
 
         fig = self.figure(title)
@@ -308,6 +310,7 @@ class Comparison:
         Both value axes start at 0: an autoscaled 50.9-51.4 ms TTFT axis made noise look
         like a cliff. The title says what was measured (dataset, max_tokens, date).
         """
+        require("matplotlib", "the benchmark plot")
         import matplotlib
 
         matplotlib.use("Agg")

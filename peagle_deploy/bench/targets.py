@@ -27,6 +27,7 @@ from peagle_deploy.bench.stream import (
     read_capped,
 )
 from peagle_deploy.errors import InputError, PeagleError
+from peagle_deploy.extras import require
 from peagle_deploy.streaming import SSEDecodeError, SSEParser
 
 __all__ = [
@@ -120,6 +121,7 @@ class OpenAITarget:
         extra_body: dict[str, Any] | None = None,
         scrape_metrics: bool = True,
     ) -> None:
+        require("aiohttp", "benchmarking a URL")
         self.root, self.api_url = split_base_url(url)
         self.url = url
         self.model = model

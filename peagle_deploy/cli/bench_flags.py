@@ -1,18 +1,18 @@
-"""The flags of `peagle bench` and `peagle bench compare`, and parsers for bench options.
+"""The flags of `peagle bench` and `peagle bench compare`.
 
 The sweep knobs are declared once, on the models in `peagle_deploy.bench.settings`
-(type, limits, default, docstring, option names); their options come from that data, as
-written to `bench/flag_table.json`, so that start-up builds no pydantic model. Their
-values reach `BenchSettings` as typed, and a refused one is one line naming the flag.
-The other flags belong to the command line (which target, where the results go) and are
-declared here, in RunFlags.
+(type, limits, default, docstring, `Flag` option names); their options come from that
+table, as written to `bench/flag_table.json` (so that start-up builds no pydantic model),
+made options by peagle_deploy.cli.flags like the spec's. Their values reach
+`BenchSettings` as typed, and a refused one is one line naming the flag. The other flags
+belong to the command line (which target, where the results go) and are declared here,
+in RunFlags.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import json
 import math
 import typing
 from collections.abc import Callable
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from peagle_deploy.cli import output
-from peagle_deploy.errors import InputError
+from peagle_deploy.cli.flags import given, number, option, take_given
+from peagle_deploy.spec.flag_table import read_table
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.progress import RichProgress
@@ -31,55 +32,9 @@ if TYPE_CHECKING:
     from peagle_deploy.bench.targets import OpenAITarget, SageMakerTarget
 
 FLAG_TABLE = Path(__file__).resolve().parents[1] / "bench" / "flag_table.json"
-SWEEP_FLAGS: list[dict[str, Any]] = json.loads(FLAG_TABLE.read_text("utf-8"))["flags"]
-FLAG_OF = {row["field"]: row["names"][0] for row in SWEEP_FLAGS}
+SWEEP_FLAGS = read_table(FLAG_TABLE)[1]
+FLAG_OF = {row.keyword: row.flag for row in SWEEP_FLAGS}
 """Sweep knob -> its long flag (`duration_s` -> `--duration`)."""
-_METAVAR = {"int": "<int>", "float": "<float>", "str": "<str>", "levels": "<int,...>"}
-_ALLOWED = {
-    "int": "an integer",
-    "float": "a number",
-    "str": "a non-empty value",
-    "levels": "comma-separated integers",
-}
-
-
-def given(flag: str, allowed: str = "a non-empty value") -> Callable[[Any], Any]:
-    """A typer parser that refuses an empty value (an unset shell variable) naming the
-    flag, where typer would pass '' on or print a multi-line usage error."""
-
-    def parse(raw: Any) -> Any:
-        if isinstance(raw, str) and not raw.strip():
-            raise InputError(flag, "is empty (an unset shell variable?)", allowed)
-        return raw
-
-    return parse
-
-
-def number(
-    flag: str,
-    kind: type[int] | type[float],
-    allowed: str,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-) -> Callable[[Any], Any]:
-    """A typer parser for a number: one line naming the flag for '', `abc`, `nan` or a
-    value outside [minimum, maximum]."""
-
-    def parse(raw: Any) -> Any:
-        if not isinstance(raw, str):
-            return raw  # the default
-        try:
-            value = kind(raw.strip())
-        except ValueError:
-            raise InputError(flag, f"{raw!r} is not {_ALLOWED[kind.__name__]}", allowed) from None
-        if not math.isfinite(value):
-            raise InputError(flag, f"{raw!r} is not a finite number", allowed)
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise InputError(flag, f"{raw!r} is out of range", allowed)
-        return value
-
-    return parse
 
 
 JSON_FLAG = ("--json",)
@@ -191,35 +146,6 @@ def _option(name: str, default: Any, annotation: Any, meta: dict[str, Any]) -> i
     )
 
 
-def _help(row: dict[str, Any]) -> str:
-    """The docstring, and the default as typer shows other options' defaults."""
-    default = row["default"]
-    if default is None:
-        return str(row["doc"])
-    shown = ",".join(str(v) for v in default) if isinstance(default, list) else default
-    return f"{row['doc']} \\[default: {shown}]"
-
-
-def _sweep_options() -> list[inspect.Parameter]:
-    """One option per sweep knob, taken as text: BenchSettings parses and checks it (the
-    parameter's default is None, meaning "not given": the model's default applies)."""
-    return [
-        _option(
-            row["field"],
-            None,
-            str | None,
-            _meta(
-                *row["names"],
-                text=_help(row),
-                metavar=_METAVAR[row["type"]],
-                show_default=False,
-                parser=given(row["names"][0], _ALLOWED[row["type"]]),
-            ),
-        )
-        for row in SWEEP_FLAGS
-    ]
-
-
 def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
     """Give `command` the sweep-knob and RunFlags options: typer sees them in the
     signature, the command receives their values as `flags: RunFlags`."""
@@ -232,11 +158,11 @@ def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def with_flags(*args: Any, **kwargs: Any) -> None:
-        knobs = {row["field"]: kwargs.pop(row["field"]) for row in SWEEP_FLAGS}
+        sweep = {row.keyword: value for row, value in take_given(SWEEP_FLAGS, kwargs)}
         values = {f.name: kwargs.pop(f.name) for f in _RUN_FIELDS}
-        sweep = {k: v for k, v in knobs.items() if v is not None}
         command(*args, flags=RunFlags(**values, sweep=sweep), **kwargs)
 
-    signature = inspect.Signature([*own, *first, *_sweep_options(), *rest])
+    sweep_options = [option(row, as_text=True) for row in SWEEP_FLAGS]
+    signature = inspect.Signature([*own, *first, *sweep_options, *rest])
     with_flags.__signature__ = signature  # type: ignore[attr-defined]
     return with_flags

@@ -27,6 +27,9 @@ def check_outputs(json_path: str | None, report: str | None) -> None:
         _check_file(Path(json_path), "--json", "a file path, or - for stdout")
     if report is not None:
         from peagle_deploy.bench.compare import REPORT_FILES
+        from peagle_deploy.extras import require
+
+        require("matplotlib", "--report (its plot)")
 
         directory = Path(report)
         try:

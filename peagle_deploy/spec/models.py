@@ -6,18 +6,19 @@ the JSON-schema descriptions (`use_attribute_docstrings`) and the help of the CL
 
 A field annotated with `Flag(...)` is a knob of `peagle plan` / `peagle deploy` and a
 keyword of `deploy_peagle()`: the flag table (`peagle_deploy.spec.flags`) is derived
-from these annotations, so a knob is declared here and nowhere else.
+from these annotations, so a knob is declared here and nowhere else. A flag without a
+panel is shown in the first (`PANEL_MODEL`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from peagle_deploy.spec.empty import EMPTY_ALLOWED, EMPTY_PROBLEM, is_empty
+from peagle_deploy.spec.flag_table import Flag
 from peagle_deploy.spec.stage import StageName
 
 SpeculativeMode = Literal["p-eagle", "eagle3", "none"]
@@ -37,21 +38,6 @@ PANEL_MODEL = "Model and speculative decoding"
 PANEL_CAPACITY = "Capacity and rollout"
 PANEL_IDENTITY = "Names, region and tags"
 PANEL_SECURITY = "Network and security"
-
-
-@dataclass(frozen=True)
-class Flag:
-    """Marks a spec field as a CLI flag and SDK keyword (see `peagle_deploy.spec.flags`).
-
-    `name` defaults to `--<field-name>` (dashes for underscores), `keyword` to the field
-    name; a bool field's flag sets the opposite of its default. Help comes from the
-    field's docstring.
-    """
-
-    name: str | None = None
-    short: str | None = None
-    keyword: str | None = None
-    panel: str = PANEL_MODEL
 
 
 AWS_INT_MAX = 2**31 - 1

@@ -52,24 +52,24 @@ def test_the_clis_flag_table_is_the_models() -> None:
 def test_every_sweep_knob_is_a_flag_with_the_models_default_and_docstring(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from peagle_deploy.bench.settings import SweepConfig, flag_rows
+    from peagle_deploy.bench.settings import SweepConfig, sweep_flags
     from peagle_deploy.cli.app import main
 
-    rows = {row["field"]: row for row in flag_rows()}
+    rows = {row.keyword: row for row in sweep_flags()}
     assert set(BenchSettings.model_fields) <= set(rows)  # every sweep knob has its flag
     assert {"hourly_price", "workers"} <= set(rows) and "progress" not in rows
     for name, row in rows.items():
         model = BenchSettings if name in BenchSettings.model_fields else SweepConfig
         info = model.model_fields[name]
-        assert row["default"] == info.get_default(call_default_factory=True)
-        assert row["doc"] and row["doc"].split()[0] in (info.description or "")
+        assert row.default == info.get_default(call_default_factory=True)
+        assert row.doc and row.doc.split()[0] in (info.description or "")
     for command in (["bench"], ["bench", "compare"]):
         assert main([*command, "--help"]) == 0
         text = " ".join(capsys.readouterr().out.replace("│", " ").split())
         for row in rows.values():
-            assert all(name in text for name in row["names"])
-            assert " ".join(row["doc"].split()[:4]) in text
-    assert "[default: 1,4,8,32,128]" in text
+            assert all(name in text for name in row.decls)
+            assert " ".join(row.doc.split()[:4]) in text
+    assert "Default: 1,4,8,32,128." in text
 
 
 def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(

@@ -6,7 +6,8 @@ import pytest
 
 from peagle_deploy.errors import InputError
 from peagle_deploy.spec import DeploymentSpec, load_spec
-from peagle_deploy.spec.flags import keyword_overrides, parse_pairs, spec_flag, spec_flags
+from peagle_deploy.spec.flag_table import parse_pairs
+from peagle_deploy.spec.flags import keyword_overrides, spec_flag, spec_flags
 
 
 def _walk_path(path: str) -> object:
@@ -100,9 +101,9 @@ def test_pairs() -> None:
 def test_the_clis_table_is_the_models_table() -> None:
     """flag_table.json is data written from the models; after editing them, regenerate it
     with `python -m peagle_deploy.spec.flags`."""
-    from peagle_deploy.spec.flags import TABLE_FILE, cli_table, model_doc, table_json
+    from peagle_deploy.spec.flags import TABLE_FILE, cli_table, model_doc, spec_table_json
 
-    assert TABLE_FILE.read_text(encoding="utf-8") == table_json()
+    assert TABLE_FILE.read_text(encoding="utf-8") == spec_table_json()
     assert cli_table() == (model_doc(), spec_flags())
 
 
