@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.nag import acknowledge, nag_text
-from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
+from peagle_deploy.access import ecr_repositories, s3_read_statements, s3_reads
 
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
@@ -122,39 +122,10 @@ class ExecutionRole(Construct):
         # --- S3: the model and drafter locations, nothing else, in the expected owner's
         # buckets (s3:ResourceAccount; JumpStart's own buckets are AWS's) ------------
         reads = s3_reads(create_model)
-        owner = expected_bucket_owner or stack.account
-        owner_of = {r.bucket: bucket_owner(r.bucket, owner) for r in reads}
-        for sid, pinned in (("ReadModelAndDrafter", True), ("ReadJumpStartModelData", False)):
-            objects = [
-                f"arn:{partition}:s3:::{r.object_pattern}"
-                for r in reads
-                if (owner_of[r.bucket] is not None) == pinned
-            ]
-            if objects:
-                policy.add_statements(
-                    iam.PolicyStatement(
-                        sid=sid,
-                        actions=["s3:GetObject"],
-                        resources=objects,
-                        conditions=owner_condition(owner) if pinned else None,
-                    )
-                )
-        prefixes_by_bucket: dict[str, list[str]] = {}
-        for read in reads:
-            if read.list_prefix is not None:
-                prefixes_by_bucket.setdefault(read.bucket, []).append(read.list_prefix)
-        for index, (bucket, prefixes) in enumerate(sorted(prefixes_by_bucket.items())):
-            policy.add_statements(
-                iam.PolicyStatement(
-                    sid=f"ListModelPrefixes{index}",
-                    actions=["s3:ListBucket"],
-                    resources=[f"arn:{partition}:s3:::{bucket}"],
-                    conditions={
-                        "StringLike": {"s3:prefix": sorted(prefixes)},
-                        **owner_condition(owner_of[bucket]),
-                    },
-                )
-            )
+        for statement in s3_read_statements(
+            create_model, partition=partition, owner=expected_bucket_owner or stack.account
+        ):
+            policy.add_statements(iam.PolicyStatement.from_json(statement))
         for read in reads:
             if read.is_prefix:
                 # parse_s3_uri refuses bucket roots; a bucket-wide grant is never waved

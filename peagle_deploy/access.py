@@ -11,7 +11,7 @@ the model uses.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,3 +169,90 @@ def bucket_owner(bucket: str, expected_owner: str | None) -> str | None:
 def owner_condition(owner: str | None) -> dict[str, dict[str, str]]:
     """The IAM condition that pins the bucket owner (empty without an owner rule)."""
     return {"StringEquals": {"s3:ResourceAccount": owner}} if owner else {}
+
+
+ECR_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+)
+
+
+def s3_read_statements(
+    create_model: Mapping[str, Any], *, partition: str, owner: str | None
+) -> list[dict[str, Any]]:
+    """The S3 grants loading the model needs, as IAM statements (one home for the CDK role
+    and the planned policy): GetObject on its locations and ListBucket on its prefixes,
+    pinned to the bucket `owner` (`s3:ResourceAccount`) except in JumpStart's buckets."""
+    reads = s3_reads(create_model)
+    owner_of = {r.bucket: bucket_owner(r.bucket, owner) for r in reads}
+    statements: list[dict[str, Any]] = []
+    for sid, pinned in (("ReadModelAndDrafter", True), ("ReadJumpStartModelData", False)):
+        objects = [
+            f"arn:{partition}:s3:::{r.object_pattern}"
+            for r in reads
+            if (owner_of[r.bucket] is not None) == pinned
+        ]
+        if objects:
+            statements.append(
+                {
+                    "Sid": sid,
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": objects,
+                    **({"Condition": owner_condition(owner)} if pinned and owner else {}),
+                }
+            )
+    prefixes: dict[str, list[str]] = {}
+    for read in reads:
+        if read.list_prefix is not None:
+            prefixes.setdefault(read.bucket, []).append(read.list_prefix)
+    for index, (bucket, listed) in enumerate(sorted(prefixes.items())):
+        statements.append(
+            {
+                "Sid": f"ListModelPrefixes{index}",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:{partition}:s3:::{bucket}",
+                "Condition": {
+                    "StringLike": {"s3:prefix": sorted(listed)},
+                    **owner_condition(owner_of[bucket]),
+                },
+            }
+        )
+    return statements
+
+
+def model_access_policy(
+    create_model: Mapping[str, Any],
+    *,
+    partition: str = "aws",
+    model_data_kms_key_arns: Sequence[str] = (),
+    owner: str | None = None,
+) -> dict[str, Any]:
+    """The grants of the CDK execution role (infra/role.py) that loading the model needs:
+    S3 reads of its locations (in `owner`'s buckets: the spec's `expected_bucket_owner`,
+    else the stack's account), pulls of its image, Decrypt of SSE-KMS weights through S3.
+
+    `peagle doctor --stage` evaluates it for the role a stack has not created yet; a test
+    keeps its decisions equal to the synthesized role's.
+    """
+    statements = s3_read_statements(create_model, partition=partition, owner=owner)
+    statements.append(
+        {
+            "Effect": "Allow",
+            "Action": list(ECR_PULL_ACTIONS),
+            "Resource": [r.arn(partition) for r in ecr_repositories(create_model)],
+        }
+    )
+    statements.append({"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"})
+    if model_data_kms_key_arns:
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": sorted(set(model_data_kms_key_arns)),
+                "Condition": {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}

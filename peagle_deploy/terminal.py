@@ -8,11 +8,16 @@ escaped (`literal`) before it goes into a marked-up line or a table cell.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
+
+# C0 and C1 controls and DEL (escape sequences, newlines, carriage returns), and the
+# Unicode direction overrides/isolates that reorder what a line appears to say.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 CONSOLE_OPTIONS: dict[str, Any] = {"emoji": False}
 """What every peagle-deploy console is built with."""
@@ -37,3 +42,12 @@ def escaped(value: object) -> str:
     from rich.markup import escape
 
     return escape(str(value))
+
+
+def printable(value: object) -> str:
+    """`value` as one line that cannot drive the terminal: control characters and
+    direction overrides are shown escaped (`\\x1b`, `\\u202e`). For strings that come
+    from an account (S3 keys, AWS error messages, policy text)."""
+    return _UNPRINTABLE.sub(
+        lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(value)
+    )

@@ -31,7 +31,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"catalog"}),
     frozenset({"deployment"}),
     frozenset({"validation"}),
-    frozenset({"plan", "access"}),
+    frozenset({"plan", "access", "stages"}),
     frozenset({"aws", "doctor"}),
     frozenset({"sdk", "bench"}),
     frozenset({"promote", "emulator"}),

@@ -81,7 +81,12 @@ def deploy_command(
         bool, typer.Option("--no-wait", help="Return once SageMaker accepted the requests.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only read: say what deploy would do.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Only read: say what deploy would do, and what `peagle doctor` finds. A "
+            "preview: failing checks are shown, not fatal (a real deploy stops on them).",
+        ),
     ] = False,
     no_doctor: Annotated[
         bool, typer.Option("--no-doctor", help="Skip the read-only checks of `peagle doctor`.")
@@ -147,6 +152,10 @@ def deploy_command(
                 f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
             )
         output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
+        shown = {str(w) for w in plan.warnings}  # printed before the deploy
+        for extra in outcome.warnings:
+            if extra not in shown:
+                output.warn(extra)
         return
     output.console.print(
         f"[bold]{escape(outcome.endpoint_name)}[/] "

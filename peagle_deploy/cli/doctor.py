@@ -1,11 +1,14 @@
 """`peagle doctor`: read-only checks of what a plan would deploy, before anything exists.
 
-Takes the spec flags of `peagle plan`. Exit 0: nothing blocks (warnings may remain);
-1: a check failed; 2: bad input (refused before any AWS call).
+Takes the spec flags of `peagle plan`, or `--stage NAME` alone for a stage of the CDK
+app's cdk.json (the plan `cdk synth` builds; see `cdk_stage`). Exit 0: nothing blocks
+(warnings may remain); 1: a check failed; 2: bad input (refused before any AWS call);
+130: interrupted (Ctrl-C returns at once, not after the reads in flight).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,11 +16,45 @@ import typer
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
 from peagle_deploy.cli.spec_options import spec_options
+from peagle_deploy.errors import InputError
 
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print every check as JSON (status, resource, detail, fix).")
 ]
 _STYLE = {"pass": "[green]PASS[/]", "fail": "[bold red]FAIL[/]", "warn": "[yellow]WARN[/]"}
+STAGE_KNOB = "stage"
+
+DOCTOR_EXAMPLES = """\
+Examples:
+
+  peagle doctor qwen3-coder-30b-a3b-instruct --role-arn arn:aws:iam::123456789012:role/sm
+
+  peagle doctor -f stages/prod.yaml --stage prod --role-arn ROLE_ARN   # a spec file
+
+  peagle doctor --stage prod      # cdk.json's stage prod, before `cdk deploy PeagleEndpoint-prod`
+"""
+
+
+def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(plan, role view, session): a spec's plan with its role, or a CDK stage's with the
+    stack's role."""
+    from peagle_deploy.plan import build_plan
+
+    if file is not None or model is not None or STAGE_KNOB not in knobs:
+        return build_plan(so.load_cli_spec(file, model, knobs)), None, None
+    others = sorted(k for k in knobs if k != STAGE_KNOB)
+    if others:
+        raise InputError(
+            "--stage",
+            f"a CDK stage takes its spec from cdk.json; {others[0]} cannot be changed here",
+            "--stage NAME alone (or MODEL / --file with flags for a spec)",
+        )
+    from peagle_deploy.aws import make_session
+    from peagle_deploy.cli.cdk_stage import planned_role, stage_plan
+
+    stage, plan = stage_plan(str(knobs[STAGE_KNOB]), Path.cwd())
+    session = make_session(plan.region)
+    return plan, planned_role(plan, session, stage.stack_id, stage.account), session
 
 
 @spec_options
@@ -29,29 +66,41 @@ def doctor_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check, in seconds and read-only, what SageMaker would find 10-20 minutes after
-    CreateEndpoint: model data and drafter in S3 (P-EAGLE rules on the drafter's
-    headers), the execution role's trust and permissions, the instance quota, the image.
+    CreateEndpoint: model data and drafter in S3 (the container's P-EAGLE rules on the
+    drafter), the execution role's trust and permissions decided as IAM decides them
+    (its policies with the bucket, key and repository policies), the instance quota, the
+    image. `--stage NAME` alone checks cdk.json's stage NAME as `cdk deploy` would
+    deploy it (run it in the CDK app's directory).
     """
     from peagle_deploy.doctor import run_doctor
-    from peagle_deploy.plan import build_plan
 
-    plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
-    report = run_doctor(plan)
+    plan, role_view, session = _plan(file, model, knobs or {})
+    report = run_doctor(plan, boto_session=session, role_view=role_view)
     if as_json:
         output.emit_json({**report.to_json(), "plan_warnings": list(plan.warnings)})
     else:
         _print_report(report)
         for warning in plan.warnings:
+            if role_view is not None and warning.field == "execution_role_arn":
+                continue  # the stack creates its own role
             output.warn(warning)
     if not report.ok:
         raise typer.Exit(report.exit_code)
 
 
+def _cell(value: object) -> Any:
+    """A table cell from account data: no markup, no terminal control characters."""
+    from peagle_deploy.terminal import literal, printable
+
+    return literal(printable(value))
+
+
 def _print_report(report: Any) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=escape(f"peagle doctor: {report.endpoint_name} ({report.region})"))
+    from peagle_deploy.terminal import printable
+
+    table = Table(title=_cell(f"peagle doctor: {report.endpoint_name} ({report.region})"))
     table.add_column("", no_wrap=True)
     table.add_column("check", no_wrap=True)
     table.add_column("resource", overflow="fold")
@@ -60,12 +109,14 @@ def _print_report(report: Any) -> None:
     for r in report.results:
         table.add_row(
             _STYLE[r.status],
-            r.check,
-            escape(r.resource),
-            escape(r.detail),
-            escape(r.fix) if r.status != "pass" else "",
+            _cell(r.check),
+            _cell(r.resource),
+            _cell(r.detail),
+            _cell(r.fix) if r.status != "pass" else "",
         )
     output.print_table(table)
+    for note in report.notes:
+        output.console.print(f"note: {printable(note)}", highlight=False, markup=False)
     counts = {s: sum(1 for r in report.results if r.status == s) for s in ("pass", "fail", "warn")}
     verdict = (
         "[green]nothing blocks the deployment[/]"
@@ -81,4 +132,4 @@ def _print_report(report: Any) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `peagle doctor` to the root app."""
-    app.command("doctor")(doctor_command)
+    app.command("doctor", epilog=DOCTOR_EXAMPLES)(doctor_command)

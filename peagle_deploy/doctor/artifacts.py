@@ -3,16 +3,18 @@ passes the P-EAGLE rules the container's preflight applies (peagle_serve.drafter
 
 Only headers are read: `config.json` and index files with one bounded GET each, and per
 safetensors file two ranged GETs (the 8-byte length, then the JSON header). Weights are
-never downloaded.
+never downloaded, and no read takes more than the bytes it asked for, even from a
+server that ignores `Range`. JSON is parsed with the container's rules and limits
+(`peagle_serve.strict_json`: each key once, depth 64, no NaN, no BOM), so a drafter its
+preflight would refuse fails here, before any instance starts.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from peagle_serve import contract, drafter_rules
+from peagle_serve import contract, drafter_rules, strict_json
 from peagle_serve.numeric_env import NumericEnvError, numeric_value
 from peagle_serve.safetensors_header import (
     INDEX_FILE,
@@ -32,8 +34,6 @@ from peagle_deploy.doctor.context import (
 from peagle_deploy.doctor.locations import DataLocation
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 
-JSON_READ_LIMIT = 4 * 1024 * 1024
-"""Bytes read of a config.json or index file (real ones are a few KB)."""
 LIST_LIMIT = 1000
 """Objects listed per location (one ListObjectsV2 page)."""
 NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -225,27 +225,51 @@ def check_model_data(ctx: DoctorContext) -> list[CheckResult]:
 # --- the drafter ------------------------------------------------------------------------
 
 
+class RangeIgnoredError(Exception):
+    """S3 (or what answers for it) sent more than the bytes asked for."""
+
+
 def _get(ctx: DoctorContext, bucket: str, key: str, first: int, last: int) -> bytes:
+    """Bytes first..last of an object; never more, whatever the server sends."""
+    want = last - first + 1
     response = ctx.client("s3").get_object(
         Bucket=bucket, Key=key, Range=f"bytes={first}-{last}", **owner_args(ctx, bucket)
     )
-    return bytes(response["Body"].read())
+    body = response["Body"]
+    try:
+        length = response.get("ContentLength")
+        if isinstance(length, int) and length > want:
+            raise RangeIgnoredError(
+                f"S3 answered {length} bytes to a request for bytes {first}-{last} of "
+                f"s3://{bucket}/{key} (the Range header was ignored)"
+            )
+        data = bytes(body.read(want + 1))
+    finally:
+        body.close()
+    if len(data) > want:
+        raise RangeIgnoredError(
+            f"S3 sent more than the {want} bytes asked for of s3://{bucket}/{key} "
+            "(the Range header was ignored)"
+        )
+    return data
 
 
-def _json(ctx: DoctorContext, bucket: str, key: str, check: str, fix: str) -> dict[str, Any]:
+def _json(
+    ctx: DoctorContext, bucket: str, key: str, check: str, fix: str, *, max_bytes: int
+) -> dict[str, Any]:
+    """A JSON file read and parsed by the container's rules (peagle_serve.strict_json):
+    what its preflight would refuse after the instance is up is refused here."""
     uri = f"s3://{bucket}/{key}"
     try:
-        raw = _get(ctx, bucket, key, 0, JSON_READ_LIMIT - 1)
+        raw = _get(ctx, bucket, key, 0, max_bytes)  # one byte more than allowed: too big?
     except Exception as exc:
         if error_code(exc) in NOT_FOUND:
             raise _StopCheckError(failed(check, uri, "does not exist", fix)) from None
         raise _StopCheckError(_cannot_look(check, uri, f"read {uri}", exc)) from None
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _StopCheckError(failed(check, uri, f"is not valid JSON ({exc})", fix)) from None
-    except RecursionError:
-        raise _StopCheckError(failed(check, uri, "is nested too deeply to be JSON", fix)) from None
+        value = strict_json.load_bytes(raw, what=uri, max_bytes=max_bytes)
+    except strict_json.JsonInputError as exc:
+        raise _StopCheckError(failed(check, uri, exc.problem, fix)) from None
     if not isinstance(value, dict):
         raise _StopCheckError(failed(check, uri, "is not a JSON object", fix))
     return value
@@ -316,6 +340,7 @@ def _drafter_config(
         loc.dir_key + "config.json",
         check,
         "upload the drafter's config.json from its checkpoint",
+        max_bytes=strict_json.CONFIG_MAX_BYTES,
     )
     return config_uri, config
 
@@ -328,7 +353,14 @@ def _drafter_tensors(
     base = loc.dir_key
     weights_uri = loc.uri
     if INDEX_FILE in files:
-        index = _json(ctx, loc.bucket, base + INDEX_FILE, check, "re-upload the checkpoint")
+        index = _json(
+            ctx,
+            loc.bucket,
+            base + INDEX_FILE,
+            check,
+            "re-upload the checkpoint",
+            max_bytes=strict_json.INDEX_MAX_BYTES,
+        )
         try:
             names = index_shards(index, loc.object_uri(INDEX_FILE))
         except SafetensorsError as exc:
@@ -386,6 +418,7 @@ def _target_line(
             target.dir_key + "config.json",
             check,
             "upload the target's config.json",
+            max_bytes=strict_json.CONFIG_MAX_BYTES,
         )
     except _StopCheckError as stop:
         return warned(

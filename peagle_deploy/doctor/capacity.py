@@ -29,8 +29,8 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from peagle_deploy.doctor.context import (
     short_error,
 )
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
+from peagle_deploy.doctor.workers import run_all
 
 SERVICE_CODE = "sagemaker"
 ENDPOINT_USAGE = " for endpoint usage"
@@ -51,6 +52,18 @@ IDLE_STATES = frozenset({"Failed", "Deleting", "OutOfService"})
 """Endpoint states that hold no instances against the quota."""
 MAX_ENDPOINTS = 500
 """Endpoints looked at for usage (two Describe calls each); beyond, usage is a warning."""
+MAX_ENDPOINT_PAGES = 20
+"""ListEndpoints pages read (100 endpoints each): an account whose pages keep coming
+empty with a new NextToken ends here, as a warning, not in an endless loop."""
+MAX_QUOTA_PAGES = 50
+"""Service Quotas pages read per listing (100 quotas each; SageMaker lists a few
+hundred): beyond, the quota is reported as not checked."""
+
+
+class PagesExhaustedError(RuntimeError):
+    """A listing kept paging past its bound."""
+
+
 DESCRIBE_WORKERS = 8
 
 
@@ -114,7 +127,8 @@ def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
     """Instances of `instance_type` that the account's endpoints in the region hold."""
     sm = ctx.client("sagemaker")
     names: list[str] = []
-    for page in sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100}):
+    pages = sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100})
+    for number, page in enumerate(pages, start=1):
         names += [
             e["EndpointName"]
             for e in page.get("Endpoints", [])
@@ -122,8 +136,13 @@ def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
         ]
         if len(names) > MAX_ENDPOINTS:
             raise RuntimeError(f"more than {MAX_ENDPOINTS} endpoints to look at")
-    with ThreadPoolExecutor(DESCRIBE_WORKERS, thread_name_prefix="peagle-doctor-usage") as pool:
-        counts = list(pool.map(lambda n: _endpoint_instances(ctx, n, instance_type), names))
+        if number >= MAX_ENDPOINT_PAGES and page.get("NextToken"):
+            raise PagesExhaustedError(f"ListEndpoints still paging after {number} pages")
+    counts = run_all(
+        [functools.partial(_endpoint_instances, ctx, n, instance_type) for n in names],
+        workers=DESCRIBE_WORKERS,
+        name="peagle-doctor-usage",
+    )
     return Usage(tuple((n, c) for n, c in sorted(zip(names, counts, strict=True)) if c))
 
 
@@ -143,10 +162,13 @@ def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
 def _quotas(ctx: DoctorContext, operation: str) -> Iterator[dict[str, Any]]:
     client = ctx.client("service-quotas")
     paginator = client.get_paginator(operation)
-    for page in paginator.paginate(
-        ServiceCode=SERVICE_CODE, PaginationConfig={"PageSize": PAGE_SIZE}
-    ):
+    pages = paginator.paginate(ServiceCode=SERVICE_CODE, PaginationConfig={"PageSize": PAGE_SIZE})
+    for number, page in enumerate(pages, start=1):
         yield from page.get("Quotas", [])
+        if number >= MAX_QUOTA_PAGES and page.get("NextToken"):
+            raise PagesExhaustedError(
+                f"Service Quotas ({operation}) still paging after {number} pages"
+            )
 
 
 def _find(ctx: DoctorContext, operation: str, name: str) -> tuple[dict[str, Any] | None, bool]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from peagle_deploy.doctor.result import CheckResult, warned
 from peagle_deploy.plan import Plan
+
+T = TypeVar("T")
 
 # Error codes that mean "you may not look", not "it is broken": the check becomes a
 # warning, never a failure.
@@ -72,9 +75,14 @@ class DoctorContext:
 
     plan: Plan
     session: Any
+    role: Any = None
+    """The role SageMaker will run as (doctor.role.RoleView); None: the plan's role, asked
+    of the IAM policy simulator."""
     _clients: dict[tuple[str, str], Any] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _account_id: str | None = field(default=None, init=False)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False)
+    _memo_locks: dict[Hashable, threading.Lock] = field(default_factory=dict, init=False)
 
     @property
     def region(self) -> str:
@@ -122,3 +130,14 @@ class DoctorContext:
             identity = self.client("sts").get_caller_identity()
             self._account_id = str(identity["Account"])
         return self._account_id
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()` once per doctor run for `key` (checks in other threads wait for it):
+        a bucket's policy serves the model data and the drafter lines alike."""
+        with self._lock:
+            lock = self._memo_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._memo:
+                self._memo[key] = compute()
+            value: T = self._memo[key]
+            return value

@@ -22,11 +22,17 @@ class DoctorFailedError(DeployError):
         )
 
 
-def require_healthy(plan: Plan, *, boto_session: Any = None) -> DoctorReport:
-    """Run the doctor; raise DoctorFailedError when a check fails (warnings pass)."""
+def require_healthy(
+    plan: Plan, *, boto_session: Any = None, raise_on_failure: bool = True
+) -> DoctorReport:
+    """Run the doctor; raise DoctorFailedError when a check fails (warnings pass).
+
+    `raise_on_failure=False` (a dry run, a preview): the report is returned whatever it
+    says, for the caller to show.
+    """
     from peagle_deploy.doctor.runner import run_doctor
 
     report = run_doctor(plan, boto_session=boto_session)
-    if not report.ok:
+    if raise_on_failure and not report.ok:
         raise DoctorFailedError(report)
     return report

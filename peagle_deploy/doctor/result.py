@@ -59,6 +59,8 @@ class DoctorReport:
     region: str
     results: list[CheckResult] = field(default_factory=list)
     elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """What doctor cannot see at all, said once (not a warning per check)."""
 
     @property
     def failures(self) -> list[CheckResult]:
@@ -89,4 +91,5 @@ class DoctorReport:
                 for status in ("pass", "fail", "warn")
             },
             "checks": [r.to_json() for r in self.results],
+            "notes": list(self.notes),
         }

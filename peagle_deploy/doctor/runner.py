@@ -1,20 +1,23 @@
 """Run every check of a plan concurrently and collect one report.
 
 Each check is a few read-only AWS calls (Get/List/Describe/Head, ranged GETs,
-iam:SimulatePrincipalPolicy), so they run in a thread pool; the wall time is about the
-slowest check's. A check that raises is reported as could-not-check, never as a pass.
+iam:SimulatePrincipalPolicy, bucket/key/repository policies), so they run on worker
+threads (`workers.run_all`: Ctrl-C returns at once, stalled reads are not waited for);
+the wall time is about the slowest check's. A check that raises is reported as
+could-not-check, never as a pass.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from peagle_deploy.doctor import artifacts, capacity, image, role
 from peagle_deploy.doctor.context import DoctorContext, short_error
 from peagle_deploy.doctor.result import CheckResult, DoctorReport, warned
+from peagle_deploy.doctor.workers import run_all
 from peagle_deploy.plan import Plan
 
 Check = Callable[[DoctorContext], list[CheckResult]]
@@ -39,22 +42,40 @@ def _safely(name: str, check: Check, ctx: DoctorContext) -> list[CheckResult]:
         return [warned(name, ctx.plan.endpoint_name, f"could not check: {short_error(exc)}")]
 
 
-def run_doctor(plan: Plan, *, boto_session: Any = None) -> DoctorReport:
+def _notes(results: list[CheckResult]) -> list[str]:
+    """What no check can see, said once."""
+    decided = [
+        r
+        for r in results
+        if r.check.startswith("role.") and not r.detail.startswith("could not check")
+    ]
+    return [role.SCP_NOTE] if decided else []
+
+
+def run_doctor(plan: Plan, *, boto_session: Any = None, role_view: Any = None) -> DoctorReport:
     """Every check's result for `plan` (read-only; needs credentials, never write access).
 
-    Missing credentials or region raise before any check runs (botocore's errors).
+    `role_view` (doctor.role.RoleView): the role SageMaker will run as, when it is not the
+    plan's (a CDK stage's own role). Missing credentials or region raise before any check
+    runs (botocore's errors). Ctrl-C raises KeyboardInterrupt at once.
     """
     from peagle_deploy.aws import make_session
 
     started = time.perf_counter()
-    ctx = DoctorContext(plan, make_session(plan.region, boto_session))
+    ctx = DoctorContext(plan, make_session(plan.region, boto_session), role=role_view)
     _ = ctx.account_id  # no credentials: fail once, here, not in every check
-    with ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="peagle-doctor") as pool:
-        futures = [pool.submit(_safely, name, check, ctx) for name, check in CHECKS]
-        results = [result for future in futures for result in future.result()]
+    tasks = [functools.partial(_safely, name, check, ctx) for name, check in CHECKS]
+    try:
+        lines = run_all(tasks, workers=MAX_WORKERS, name="peagle-doctor")
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"interrupted: doctor stopped checking {plan.endpoint_name}; nothing was created"
+        ) from None
+    results = [result for found in lines for result in found]
     return DoctorReport(
         endpoint_name=plan.endpoint_name,
         region=plan.region,
         results=results,
         elapsed_s=time.perf_counter() - started,
+        notes=_notes(results),
     )

@@ -10,7 +10,11 @@ in place (every patch is undone on exit) to add:
   `set_endpoint_quota`), with NextToken paging. Services nobody set keep moto's answers.
 - IAM: SimulatePrincipalPolicy for roles, evaluated by `iam_policy.evaluate` over the
   role's inline and attached managed policies (and its permissions boundary) as moto
-  stores them.
+  stores them, answered in the shape of botocore's iam model: per-resource results in
+  `ResourceSpecificResults` (with their `MissingContextValues`) and the boundary's own
+  verdict in `PermissionsBoundaryDecisionDetail`.
+- KMS: GetKeyPolicy without `PolicyName` (botocore's kms model: optional, `default`),
+  answered with the `PolicyName` moto leaves out.
 
 Like `MotoExtensions`, it serves `moto.mock_aws()` in-process and a moto server in this
 process (`LocalAWS` installs both); only one can be installed at a time.
@@ -128,6 +132,7 @@ class AccountExtensions(Installable):
     # --- install (see patching.Installable) -------------------------------------------
     def _install_patches(self) -> None:
         from moto.iam.responses import IamResponse
+        from moto.kms.responses import KmsResponse
         from moto.servicequotas.responses import ServiceQuotasResponse
 
         cls = ServiceQuotasResponse
@@ -144,6 +149,7 @@ class AccountExtensions(Installable):
             cls, "get_aws_default_service_quota", _get_quota(applied_only=False, fallback=None)
         )
         self._patch(IamResponse, "simulate_principal_policy", _simulate_principal_policy)
+        self._patch(KmsResponse, "get_key_policy", _get_key_policy)
 
 
 def _default_account() -> str:
@@ -236,6 +242,43 @@ def _managed(backend: Any, arn: str) -> NamedPolicy:
     return NamedPolicy(arn, kind, _document(version.document))
 
 
+def simulation_result(
+    policies: list[NamedPolicy],
+    boundary: list[NamedPolicy] | None,
+    action: str,
+    resource: str,
+    context: dict[str, list[str]],
+) -> dict[str, Any]:
+    """One EvaluationResult of SimulatePrincipalPolicy for one action on one resource.
+
+    Raises UnsupportedPolicyError for what the test double does not evaluate.
+    """
+    outcome = evaluate(policies, action, resource, context, boundary)
+    specific: dict[str, Any] = {
+        "EvalResourceName": resource,
+        "EvalResourceDecision": outcome.decision,
+        "MatchedStatements": [
+            {"SourcePolicyId": p.policy_id, "SourcePolicyType": p.policy_type}
+            for p in outcome.matched
+        ],
+        "MissingContextValues": outcome.missing_context,
+    }
+    result: dict[str, Any] = {
+        "EvalActionName": action,
+        "EvalResourceName": resource,
+        "EvalDecision": outcome.decision,
+        "MatchedStatements": specific["MatchedStatements"],
+        "MissingContextValues": outcome.missing_context,
+        "ResourceSpecificResults": [specific],
+    }
+    if boundary is not None:
+        limit = evaluate(boundary, action, resource, context)
+        detail = {"AllowedByPermissionsBoundary": limit.decision == "allowed"}
+        result["PermissionsBoundaryDecisionDetail"] = detail
+        specific["PermissionsBoundaryDecisionDetail"] = detail
+    return result
+
+
 def _simulate_principal_policy(self: Any) -> Any:
     from moto.core.responses import ActionResult
     from moto.iam.exceptions import InvalidInput
@@ -263,19 +306,23 @@ def _simulate_principal_policy(self: Any) -> Any:
     for action in (str(a) for a in _members(params.get("ActionNames"))):
         for resource in resources:
             try:
-                outcome = evaluate(policies, action, resource, context, boundary)
+                results.append(simulation_result(policies, boundary, action, resource, context))
             except UnsupportedPolicyError as exc:
                 raise InvalidInput(f"emulator: unsupported policy construct: {exc}") from exc
-            results.append(
-                {
-                    "EvalActionName": action,
-                    "EvalResourceName": resource,
-                    "EvalDecision": outcome.decision,
-                    "MatchedStatements": [
-                        {"SourcePolicyId": p.policy_id, "SourcePolicyType": p.policy_type}
-                        for p in outcome.matched
-                    ],
-                    "MissingContextValues": outcome.missing_context,
-                }
-            )
     return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+
+# --- kms:GetKeyPolicy -------------------------------------------------------------------
+
+
+def _get_key_policy(self: Any) -> str:
+    """moto's GetKeyPolicy, with the optional PolicyName (default `default`) of the API."""
+    from moto.kms.exceptions import NotFoundException
+
+    key_id = self._get_param("KeyId")
+    name = self._get_param("PolicyName") or "default"
+    if name != "default":
+        raise NotFoundException("No such policy exists")
+    self._validate_cmk_id(key_id)
+    policy = self.kms_backend.get_key_policy(key_id) or "{}"
+    return json.dumps({"Policy": policy, "PolicyName": name})

@@ -202,6 +202,17 @@ def execution_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def _exists_ok(call: Any, **params: Any) -> None:
+    """Create, unless it exists (one account may be staged for several plans)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        call(**params)
+    except ClientError as exc:
+        if "AlreadyExists" not in str(exc.response.get("Error", {}).get("Code", "")):
+            raise
+
+
 @dataclass(frozen=True)
 class StagedWorld:
     """What `stage_world` created, for tests that break one piece."""
@@ -245,7 +256,9 @@ def stage_world(
 
     iam = client("iam")
     role_name = plan.execution_role_arn.rsplit("/", 1)[-1]
-    iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(SAGEMAKER_TRUST))
+    _exists_ok(
+        iam.create_role, RoleName=role_name, AssumeRolePolicyDocument=json.dumps(SAGEMAKER_TRUST)
+    )
     iam.put_role_policy(
         RoleName=role_name,
         PolicyName=ROLE_POLICY_NAME,
@@ -257,12 +270,14 @@ def stage_world(
         raise ValueError(f"not an ECR image: {plan.image_uri}")
     repository, tag = image.repository, image.reference
     ecr = client("ecr")
-    ecr.create_repository(repositoryName=repository, registryId=image.account)
+    _exists_ok(ecr.create_repository, repositoryName=repository, registryId=image.account)
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
     }
-    ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag)
+    _exists_ok(
+        ecr.put_image, repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
+    )
 
     account.set_endpoint_quota(plan.instance_type, endpoint_quota, region=plan.region)
     return StagedWorld(

@@ -56,9 +56,14 @@ def render(dep: Deployment) -> Requests:
     endpoint_name = dep.endpoint_name
     model_body = _without(create_model(dep, "", []), "ModelName", "Tags")
     secret_refs = {name: ref.text for name, ref in sorted(dep.secret_refs.items())}
-    # A changed reference is a new model; without secrets the digest is as before.
-    named = [endpoint_name, model_body, *([secret_refs] if secret_refs else [])]
-    model_name = derived_name(endpoint_name, "m", _digest(named))
+    # The execution role is left out of the name: a CDK stack creates its own role,
+    # unknown at synth, and the same spec must name the same model through `cdk deploy`
+    # and the SDK (which refuses to reuse a model created with another role: sdk.deploy).
+    # A changed secret reference is a new model; without secrets the digest is as before.
+    named = [endpoint_name, _without(model_body, "ExecutionRoleArn")]
+    model_name = derived_name(
+        endpoint_name, "m", _digest([*named, *([secret_refs] if secret_refs else [])])
+    )
     config_body = _without(
         create_endpoint_config(dep, "", model_name, []), "EndpointConfigName", "Tags"
     )

@@ -128,7 +128,8 @@ def deploy_peagle(
     the wait (default: the spec's download + start-up timeouts + 20 min; for updates the
     rollout's max execution time + 10 min). `progress`: None = only on a terminal.
     `doctor=False` skips `peagle doctor`'s read-only checks, which otherwise run first
-    and raise DoctorFailedError before any create call when one fails.
+    and raise DoctorFailedError before any create call when one fails (with
+    `dry_run=True` their failures are only reported, in `.deployment.warnings`).
     """
     if plan is None:
         plan = plan_for(model, spec=spec, spec_file=spec_file, boto_session=boto_session, **knobs)
@@ -142,8 +143,9 @@ def deploy_peagle(
     if doctor:  # read-only; a failing check stops here, before any create call
         from peagle_deploy.doctor import require_healthy
 
-        report = require_healthy(plan, boto_session=boto_session)
-        doctor_warnings = [f"doctor: {r.line()}" for r in report.warnings]
+        # A dry run is a preview: what doctor finds is reported, never fatal.
+        report = require_healthy(plan, boto_session=boto_session, raise_on_failure=not dry_run)
+        doctor_warnings = [f"doctor: {r.line()}" for r in report.failures + report.warnings]
     handle = PeagleEndpoint(
         plan.endpoint_name, region=plan.region, boto_session=boto_session, plan=plan
     )
@@ -355,9 +357,14 @@ class _Deployer:
         p = self.plan
         current = self.describe()
         action, previous = self.decide(current)
+        role_problem = self.model_role_problem()
         if dry_run:
+            if role_problem:
+                self.warnings.append(role_problem)
             status = "absent" if current is None else str(current["EndpointStatus"])
             return self.outcome(action, status, dry_run=True, previous_config=previous)
+        if role_problem:
+            raise DeployError(role_problem)
         self.say(
             f"{action} {p.endpoint_name} ({p.region}, stage {p.spec.stage}) -> config "
             f"{p.endpoint_config_name}"
@@ -372,6 +379,30 @@ class _Deployer:
         if action == "create":
             return self.create("create")
         return self.update(previous)
+
+    def model_role_problem(self) -> str | None:
+        """Why the planned model cannot be used: it exists with another execution role.
+
+        Model names leave the role out (the same spec names the same model through
+        `cdk deploy`, whose stack makes its own role, and through the SDK), and a
+        model's role cannot be changed; deploying on would keep the old role silently.
+        """
+        from botocore.exceptions import ClientError
+
+        p = self.plan
+        try:
+            role = self.sm.describe_model(ModelName=p.model_name).get("ExecutionRoleArn")
+        except ClientError:
+            return None  # no such model yet (or not readable: CreateModel will say)
+        if not role or role == p.execution_role_arn:
+            return None
+        return (
+            f"model {p.model_name} of this spec already exists with execution role {role}, "
+            f"not {p.execution_role_arn}; SageMaker cannot change a model's role and the "
+            f"model's name does not depend on it (so `cdk deploy` and `peagle deploy` name "
+            f"the same model). Deploy with --role-arn {role}, or under another endpoint name "
+            "to use the new role."
+        )
 
     def decide(self, current: dict[str, Any] | None) -> tuple[Action, str | None]:
         p = self.plan

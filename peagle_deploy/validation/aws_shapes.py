@@ -29,6 +29,7 @@ CHANNEL_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 S3_BUCKET = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 S3_PREFIX_RE = re.compile(rf"^s3://{S3_BUCKET}/(\S+/)?$")
 S3_TARGZ_RE = re.compile(rf"^s3://{S3_BUCKET}/\S+\.tar\.gz$")
+MAX_ROLE_ARN = 2048
 ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
 KMS_RE = re.compile(
     r"^(arn:aws[a-z\-]*:kms:[a-z0-9\-]+:\d{12}:(key|alias)/[a-zA-Z0-9/_\-]+"
@@ -238,7 +239,14 @@ def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
 
 
 def check_role(role: str | None, field: str = "execution_role_arn") -> None:
-    """Execution role ARN shape (IAM role ARNs only)."""
+    """Execution role ARN shape (IAM role ARNs only, at most 2048 characters: botocore's
+    sagemaker model, RoleArn)."""
+    if role is not None and len(role) > MAX_ROLE_ARN:
+        raise InputError(
+            field,
+            f"is {len(role)} characters long; an IAM role ARN has at most {MAX_ROLE_ARN}",
+            "arn:aws:iam::<12 digits>:role/<name>",
+        )
     if role is not None and not ROLE_ARN_RE.fullmatch(role):
         raise InputError(
             field,

@@ -268,7 +268,8 @@ def test_hostile_config_and_header_fail_cleanly(inprocess: Account) -> None:
     s3 = inprocess.client("s3")
     put_files(s3, plan.drafter_uri, {"config.json": deep})
     line = only_failure(inprocess.doctor(plan))
-    assert (line.check, line.detail) == ("drafter.config", "is nested too deeply to be JSON")
+    assert line.check == "drafter.config"
+    assert line.detail.startswith("nested too deeply (more than 64 levels")
     header = b'{"a":' + deep + b"}"
     blob = len(header).to_bytes(8, "little") + header
     put_files(s3, plan.drafter_uri, {"config.json": json.dumps(drafter_config()).encode()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -85,3 +86,38 @@ def test_cli_deploy_stops_and_no_doctor_goes_on(
     code = main(["deploy", MODEL, "--role-arn", ROLE, "--no-wait", "--no-doctor", "--json"])
     assert code == 0, capsys.readouterr().err
     assert len(local.client("sagemaker").list_endpoints()["Endpoints"]) == 1
+
+
+def test_dry_run_reports_doctor_failures_without_failing(
+    local: LocalAWS, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run is a preview: what doctor finds is shown, the exit code is 0."""
+    drafter = _break_drafter(local)
+    code = main(["deploy", MODEL, "--role-arn", ROLE, "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "dry run: would create" in out
+    assert f"doctor: FAIL drafter.location {drafter}" in " ".join(err.split())
+    code = main(["deploy", MODEL, "--role-arn", ROLE, "--dry-run", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["dry_run"] is True
+    assert any(w.startswith("doctor: FAIL drafter.location") for w in doc["warnings"])
+    assert local.client("sagemaker").list_models()["Models"] == []
+
+
+def test_dry_run_help_says_it_is_a_preview(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["deploy", "--help"])
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "failing checks are shown, not fatal" in text
+
+
+def test_role_arn_over_2048_characters_exits_2_before_any_call(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens here
+    role = "arn:aws:iam::123456789012:role/" + "r" * 3000
+    for command in ("doctor", "deploy", "plan"):
+        code = main([command, MODEL, "--role-arn", role])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "", (command, err)
+        assert err.startswith("error: execution_role_arn: is 3031 characters long")

@@ -35,7 +35,8 @@ def test_role_without_s3_access_fails_for_each_location(account: Account) -> Non
     drafter = failed["role.s3-drafter"]
     assert drafter.resource == plan.drafter_uri
     assert "s3:GetObject on arn:aws:s3:::jumpstart-cache-prod-us-east-1/" in drafter.detail
-    assert "implicitDeny" in drafter.detail
+    # JumpStart's bucket is AWS's (public): the role's own policy must allow the read.
+    assert "cross-account: the role's policies do not allow it" in drafter.detail
     assert f"grant role {ROLE_NAME} s3:GetObject" in drafter.fix
 
 
@@ -50,7 +51,7 @@ def test_explicit_deny_wins(inprocess: Account) -> None:
         RoleName=ROLE_NAME, PolicyName="no-ecr", PolicyDocument=json.dumps(deny)
     )
     failure = only_failure(inprocess.doctor(plan))
-    assert failure.check == "role.ecr" and "explicitDeny" in failure.detail
+    assert failure.check == "role.ecr" and "explicit deny in the role's policies" in failure.detail
 
 
 def test_listing_limited_to_another_prefix_fails(inprocess: Account) -> None:
@@ -134,7 +135,11 @@ def test_volume_key(inprocess: Account, state: str) -> None:
     expected = {
         "enabled": ("pass", "the key is enabled and the role may decrypt with it"),
         "disabled": ("fail", "the KMS key is Disabled"),
-        "not granted": ("fail", f"the role may not: kms:Decrypt on {key['Arn']} (implicitDeny)"),
+        "not granted": (
+            "fail",
+            f"the role may not: kms:Decrypt on {key['Arn']} (the key policy of {key['Arn']} "
+            "delegates to the account's IAM policies, and the role's policies do not allow it)",
+        ),
     }[state]
     assert (line.status, line.detail) == expected
 

@@ -134,6 +134,56 @@ def test_simulate_principal_policy(env: tuple[Any, AccountExtensions]) -> None:
         iam.simulate_principal_policy(PolicySourceArn=arn + "-gone", ActionNames=["s3:GetObject"])
 
 
+def test_simulation_reports_per_resource_and_the_boundary(
+    env: tuple[Any, AccountExtensions],
+) -> None:
+    """botocore's iam model: per-resource MissingContextValues in ResourceSpecificResults,
+    the boundary's own verdict in PermissionsBoundaryDecisionDetail."""
+    session, _ = env
+    iam = session.client("iam")
+    arn = iam.create_role(RoleName="rb", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    grant = {
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": "*",
+        "Condition": {"StringEquals": {"aws:SourceVpce": "vpce-1"}},
+    }
+    iam.put_role_policy(
+        RoleName="rb",
+        PolicyName="inline",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [grant]}),
+    )
+    boundary = iam.create_policy(
+        PolicyName="ecr-only",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "ecr:*", "Resource": "*"}],
+            }
+        ),
+    )["Policy"]["Arn"]
+    iam.put_role_permissions_boundary(RoleName="rb", PermissionsBoundary=boundary)
+    (result,) = iam.simulate_principal_policy(
+        PolicySourceArn=arn, ActionNames=["s3:GetObject"], ResourceArns=["arn:aws:s3:::b/k"]
+    )["EvaluationResults"]
+    (specific,) = result["ResourceSpecificResults"]
+    assert specific["EvalResourceName"] == "arn:aws:s3:::b/k"
+    assert specific["MissingContextValues"] == ["aws:SourceVpce"]
+    assert specific["PermissionsBoundaryDecisionDetail"] == {"AllowedByPermissionsBoundary": False}
+
+
+def test_get_key_policy_as_the_api_shapes_it(env: tuple[Any, AccountExtensions]) -> None:
+    """botocore's kms model: PolicyName is optional (default `default`) and answered."""
+    session, _ = env
+    kms = session.client("kms")
+    key = kms.create_key()["KeyMetadata"]["Arn"]
+    answer = kms.get_key_policy(KeyId=key)
+    assert answer["PolicyName"] == "default"
+    assert json.loads(answer["Policy"])["Statement"]
+    with pytest.raises(kms.exceptions.NotFoundException):
+        kms.get_key_policy(KeyId=key, PolicyName="AWS_RAM")
+
+
 def test_only_one_installed_at_a_time() -> None:
     with AccountExtensions(), pytest.raises(RuntimeError, match="already installed"):
         AccountExtensions().install()

@@ -10,6 +10,7 @@ both run against moto, and the CreateModel requests they send are compared.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -136,11 +137,59 @@ def test_the_custom_resource_and_deploy_peagle_send_the_same_create_model(
     ((cdk,), (sdk,)) = sent["cdk"], sent["sdk"]
     assert _without_identity(cdk) == _without_identity(sdk)
     assert cdk["PrimaryContainer"]["AdditionalModelDataSources"]
-    # The names are content-derived; the SDK's content includes the role it was given,
-    # the stack's does not (its role is created with the stack): same spec, same rule.
-    assert cdk["ModelName"] == stage_synth.stacks[stack].plan.model_name
-    with_role = load_spec(path, stage=stage, execution_role_arn=ROLE_PLACEHOLDER)
-    assert sdk["ModelName"] == build_plan(with_role).model_name
+    # Names are content-derived without the role (the stack creates its own, unknown at
+    # synth): the same spec names the same model through both.
+    assert cdk["ModelName"] == stage_synth.stacks[stack].plan.model_name == sdk["ModelName"]
+
+
+STACK_ROLE = "arn:aws:iam::123456789012:role/PeagleEndpoint-dev-EndpointExecutionRole1A2B3C4D"
+
+
+@pytest.mark.parametrize("role", [STACK_ROLE, ROLE_PLACEHOLDER], ids=["stack-role", "other-role"])
+def test_cdk_to_sdk_hand_over_reuses_the_stacks_model(
+    stage_synth: Synthesized, role: str, aws_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/ci.md's hand-over: after `cdk deploy`, `peagle deploy` of the same spec with
+    the stack's role changes nothing (one model, one config) and only records the
+    manifest; with another role it refuses (a model's role cannot change) and creates
+    nothing."""
+    from peagle_deploy.errors import DeployError
+
+    stack = "PeagleEndpoint-dev"
+    stage, path = STAGE_FILES[stack]
+    region = stage_synth.stacks[stack].region
+    plan = stage_synth.stacks[stack].plan
+    monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+    module = load_handler(handler_asset(stage_synth, stack))
+    with mock_aws(), MotoExtensions():
+        # What CloudFormation does for the stack: the custom resource's CreateModel with
+        # the stack's role, then the native endpoint config and endpoint.
+        module.on_event(
+            event("Create", model_properties(stage_synth, stack, STACK_ROLE)), FakeContext()
+        )
+        sm = boto3.client("sagemaker", region_name=region)
+        sm.create_endpoint_config(**plan.create_endpoint_config)
+        sm.create_endpoint(**plan.create_endpoint)
+        deploy = functools.partial(
+            deploy_peagle,
+            spec_file=str(path),
+            stage=stage,
+            role_arn=role,
+            boto_session=boto3.Session(region_name=region),
+            wait=False,
+            progress=False,
+        )
+        if role == STACK_ROLE:
+            outcome = deploy().deployment
+            assert outcome is not None
+            assert (outcome.action, outcome.created) == ("noop", [])
+            assert outcome.manifest_parameter
+        else:
+            with pytest.raises(DeployError, match=f"--role-arn {STACK_ROLE}"):
+                deploy()
+        models = [m["ModelName"] for m in sm.list_models()["Models"]]
+        configs = [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]]
+        assert (models, configs) == ([plan.model_name], [plan.endpoint_config_name])
 
 
 def _without_identity(request: dict[str, Any]) -> dict[str, Any]:

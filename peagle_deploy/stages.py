@@ -1,0 +1,180 @@
+"""Stages from `cdk.json` context: which spec each stage deploys, and its stack settings.
+
+The one home of the stage map: the CDK app (`app.py`, `infra/stack.py`, through
+`infra.stages`) and `peagle doctor --stage` read it here, so both build a stage's plan
+with the same `StageConfig.plan()`.
+
+Context key `peagle:stages` maps a stage name to:
+  spec: a spec file (YAML/JSON, relative to the app directory), optional
+  overrides: spec fields that win over the file (nested or dotted keys), optional
+  account: AWS account to pin the stack to (default: CDK_DEFAULT_ACCOUNT, if any)
+  retain: keep the KMS key and log groups when the stack is deleted (default false)
+  termination_protection: (default false)
+  log_retention_days: endpoint log retention (default 30)
+  alarms: errors_5xx_per_minute, model_latency_p90_ms, evaluation_minutes
+  promote_from: the stage whose endpoint this stage's promotion gates run against
+    (default: the stage listed before it; null for none); the CI roles stack lets this
+    stage's deploy role read that stage, nothing more
+Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}'`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from peagle_deploy.catalog import MODELS
+from peagle_deploy.documents import check_tree, parse_document
+from peagle_deploy.errors import InputError
+from peagle_deploy.plan import Plan, build_plan
+from peagle_deploy.spec import DeploymentSpec, load_spec
+from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.validation.secrets import refuse_plaintext_secrets
+
+STAGES_CONTEXT_KEY = "peagle:stages"
+NAG_CONTEXT_KEY = "peagle:nag"
+CUSTOM_MODEL = "custom"
+_ACCOUNT = re.compile(r"^\d{12}$")
+_STAGE_KEYS = {
+    "spec",
+    "overrides",
+    "account",
+    "retain",
+    "termination_protection",
+    "log_retention_days",
+    "alarms",
+    "promote_from",
+}
+_ALARM_KEYS = {"errors_5xx_per_minute", "model_latency_p90_ms", "evaluation_minutes"}
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """One stage of the app: the spec to deploy and how its stack is set up."""
+
+    name: str
+    spec_file: Path | None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    account: str | None = None
+    retain: bool = False
+    termination_protection: bool = False
+    log_retention_days: int = 30
+    alarms: dict[str, int] = field(default_factory=dict)
+    promote_from: str | None = None
+    """The stage promotions into this one are gated on (None: none)."""
+
+    @property
+    def stack_id(self) -> str:
+        """The CloudFormation stack name (`cdk deploy PeagleEndpoint-prod`)."""
+        return f"PeagleEndpoint-{self.name}"
+
+    def load_spec(self) -> DeploymentSpec:
+        """The stage's spec: file, then overrides; the stage name always wins."""
+        spec = load_spec(
+            self.spec_file,
+            file_field=f"{STAGES_CONTEXT_KEY}.{self.name}.spec",
+            **{**self.overrides, "stage": self.name},
+        )
+        check_synthesizable_model(spec, f"{STAGES_CONTEXT_KEY}.{self.name}")
+        # The template, cdk.out, the assets bucket and the provider framework's log of the
+        # custom resource's properties would all hold the value: refused, by reference only.
+        refuse_plaintext_secrets(spec.env, f"the CDK path (cdk synth of stage {self.name})")
+        return spec
+
+    def plan(self) -> Plan:
+        """Validated, named SageMaker requests for this stage (no AWS call)."""
+        return build_plan(self.load_spec())
+
+
+def check_synthesizable_model(spec: DeploymentSpec, where: str) -> None:
+    """Refuse JumpStart ids: resolving them needs the sagemaker SDK and the network.
+
+    `cdk synth` must run offline and fast, so it only takes catalog keys (whose
+    JumpStart locations the catalog knows) or `custom`.
+    """
+    if spec.model != CUSTOM_MODEL and spec.model not in MODELS:
+        raise InputError(
+            "model",
+            f"{spec.model!r} ({where}) is not a catalog key; JumpStart ids are resolved by "
+            "the sagemaker SDK, which `cdk synth` does not load (use `peagle deploy`)",
+            [*MODELS, CUSTOM_MODEL],
+        )
+
+
+def _json_if_text(value: Any, where: str) -> Any:
+    """Context given with `-c key=value` arrives as text; from cdk.json it arrives parsed.
+
+    Either way it goes through the one loading path's limits (size, depth, duplicate
+    keys, NaN), with errors naming the context key.
+    """
+    if isinstance(value, str):
+        return parse_document(value, where, f"-c {where}", "json")
+    check_tree(value, where, f"cdk.json context {where}")
+    return value
+
+
+def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
+    """Parse the `peagle:stages` context value; clear errors name the offending key."""
+    context = _json_if_text(context, STAGES_CONTEXT_KEY)
+    if not isinstance(context, Mapping) or not context:
+        raise InputError(
+            STAGES_CONTEXT_KEY, "missing or empty in cdk.json context", "a mapping stage -> {spec}"
+        )
+    configs = []
+    names = [str(n) for n in context]
+    for index, (name, value) in enumerate(context.items()):
+        where = f"{STAGES_CONTEXT_KEY}.{name}"
+        check_stage_name(name, where)
+        raw = _json_if_text(value, where)
+        if not isinstance(raw, Mapping):
+            raise InputError(where, f"is {type(raw).__name__}", "a mapping")
+        unknown = sorted(set(raw) - _STAGE_KEYS)
+        if unknown:
+            raise InputError(f"{where}.{unknown[0]}", "unknown key", sorted(_STAGE_KEYS))
+        alarms = dict(raw.get("alarms") or {})
+        bad_alarm = sorted(set(alarms) - _ALARM_KEYS)
+        if bad_alarm:
+            raise InputError(f"{where}.alarms.{bad_alarm[0]}", "unknown key", sorted(_ALARM_KEYS))
+        for key, threshold in alarms.items():
+            if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
+                raise InputError(f"{where}.alarms.{key}", f"{threshold!r}", "an integer >= 1")
+        retention = raw.get("log_retention_days", 30)
+        if not isinstance(retention, int) or retention < 1:
+            raise InputError(f"{where}.log_retention_days", f"{retention!r}", "an integer >= 1")
+        for flag in ("retain", "termination_protection"):
+            if not isinstance(raw.get(flag, False), bool):
+                # bool("false") is True: a quoted flag must not turn retention on or off
+                raise InputError(f"{where}.{flag}", f"{raw[flag]!r}", "true or false (JSON)")
+        account = raw.get("account")
+        if account is not None and not _ACCOUNT.match(str(account)):
+            raise InputError(f"{where}.account", f"{account!r}", "a 12-digit AWS account id")
+        spec_file = raw.get("spec")
+        overrides = raw.get("overrides") or {}
+        if not isinstance(overrides, Mapping):
+            raise InputError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
+        if spec_file is None and not overrides:
+            raise InputError(where, "names neither a spec file nor overrides", "spec, overrides")
+        promote_from = raw.get("promote_from", names[index - 1] if index else None)
+        if promote_from is not None and (promote_from not in names or promote_from == name):
+            raise InputError(
+                f"{where}.promote_from",
+                f"{promote_from!r} is not another stage of {STAGES_CONTEXT_KEY}",
+                [n for n in names if n != name] + ["null"],
+            )
+        configs.append(
+            StageConfig(
+                name=str(name),
+                spec_file=(base_dir / spec_file) if spec_file else None,
+                overrides=dict(overrides),
+                account=str(account) if account is not None else None,
+                retain=raw.get("retain", False),
+                termination_protection=raw.get("termination_protection", False),
+                log_retention_days=retention,
+                alarms=alarms,
+                promote_from=promote_from,
+            )
+        )
+    return configs
