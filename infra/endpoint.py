@@ -18,8 +18,10 @@ from constructs import Construct
 
 from infra.model import PeagleModel, provider_log_group_name
 from infra.role import ExecutionRole
+from peagle_deploy.access import s3_reads
 from peagle_deploy.catalog import get_instance
 from peagle_deploy.errors import InputError, PeagleError
+from peagle_deploy.experiment.plan import ExperimentPlan
 from peagle_deploy.naming import derived_prefix
 from peagle_deploy.plan import Plan
 from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES
@@ -81,13 +83,37 @@ def volume_kms_allowed(instance_type: str) -> bool:
     return bool(instance is not None and instance.ebs_volume.value)
 
 
+def role_request(plan: Plan, experiment: ExperimentPlan | None) -> dict[str, Any]:
+    """What the execution role must serve: the incumbent's CreateModel, plus, with an
+    experiment, the candidate's data sources the incumbent does not already read (a
+    candidate with another drafter) as a second container of the same request."""
+    request = dict(plan.create_model)
+    if experiment is None:
+        return request
+
+    def locations(container: Mapping[str, Any]) -> set[tuple[str, str]]:
+        return {(r.bucket, r.key) for r in s3_reads({"PrimaryContainer": container})}
+
+    known = locations(plan.create_model["PrimaryContainer"])
+    candidate = dict(experiment.create_candidate_model["PrimaryContainer"])
+    extra = [
+        source
+        for source in candidate.get("AdditionalModelDataSources") or []
+        if not locations({"ModelDataSource": source}) <= known
+    ]
+    if not extra:
+        return request
+    request["Containers"] = [{"Image": candidate["Image"], "AdditionalModelDataSources": extra}]
+    return request
+
+
 def uses_stack_volume_key(plan: Plan) -> bool:
     """Whether the endpoint config gets the stack's key as its storage-volume KmsKeyId:
     when the spec names no key and every variant's family attaches an EBS volume."""
     request = plan.create_endpoint_config
     return request.get("KmsKeyId") is None and all(
         volume_kms_allowed(v["InstanceType"]) for v in request["ProductionVariants"]
-    )
+    )  # a candidate variant has the incumbent's instance type
 
 
 def _tags(tags: Sequence[Mapping[str, str]]) -> list[CfnTag]:
@@ -176,6 +202,13 @@ class PeagleEndpoint(Construct):
     config (KmsKeyId on the storage volume only where the instance attaches EBS) and
     the endpoint with a blue/green DeploymentConfig that rolls back on
     `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
+
+    With an `experiment` (the stage's spec carries one), the candidate's model joins
+    the incumbent's on the same provider, the endpoint config is the experiment's (both
+    variants, `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's
+    blue/green guardrails need the old and new configs' variant names to match, which
+    adding the candidate changes (docs/platform-facts.md); without one the update is
+    blue/green all at once, with no availability loss.
     """
 
     def __init__(
@@ -188,9 +221,11 @@ class PeagleEndpoint(Construct):
         rollback_alarm_names: Sequence[str],
         log_group: logs.ILogGroup | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        experiment: ExperimentPlan | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         check_cdk_expressible(plan)
+        self.experiment = experiment
         self.plan = plan
         self.endpoint_name = plan.endpoint_name
         variants = plan.create_endpoint_config["ProductionVariants"]
@@ -199,7 +234,7 @@ class PeagleEndpoint(Construct):
         self.execution_role = ExecutionRole(
             self,
             "ExecutionRole",
-            create_model=plan.create_model,
+            create_model=role_request(plan, experiment),
             endpoint_name=plan.endpoint_name,
             # Decrypt on the stack key only where the storage volume uses it; on
             # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
@@ -222,31 +257,53 @@ class PeagleEndpoint(Construct):
         # The role's policy must exist before CreateModel: SageMaker checks that the
         # role can read the model data when the model is created.
         self.model.resource.node.add_dependency(self.execution_role.policy)
+        self.candidate_model: Any = None
+        config_request = plan.create_endpoint_config
+        if experiment is not None:
+            self.candidate_model = self.model.add_model(experiment.create_candidate_model)
+            self.candidate_model.node.add_dependency(self.execution_role.policy)
+            config_request = experiment.create_experiment_config
 
-        self.endpoint_config = self._endpoint_config(plan, key)
+        self.endpoint_config = self._endpoint_config(plan, key, config_request)
         self.endpoint_config.node.add_dependency(self.model.resource)
-
+        deployment_config = (
+            None
+            if experiment is not None
+            else deployment_config_property(
+                plan.update_endpoint["DeploymentConfig"],
+                [*rollback_alarm_names, *plan.spec.rollout.alarms],
+            )
+        )
         self.endpoint = sm.CfnEndpoint(
             self,
             "Endpoint",
             endpoint_name=plan.create_endpoint["EndpointName"],
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
-            deployment_config=deployment_config_property(
-                plan.update_endpoint["DeploymentConfig"],
-                [*rollback_alarm_names, *plan.spec.rollout.alarms],
-            ),
+            deployment_config=deployment_config,
             tags=_tags(plan.create_endpoint["Tags"]),
         )
         self.endpoint.node.add_dependency(self.model.resource)
+        if self.candidate_model is not None:
+            self.endpoint_config.node.add_dependency(self.candidate_model)
+            self.endpoint.node.add_dependency(self.candidate_model)
         if log_group is not None:
             self.endpoint.node.add_dependency(log_group)
 
-    def _endpoint_config(self, plan: Plan, key: kms.IKey) -> sm.CfnEndpointConfig:
-        request = plan.create_endpoint_config
-        unknown = set(request) - {"EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags"}
+    def _endpoint_config(
+        self, plan: Plan, key: kms.IKey, request: Mapping[str, Any]
+    ) -> sm.CfnEndpointConfig:
+        known = {
+            "EndpointConfigName",
+            "ProductionVariants",
+            "ShadowProductionVariants",
+            "KmsKeyId",
+            "Tags",
+        }
+        unknown = set(request) - known
         if unknown:
             raise NotExpressibleError("CreateEndpointConfig", f"fields {sorted(unknown)}")
         variants = request["ProductionVariants"]
+        shadows = request.get("ShadowProductionVariants") or []
         kms_key_id = request.get("KmsKeyId")
         if uses_stack_volume_key(plan):
             kms_key_id = key.key_arn
@@ -258,6 +315,11 @@ class PeagleEndpoint(Construct):
                 production_variant_property(v, f"ProductionVariants[{i}]")
                 for i, v in enumerate(variants)
             ],
+            shadow_production_variants=[
+                production_variant_property(v, f"ShadowProductionVariants[{i}]")
+                for i, v in enumerate(shadows)
+            ]
+            or None,
             kms_key_id=kms_key_id,
             tags=_tags(request["Tags"]),
         )

@@ -61,10 +61,43 @@ class PeagleModel(Construct):
     Two roles, each with only what it needs: the handler's may
     Create/Describe/Delete/AddTags models named `name_prefix` plus exactly the digest's
     8 characters (the stable part of the content-derived name, so the old model of a
-    replaced spec is still deletable, and nothing else: not `<endpoint>-mirror`) and
-    pass only the execution role, only to SageMaker; the framework's may only invoke the
-    handler. Both log to one encrypted log group.
+    replaced spec is still deletable, and nothing else: not `<endpoint>-mirror`), read
+    exactly the secrets the spec gives by reference, and pass only the execution role,
+    only to SageMaker; the framework's may only invoke the handler. Both log to one
+    encrypted log group.
     """
+
+    def add_model(self, create_model: Mapping[str, Any]) -> CustomResource:
+        """One more model on this provider (an experiment's candidate): same role, same
+        name prefix, same secrets by reference, its own resource (named by its digest, so
+        a change replaces it)."""
+        name = str(create_model["ModelName"])
+        if not name.startswith(self.name_prefix) or name == self.name_prefix:
+            raise ValueError(f"model name {name!r} does not extend {self.name_prefix!r}")
+        digest = name[len(self.name_prefix) :]
+        if len(digest) != DIGEST_LEN:
+            raise ValueError(f"model name {name!r} is not {self.name_prefix!r} + a digest")
+        parameters = create_model_parameters(create_model, self.execution_role.role_arn)
+        resource = CustomResource(
+            self,
+            f"Model{digest}",
+            service_token=self.provider.service_token,
+            resource_type=MODEL_RESOURCE_TYPE,
+            # JSON, so that CloudFormation passes booleans and numbers through unchanged
+            # (it turns every other property value into a string).
+            properties={
+                handler.PROPERTY: Stack.of(self).to_json_string(parameters),
+                # References only (ARNs): the framework logs these properties whole.
+                **(
+                    {handler.SECRETS_PROPERTY: json.dumps(self.secret_refs, sort_keys=True)}
+                    if self.secret_refs
+                    else {}
+                ),
+            },
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        resource.node.add_dependency(self.provider_policy)
+        return resource
 
     def _logging_lambda_role(self, construct_id: str, what: str, log: logs.ILogGroup) -> iam.Role:
         """A role for one of the model's Lambda functions that may write only to `log`."""
@@ -93,12 +126,10 @@ class PeagleModel(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        self.name_prefix = name_prefix
+        self.secret_refs = dict(sorted((secret_refs or {}).items()))
+        self.execution_role = execution_role
         self.model_name: str = create_model["ModelName"]
-        if not self.model_name.startswith(name_prefix) or self.model_name == name_prefix:
-            raise ValueError(f"model name {self.model_name!r} does not extend {name_prefix!r}")
-        digest = self.model_name[len(name_prefix) :]
-        if len(digest) != DIGEST_LEN:
-            raise ValueError(f"model name {self.model_name!r} is not {name_prefix!r} + a digest")
         self.parameters = create_model_parameters(create_model, execution_role.role_arn)
         # Exactly DIGEST_LEN characters after the stable prefix: every content-derived
         # name of this endpoint, never `<endpoint>-mirror` or another endpoint's models.
@@ -148,8 +179,7 @@ class PeagleModel(Construct):
             ],
         )
         # Secrets by reference: the handler reads exactly these secrets, nothing else.
-        secret_refs = dict(sorted((secret_refs or {}).items()))
-        secret_arns = sorted({":".join(ref.split(":")[:7]) for ref in secret_refs.values()})
+        secret_arns = sorted({":".join(r.split(":")[:7]) for r in self.secret_refs.values()})
         if secret_arns:
             self.provider_policy.add_statements(
                 iam.PolicyStatement(
@@ -185,25 +215,7 @@ class PeagleModel(Construct):
             framework_on_event_role=framework_role,
             log_group=provider_logs,
         )
-        self.resource = CustomResource(
-            self,
-            f"Model{digest}",
-            service_token=self.provider.service_token,
-            resource_type=MODEL_RESOURCE_TYPE,
-            # JSON, so that CloudFormation passes booleans and numbers through unchanged
-            # (it turns every other property value into a string).
-            properties={
-                handler.PROPERTY: stack.to_json_string(self.parameters),
-                # References only (ARNs): the framework logs these properties whole.
-                **(
-                    {handler.SECRETS_PROPERTY: json.dumps(secret_refs, sort_keys=True)}
-                    if secret_refs
-                    else {}
-                ),
-            },
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.resource.node.add_dependency(self.provider_policy)
+        self.resource = self.add_model(create_model)
 
         framework_policy = framework_role.node.find_child("DefaultPolicy")
         acknowledge(

@@ -16,6 +16,7 @@ from infra.role import endpoint_log_group_name
 from infra.scaling import EndpointAutoscaling
 from infra.stages import StageConfig
 from peagle_deploy.errors import InputError
+from peagle_deploy.experiment.plan import experiment_plan
 from peagle_deploy.plan import Plan
 
 # RetentionDays members in declaration order, and the days each one stands for.
@@ -114,6 +115,9 @@ class PeagleStack(Stack):
             variant_name=variant_name,
             thresholds=AlarmThresholds(**stage.alarms),
         )
+        # The stage's spec may carry an experiment: the candidate's model and the
+        # two-variant config, exactly as `peagle experiment start` sends them.
+        self.experiment = experiment_plan(stage.load_spec()) if plan.spec.experiment else None
         self.endpoint = PeagleEndpoint(
             self,
             "Endpoint",
@@ -122,6 +126,7 @@ class PeagleStack(Stack):
             rollback_alarm_names=[a.alarm_name for a in self.alarms.alarms],
             log_group=self.log_group,
             removal_policy=removal,
+            experiment=self.experiment,
         )
 
         self.autoscaling: EndpointAutoscaling | None = None
@@ -162,3 +167,10 @@ class PeagleStack(Stack):
         CfnOutput(self, "LogGroupName", value=self.log_group.log_group_name)
         CfnOutput(self, "DashboardName", value=plan.endpoint_name)
         CfnOutput(self, "SpecHash", value=plan.content_hash, description="peagle:spec-hash tag")
+        if self.experiment is not None:
+            CfnOutput(
+                self,
+                "ExperimentCandidateModel",
+                value=self.experiment.candidate_model_name,
+                description=f"The experiment's candidate ({self.experiment.settings.mode})",
+            )

@@ -33,7 +33,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"validation"}),
     frozenset({"plan", "access", "stages"}),
     frozenset({"aws", "doctor"}),
-    frozenset({"sdk", "bench"}),
+    frozenset({"sdk", "bench", "experiment"}),
     frozenset({"promote", "emulator"}),
     frozenset({"cli"}),
 )

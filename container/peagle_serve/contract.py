@@ -172,17 +172,27 @@ METRIC_NAMESPACE: Final = "PEagle/SpecDecode"
 # dimension has the same name as in AWS/SageMaker metrics.
 ENDPOINT_NAME_ENV: Final = "PEAGLE_ENDPOINT_NAME"
 METRIC_DIMENSION: Final = "EndpointName"
+# The production or shadow variant the container serves, as in AWS/SageMaker's
+# EndpointName/VariantName dimensions, so two variants of one endpoint (an experiment)
+# keep separate metrics. The plan sets VARIANT_NAME_ENV only on a candidate's model; a
+# peagle endpoint's one production variant is DEFAULT_VARIANT.
+VARIANT_NAME_ENV: Final = "PEAGLE_VARIANT_NAME"
+VARIANT_DIMENSION: Final = "VariantName"
+DEFAULT_VARIANT: Final = "AllTraffic"
 
 
 def metric_dimensions(environ: Mapping[str, str]) -> dict[str, str]:
     """The metric line's dimensions for a container environment (none when unnamed)."""
     name = environ.get(ENDPOINT_NAME_ENV, "").strip()
-    return {METRIC_DIMENSION: name} if name else {}
+    if not name:
+        return {}
+    variant = environ.get(VARIANT_NAME_ENV, "").strip() or DEFAULT_VARIANT
+    return {METRIC_DIMENSION: name, VARIANT_DIMENSION: variant}
 
 
-def metric_dimension_selector() -> str:
-    """CloudWatch Logs metric-filter dimension expression for the endpoint name."""
-    return f"$.{METRIC_DIMENSION}"
+def metric_dimension_selector(dimension: str = METRIC_DIMENSION) -> str:
+    """CloudWatch Logs metric-filter dimension expression for one dimension of the line."""
+    return f"$.{dimension}"
 
 
 class MetricField:
@@ -217,18 +227,34 @@ def metric_value_selector(field: MetricField) -> str:
     return f"$.{field.json_key}"
 
 
+# What the engine served over the same interval, for comparing variants (experiments):
+# counts and sums of the interval, and per-bucket counts of vLLM's latency histograms
+# (`peagle_serve.serving`). Data for tools, not CloudWatch metrics.
+SERVING_KEY: Final = "serving"
+SERVING_HISTOGRAMS: Final[tuple[tuple[str, str], ...]] = (
+    ("ttft_s", "vllm:time_to_first_token_seconds"),
+    ("itl_s", "vllm:inter_token_latency_seconds"),
+    ("e2e_s", "vllm:e2e_request_latency_seconds"),
+)
+"""(line key, vLLM histogram): time to first token; the gap between two outputs of one
+request (one per engine step, so one gap may carry several speculated tokens); the
+whole request."""
+
+
 def format_metric_line(
     values: Mapping[str, float],
     *,
     per_position_acceptance: list[float] | None = None,
     timestamp_ms: int,
     dimensions: Mapping[str, str] | None = None,
+    serving: Mapping[str, Any] | None = None,
 ) -> str:
     """Render one metric line.
 
     `values` must hold every key of METRIC_FIELDS. Per-position acceptance rates are
     carried as a list (position 1 first); they are data for humans and tools, not
-    CloudWatch metrics (the number of positions depends on K).
+    CloudWatch metrics (the number of positions depends on K). `serving` is the
+    interval's serving statistics (`SERVING_KEY`), when the engine exposes them.
     """
     missing = [f.json_key for f in METRIC_FIELDS if f.json_key not in values]
     if missing:
@@ -238,19 +264,31 @@ def format_metric_line(
         "event": METRIC_EVENT,
         **{f.json_key: round(float(values[f.json_key]), 6) for f in METRIC_FIELDS},
         "acceptance_rate_per_position": [round(r, 6) for r in per_position_acceptance or []],
+        **({SERVING_KEY: dict(serving)} if serving else {}),
         **dims,
         "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [
                 {
                     "Namespace": METRIC_NAMESPACE,
-                    "Dimensions": [sorted(dims)] if dims else [[]],
+                    "Dimensions": _dimension_sets(dims),
                     "Metrics": [{"Name": f.json_key, "Unit": f.unit} for f in METRIC_FIELDS],
                 }
             ],
         },
     }
     return json.dumps(doc, separators=(",", ":"), sort_keys=False)
+
+
+def _dimension_sets(dims: Mapping[str, str]) -> list[list[str]]:
+    """EMF dimension sets: the endpoint's metrics as before, and per variant beside them
+    (the CDK stack's metric filters keep the endpoint-wide series)."""
+    if not dims:
+        return [[]]
+    sets = [sorted(dims)]
+    if VARIANT_DIMENSION in dims and len(dims) > 1:
+        sets.insert(0, sorted(k for k in dims if k != VARIANT_DIMENSION))
+    return sets
 
 
 def parse_metric_line(line: str) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from peagle_serve import contract
+from peagle_serve import contract, serving
 
 DRAFTS: Final = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS: Final = "vllm:spec_decode_num_draft_tokens"
@@ -189,13 +189,17 @@ def compute_window(
 
 
 def render_line(
-    window: AcceptanceWindow, timestamp_ms: int, dimensions: Mapping[str, str] | None = None
+    window: AcceptanceWindow,
+    timestamp_ms: int,
+    dimensions: Mapping[str, str] | None = None,
+    served: Mapping[str, object] | None = None,
 ) -> str:
     return contract.format_metric_line(
         window.values,
         per_position_acceptance=window.per_position,
         timestamp_ms=timestamp_ms,
         dimensions=dimensions,
+        serving=served,
     )
 
 
@@ -233,12 +237,14 @@ class MetricsReporter:
         self._thread: threading.Thread | None = None
         self._previous: DraftCounters | None = None
         self._previous_at = 0.0
+        self._previous_served: serving.ServingCounters | None = None
 
     def poll_once(self) -> str | None:
         """One read; returns the line printed, if any."""
         try:
             text = self._fetch(self.url)
             current = draft_counters(text)
+            served_now = serving.serving_counters(parse_prometheus_text(text))
         except (OSError, PrometheusParseError):
             return None
         now = self._monotonic()
@@ -246,12 +252,18 @@ class MetricsReporter:
             return None
         previous, previous_at = self._previous, self._previous_at
         self._previous, self._previous_at = current, now
+        served_before, self._previous_served = self._previous_served, served_now
         if previous is None:
             return None
         window = compute_window(previous, current, now - previous_at)
         if window is None:
             return None
-        line = render_line(window, self._wall_ms(), self.dimensions)
+        served = (
+            serving.serving_window(served_before, served_now, now - previous_at)
+            if served_before is not None and served_now is not None
+            else None
+        )
+        line = render_line(window, self._wall_ms(), self.dimensions, served)
         out = self.out or sys.stdout
         out.write(line + "\n")
         out.flush()

@@ -132,6 +132,13 @@ def parse_image_uri(image: str) -> ParsedImage | None:
     )
 
 
+def runs_peagle_serve(image: str) -> bool:
+    """Whether the image is the project's own (repository `peagle-vllm`), whose
+    `peagle-serve` entrypoint writes the metric lines experiments read."""
+    parsed = parse_image_uri(image)
+    return parsed is not None and parsed.repository.split("/")[-1] == OWN_IMAGE_REPOSITORY
+
+
 def regions_with(tags: list[str]) -> list[str]:
     """Regions in which at least one of `tags` is published, sorted."""
     known = images()

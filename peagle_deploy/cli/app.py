@@ -19,7 +19,17 @@ from typing import Annotated, Any
 import typer
 
 from peagle_deploy import __version__
-from peagle_deploy.cli import bench, deploy, doctor, guards, image, output, plan, promote
+from peagle_deploy.cli import (
+    bench,
+    deploy,
+    doctor,
+    experiment,
+    guards,
+    image,
+    output,
+    plan,
+    promote,
+)
 from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
@@ -58,6 +68,7 @@ def _root(
 plan.register(app)  # models, plan
 deploy.register(app)  # deploy, status, invoke, list, delete
 app.add_typer(bench.bench_app, name="bench")
+app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(image.image_app, name="image")
 promote.register(app)  # promote, demo
 doctor.register(app)

@@ -11,7 +11,10 @@ would call against AWS:
 3. `peagle bench`'s `run_sweep()` over the SageMaker streaming API;
 4. `promote()` dev -> staging through the staging gates;
 5. `promote()` staging -> prod, refused by a stricter prod gate (prod stays absent);
-6. deletes every endpoint, config and model it created, and stops the server.
+6. an experiment on live traffic (`peagle experiment`): the project's image serving K=3,
+   K=5 as a shadow variant, requests flowing, the decision rule reading both variants'
+   metric lines, and the winner promoted blue/green;
+7. deletes every endpoint, config and model it created, and stops the server.
 
 Only the endpoint URL differs from a real run. The emulator's pacing and acceptance are
 set here and every timing on screen says it comes from the emulator: they show how the
@@ -40,7 +43,10 @@ DEMO_ROLE_ARN = "arn:aws:iam::123456789012:role/peagle-demo"
 ever sent to AWS."""
 DEMO_MODEL = "qwen3-coder-30b-a3b-instruct"
 DEMO_INSTANCE = "ml.g7e.2xlarge"
-DEMO_STEPS = 6
+DEMO_STEPS = 7
+DEMO_IMAGE = "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-vllm:0.1.0"
+"""The project's image in the emulated account's registry (experiments read the metric
+lines its peagle-serve entrypoint writes)."""
 
 # The rehearsal's gates, in the same YAML a repository would hold (parsed by the same
 # code). staging is reachable by the emulator's pacing, with floors low enough to hold on
@@ -90,6 +96,13 @@ class DemoSettings(BaseModel):
     poll_interval_s: float = Field(default=0.25, gt=0.0)
     """How often the SDK polls DescribeEndpoint while waiting (2 s against AWS)."""
     prompt: str = "Write a Python function that checks whether a number is prime."
+    experiment: bool = True
+    """Run step 6, the live experiment (about 40 s of emulated traffic)."""
+    experiment_window_s: int = Field(default=1, ge=1)
+    """The experiment's paired windows (60 s on a real endpoint; 1 s so that the 30
+    windows the rule needs fit in the demo)."""
+    experiment_rps: float = Field(default=8.0, gt=0.0)
+    """Requests per second sent during the experiment."""
 
     @classmethod
     def quick(cls) -> DemoSettings:
@@ -191,7 +204,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
             out.print(f"[bold red]rehearsal failed:[/] {escaped(exc)}", highlight=False)
         finally:
             try:
-                with steps.step("6. clean up") as step:
+                with steps.step(f"{DEMO_STEPS}. clean up") as step:
                     _cleanup(created, settings.region, out)
                     left = _leftovers(aws)
                     if left:
@@ -199,7 +212,8 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
                     step.detail = "no endpoint, endpoint config or model left"
             except PeagleError as exc:
                 out.print(f"[bold red]clean-up failed:[/] {escaped(exc)}", highlight=False)
-    summary.ok = len(summary.steps) == DEMO_STEPS and all(s.ok for s in summary.steps)
+    expected = DEMO_STEPS if settings.experiment else DEMO_STEPS - 1
+    summary.ok = len(summary.steps) == expected and all(s.ok for s in summary.steps)
     summary.wall_s = round(time.perf_counter() - started, 2)
     verdict = "[green]rehearsal complete[/]" if summary.ok else "[bold red]rehearsal FAILED[/]"
     out.print(
@@ -357,6 +371,131 @@ def _rehearse(
             highlight=False,
         )
         step.detail = refused.message
+
+    if settings.experiment:
+        _experiment_step(settings, aws=aws, steps=steps, created=created, summary=summary)
+
+
+def _experiment_step(
+    settings: DemoSettings, *, aws: Any, steps: _Steps, created: list[str], summary: DemoSummary
+) -> None:
+    """Step 6: K=3 serving, K=5 in shadow, live requests, the decision, the promotion."""
+    import tempfile
+    import threading
+
+    from peagle_deploy.emulator.traffic import VariantBehaviour
+    from peagle_deploy.experiment.lifecycle import (
+        conclude_experiment,
+        experiment_status,
+        start_experiment,
+    )
+    from peagle_deploy.experiment.plan import experiment_plan, incumbent_spec
+    from peagle_deploy.experiment.plot import plot_experiment
+    from peagle_deploy.experiment.report import render_status
+    from peagle_deploy.sdk import deploy_peagle
+    from peagle_deploy.spec import spec_from_dict
+
+    out = steps.console
+    title = "6. experiment on live traffic: K=3 serving, K=5 as a shadow; promote the winner"
+    with steps.step(title) as step:
+        spec = spec_from_dict(
+            {
+                "model": settings.model,
+                "instance_type": settings.instance_type,
+                "region": settings.region,
+                "image_uri": DEMO_IMAGE.format(region=settings.region),
+                "execution_role_arn": settings.role_arn + "-experiment",
+                "endpoint_name": "peagle-demo-experiment",
+                "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+                "experiment": {
+                    "mode": "shadow",
+                    "candidate": {"num_speculative_tokens": 5},
+                    "min_duration_minutes": 0.5,
+                    "max_duration_minutes": 5,
+                    "min_requests": 100,
+                    "window_seconds": settings.experiment_window_s,
+                    "guardrails": {"min_requests": 50},
+                },
+            }
+        )
+        planned = experiment_plan(spec)
+        # its own role; a quota for both fleets beside dev's and staging's endpoints
+        aws.stage_world(planned.incumbent, endpoint_quota=8)
+        name = planned.incumbent.endpoint_name
+        aws.script_endpoint(name, creating_s=settings.creating_s, updating_s=settings.creating_s)
+        # The emulator's truth: K=5 accepts a little less per token but drafts further.
+        aws.set_variant(name, "AllTraffic", VariantBehaviour(0.6, 3, step_s=0.02, ttft_s=0.05))
+        aws.set_variant(name, "Candidate", VariantBehaviour(0.55, 5, step_s=0.022, ttft_s=0.05))
+        deploy_peagle(spec=incumbent_spec(spec), poll_interval_s=settings.poll_interval_s)
+        created.append(name)
+        start_experiment(spec=spec, poll_interval_s=settings.poll_interval_s)
+        out.print(
+            f"{name}: serving K=3 (AllTraffic) with K=5 as a shadow variant; sending "
+            f"{settings.experiment_rps:g} requests/s (emulated truth: K=5 decodes about "
+            f"{_truth_gain():+.0%} faster per stream)",
+            highlight=False,
+        )
+        stop = threading.Event()
+        sender = threading.Thread(
+            target=_send_traffic, args=(aws, name, settings.experiment_rps, stop), daemon=True
+        )
+        sender.start()
+        try:
+            status = experiment_status(name)
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                time.sleep(5)
+                status = experiment_status(name)
+                analysis = status.analysis
+                if analysis is not None:
+                    out.print(
+                        f"  {analysis.elapsed_s:5.0f} s: {analysis.decision.verdict} "
+                        f"({analysis.decision.reason})",
+                        highlight=False,
+                        markup=False,
+                    )
+                    if analysis.decision.verdict != "running":
+                        break
+        finally:
+            stop.set()
+            sender.join()
+        render_status(status, out)
+        plot = plot_experiment(status, tempfile.mkdtemp(prefix="peagle-demo-") + "/experiment.png")
+        out.print(f"plot of the two variants over time: {plot}", highlight=False, markup=False)
+        outcome = conclude_experiment(name)
+        summary.endpoints["experiment"] = name
+        if outcome.action != "promoted":
+            raise PeagleError(f"expected the candidate to be promoted, got {outcome.action}")
+        out.print(
+            f"[green]promoted:[/] {name} now serves K=5 (blue/green update); the dev manifest "
+            "records the experiment's decision",
+            highlight=False,
+        )
+        step.detail = outcome.reason
+
+
+def _truth_gain() -> float:
+    from peagle_deploy.emulator.traffic import VariantBehaviour
+
+    before = VariantBehaviour(0.6, 3, step_s=0.02).expected_speed(mean_output_tokens=30)
+    return (
+        VariantBehaviour(0.55, 5, step_s=0.022).expected_speed(mean_output_tokens=30) / (before) - 1
+    )
+
+
+def _send_traffic(aws: Any, name: str, rps: float, stop: Any) -> None:
+    """Requests at a steady rate through SageMaker's runtime API until `stop` is set."""
+    import json as _json
+
+    runtime = aws.client("sagemaker-runtime")
+    i = 0
+    while not stop.is_set():
+        body = {"messages": [{"role": "user", "content": f"request {i}"}], "max_tokens": 48}
+        runtime.invoke_endpoint(
+            EndpointName=name, Body=_json.dumps(body), ContentType="application/json"
+        )
+        i += 1
+        stop.wait(1 / rps)
 
 
 def _bench_table(result: Any) -> Table:

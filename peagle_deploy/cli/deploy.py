@@ -110,6 +110,11 @@ def deploy_command(
     if not as_json:
         for warning in plan.warnings:
             output.warn(warning)
+        if plan.spec.experiment is not None:
+            output.warn(
+                "experiment: deploy serves the spec's own settings; start the experiment "
+                f"with `peagle experiment start {plan.endpoint_name} --file SPEC`"
+            )
     try:
         endpoint = deploy_peagle(
             plan=plan,

@@ -70,11 +70,42 @@ def plan_command(
     """Show the exact SageMaker requests a deployment would send (no AWS call)."""
     from peagle_deploy.plan import build_plan
 
-    plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
+    spec = so.load_cli_spec(file, model, knobs or {})
+    plan = build_plan(spec)
+    experiment = None
+    if spec.experiment is not None:
+        from peagle_deploy.experiment.plan import experiment_plan
+
+        experiment = experiment_plan(spec).to_json()
     if as_json:
-        output.emit_json(plan.to_json())
+        extra = {"experiment": experiment} if experiment is not None else {}
+        output.emit_json({**plan.to_json(), **extra})
         return
     _print_plan(plan)
+    if experiment is not None:
+        _print_experiment(experiment)
+
+
+def _print_experiment(experiment: dict[str, Any]) -> None:
+    """The experiment's requests (`peagle experiment start` sends them)."""
+    variants = experiment["variants"]
+    output.console.print(
+        output.literal(
+            f"experiment ({experiment['mode']}): incumbent {variants['incumbent']['variant']} "
+            f"x {variants['incumbent']['instances']}, candidate "
+            f"{variants['candidate']['variant']} x {variants['candidate']['instances']}"
+        )
+    )
+    for title, key in (
+        ("experiment: CreateModel (the candidate)", "create_candidate_model"),
+        ("experiment: CreateEndpointConfig (both variants)", "create_endpoint_config"),
+        ("experiment: UpdateEndpoint (start)", "start_update_endpoint"),
+        ("experiment: UpdateEndpoint (restore the incumbent)", "restore_update_endpoint"),
+    ):
+        output.console.rule(title)
+        output.console.print_json(data=experiment[key], indent=2)
+    for warning in experiment["warnings"]:
+        output.warn(warning)
 
 
 def register(app: typer.Typer) -> None:

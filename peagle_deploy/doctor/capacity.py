@@ -151,12 +151,17 @@ def quota_name(instance_type: str) -> str:
 
 
 def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
-    """How many instances the endpoint may run at once, and why."""
+    """How many instances the endpoint may run at once, and why: with an experiment,
+    the candidate's fleet beside the incumbent's (same instance type)."""
     spec = ctx.plan.spec
     count = spec.initial_instance_count
+    why = "initial_instance_count"
     if spec.scaling is not None and spec.scaling.max_instances > count:
-        return spec.scaling.max_instances, "scaling.max_instances"
-    return count, "initial_instance_count"
+        count, why = spec.scaling.max_instances, "scaling.max_instances"
+    if spec.experiment is not None:
+        extra = spec.experiment.candidate_instances(spec.initial_instance_count)
+        return count + extra, f"{why} + {extra} for the experiment's candidate"
+    return count, why
 
 
 def _quotas(ctx: DoctorContext, operation: str) -> Iterator[dict[str, Any]]:

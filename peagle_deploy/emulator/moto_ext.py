@@ -14,7 +14,11 @@ classes in place (and undoes every patch on exit) to add:
 - InvokeEndpoint answering OpenAI chat completions, and InvokeEndpointWithResponseStream
   in the real event-stream framing (see `eventstream`), paced by `StreamSettings`;
 - optional speculative-decoding metric lines (`peagle_serve.contract.format_metric_line`)
-  written to the endpoint's log group after each invocation, like the container does.
+  written to the endpoint's log group after each invocation, like the container does;
+- endpoint configs with several production variants or a shadow variant
+  (`ShadowProductionVariants`, which moto drops): requests routed by weight, copies
+  mirrored to the shadow, per-variant CloudWatch metrics and, for variants given a
+  `VariantBehaviour` (`set_variant`), per-variant serving and metric lines (`variants`).
 
 The same patches serve `moto.mock_aws()` in-process and a moto server in this process
 (see `LocalAWS`). Transitions are evaluated lazily against a monotonic clock whenever
@@ -24,8 +28,8 @@ the endpoint is read, so no background thread is needed.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -42,16 +46,13 @@ from peagle_deploy.emulator.chat import (
     sse_events,
 )
 from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
+from peagle_deploy.emulator.logs import log_group_name, write_endpoint_logs
 from peagle_deploy.emulator.patching import Installable, Patches, Slot
+from peagle_deploy.emulator.traffic import VariantBehaviour
+from peagle_deploy.emulator.variants import EndpointRef, Route, route, serve_and_report
 
 DEFAULT_VARIANT = "AllTraffic"
-LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
-
-
-def log_group_name(endpoint_name: str) -> str:
-    """The CloudWatch Logs group SageMaker writes an endpoint's container output to."""
-    return LOG_GROUP_PREFIX + endpoint_name
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ class MotoExtensions(Installable):
     _scripts: dict[str, EndpointScript] = field(default_factory=dict, init=False)
     _streams: dict[str, StreamSettings] = field(default_factory=dict, init=False)
     _metrics: dict[str, AcceptanceMetrics] = field(default_factory=dict, init=False)
+    _variants: dict[tuple[str, str], VariantBehaviour] = field(default_factory=dict, init=False)
+    seed: int = 0
+    """Seeds the routing and the variants' serving draws (reproducible runs)."""
+    wall: Callable[[], float] = time.time
+    """Wall-clock seconds stamped on the variants' metric lines and CloudWatch metrics."""
+    _rng: random.Random = field(default_factory=random.Random, init=False)
     _tracked: dict[int, _Tracked] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
@@ -235,6 +242,23 @@ class MotoExtensions(Installable):
             self._metrics[endpoint_name or ""] = metrics
         return metrics
 
+    def set_variant(
+        self, endpoint_name: str, variant_name: str, behaviour: VariantBehaviour | None = None
+    ) -> VariantBehaviour:
+        """How one variant of an endpoint serves (its true speed, acceptance, errors).
+
+        Requests it answers are paced by it; every request it handles (answered or
+        mirrored) writes its container's metric line and its CloudWatch metrics.
+        """
+        chosen = behaviour or VariantBehaviour()
+        with self._lock:
+            self._variants[(endpoint_name, variant_name)] = chosen
+        return chosen
+
+    def variant_behaviour(self, endpoint_name: str, variant_name: str) -> VariantBehaviour | None:
+        with self._lock:
+            return self._variants.get((endpoint_name, variant_name))
+
     def stream_settings(self, endpoint_name: str) -> StreamSettings:
         with self._lock:
             return self._streams.get(endpoint_name, self.stream)
@@ -258,6 +282,9 @@ class MotoExtensions(Installable):
         return [e.message for e in sorted(events, key=lambda e: e.timestamp)]
 
     # --- install (see patching.Installable) -------------------------------------------
+    def __post_init__(self) -> None:
+        self._rng.seed(self.seed)
+
     def _after_uninstall(self) -> None:
         with self._lock:
             self._tracked.clear()
@@ -297,8 +324,27 @@ class MotoExtensions(Installable):
                 if endpoint_name in backend.endpoints:
                     _already_exists(backend, "endpoint", "endpoint", endpoint_name)
                 endpoint = orig_create_endpoint(backend, endpoint_name, *args, **kwargs)
+                config = backend.endpoint_configs.get(endpoint.endpoint_config_name)
+                _set_shadow_variants(endpoint, config)
                 self._start_create(backend, endpoint)
                 return endpoint
+
+        orig_response_create_config = SageMakerResponse.create_endpoint_config
+
+        def response_create_endpoint_config(response: Any) -> Any:
+            shadows = response._get_param("ShadowProductionVariants") or []
+            if shadows:
+                _check_shadow_config(
+                    response.sagemaker_backend,
+                    response._get_param("ProductionVariants") or [],
+                    shadows,
+                )
+            result = orig_response_create_config(response)
+            name = response._get_param("EndpointConfigName")
+            response.sagemaker_backend.endpoint_configs[name].shadow_production_variants = (
+                shadows or None
+            )
+            return result
 
         def describe_endpoint(backend: Any, endpoint_name: str) -> Any:
             with self._lock:
@@ -353,6 +399,7 @@ class MotoExtensions(Installable):
         self._patch(backend_cls, "list_endpoints", list_endpoints)
         self._patch(backend_cls, "update_endpoint", update_endpoint)
         self._patch(SageMakerResponse, "update_endpoint", response_update_endpoint)
+        self._patch(SageMakerResponse, "create_endpoint_config", response_create_endpoint_config)
         self._patch(SageMakerRuntimeResponse, "invoke_endpoint", response_invoke_endpoint)
         # In-process requests reach the runtime backend by host name; a moto *server*
         # routes every SigV4 "sagemaker" request whose path does not end in
@@ -460,6 +507,7 @@ class MotoExtensions(Installable):
             endpoint.production_variants = endpoint._process_production_variants(
                 new_config.production_variants
             )
+            _set_shadow_variants(endpoint, new_config)
             endpoint.endpoint_status = "InService"
 
         self._schedule(endpoint, script.updating_s, done)
@@ -508,20 +556,25 @@ class MotoExtensions(Installable):
         except ChatRequestError as exc:
             return _model_error(account_id, region, endpoint_name, str(exc))
         started = self.clock()
-        settings = self.stream_settings(endpoint_name)
-        doc = chat_completion(request, settings.default_max_tokens)
+        sent = self._dispatch(account_id, region, endpoint_name, request)
+        if not sent.ok:
+            return _model_error(
+                account_id, region, endpoint_name, _VARIANT_FAILURE, original_status=500
+            )
+        doc = chat_completion(request, sent.settings.default_max_tokens)
         with self._lock:
             self.invocations += 1
-        self._after_invocation(
-            account_id,
-            region,
-            endpoint_name,
-            doc["usage"]["completion_tokens"],
-            self.clock() - started,
-        )
+        if not sent.reported:
+            self._after_invocation(
+                account_id,
+                region,
+                endpoint_name,
+                doc["usage"]["completion_tokens"],
+                self.clock() - started,
+            )
         headers = {
             "Content-Type": "application/json",
-            "x-Amzn-Invoked-Production-Variant": DEFAULT_VARIANT,
+            "x-Amzn-Invoked-Production-Variant": sent.variant,
         }
         return 200, headers, json.dumps(doc, ensure_ascii=False)
 
@@ -535,15 +588,21 @@ class MotoExtensions(Installable):
             request = ChatRequest.parse(body if body is not None else b"")
         except ChatRequestError as exc:
             return _model_error(account_id, region, endpoint_name, str(exc))
-        settings = self.stream_settings(endpoint_name)
+        sent = self._dispatch(account_id, region, endpoint_name, request)
+        if not sent.ok:
+            return _model_error(
+                account_id, region, endpoint_name, _VARIANT_FAILURE, original_status=500
+            )
+        settings = sent.settings
         with self._lock:
             self.invocations += 1
         started = self.clock()
 
         def done(completion_tokens: int) -> None:
-            self._after_invocation(
-                account_id, region, endpoint_name, completion_tokens, self.clock() - started
-            )
+            if not sent.reported:
+                self._after_invocation(
+                    account_id, region, endpoint_name, completion_tokens, self.clock() - started
+                )
 
         def frames() -> Iterator[bytes]:
             for event in sse_events(request, settings, on_done=done):
@@ -562,9 +621,62 @@ class MotoExtensions(Installable):
         headers = {
             "Content-Type": "application/vnd.amazon.eventstream",
             "X-Amzn-SageMaker-Content-Type": "text/event-stream",
-            "x-Amzn-Invoked-Production-Variant": DEFAULT_VARIANT,
+            "x-Amzn-Invoked-Production-Variant": sent.variant,
         }
         return 200, headers, frames()
+
+    def _dispatch(
+        self, account_id: str, region: str, endpoint_name: str, request: ChatRequest
+    ) -> _Sent:
+        """Route one request over the endpoint's variants and report what each handled.
+
+        The production variant that answers paces the stream by its `VariantBehaviour`;
+        shadow copies are served and reported, their answers dropped.
+        """
+        from moto.sagemaker.models import sagemaker_backends
+
+        settings = self.stream_settings(endpoint_name)
+        where = EndpointRef(account_id, region, endpoint_name)
+        tokens = len(generate(request, settings.default_max_tokens)[0])
+        difficulty = random.Random(request.seed).gauss(0.0, 1.0)  # the prompt's, shared
+        with self._lock:
+            endpoint = sagemaker_backends[account_id][region].endpoints.get(endpoint_name)
+            chosen: Route | None = route(endpoint, self._rng) if endpoint is not None else None
+            if chosen is None:
+                return _Sent(DEFAULT_VARIANT, settings, ok=True, reported=False)
+            behaviour = self._variants.get((endpoint_name, chosen.production.name))
+            served = serve_and_report(
+                where,
+                chosen.production,
+                behaviour,
+                self._rng,
+                output_tokens=tokens,
+                difficulty=difficulty,
+                at=self.wall(),
+            )
+            for shadow in chosen.shadows:
+                serve_and_report(
+                    where,
+                    shadow,
+                    self._variants.get((endpoint_name, shadow.name)),
+                    self._rng,
+                    output_tokens=tokens,
+                    difficulty=difficulty,
+                    at=self.wall(),
+                )
+        if behaviour is not None:
+            settings = replace(
+                settings,
+                ttft_s=behaviour.ttft_s,
+                token_delay_s=behaviour.step_s / behaviour.tokens_per_step,
+                tokens_per_chunk=max(1, round(behaviour.tokens_per_step)),
+            )
+        return _Sent(
+            chosen.production.name,
+            settings,
+            ok=served is None or served.ok,
+            reported=behaviour is not None,
+        )
 
     def _after_invocation(
         self,
@@ -599,24 +711,46 @@ class MotoExtensions(Installable):
         write_endpoint_logs(account_id, region, endpoint_name, [line])
 
 
-def write_endpoint_logs(
-    account_id: str, region: str, endpoint_name: str, lines: Iterable[str]
-) -> None:
-    """Append lines to `/aws/sagemaker/Endpoints/<name>`, stream `AllTraffic/i-<id>`."""
-    from moto.logs.models import logs_backends
+_VARIANT_FAILURE = "the model container failed (emulated variant error rate)"
 
-    lines = list(lines)
-    if not lines:
-        return
-    backend = logs_backends[account_id][region]
-    group = log_group_name(endpoint_name)
-    if group not in backend.groups:
-        backend.create_log_group(group, {})
-    instance = hashlib.sha256(endpoint_name.encode()).hexdigest()[:17]
-    stream = f"{DEFAULT_VARIANT}/i-{instance}"
-    backend.ensure_log_stream(group, stream)
-    now = int(time.time() * 1000)
-    backend.put_log_events(group, stream, [{"timestamp": now, "message": m} for m in lines])
+
+@dataclass(frozen=True)
+class _Sent:
+    """How one request was dispatched: the answering variant and its stream pacing."""
+
+    variant: str
+    settings: StreamSettings
+    ok: bool
+    reported: bool
+    """Whether the variants wrote their own metric lines (else the endpoint's SpecMetrics do)."""
+
+
+def _set_shadow_variants(endpoint: Any, config: Any) -> None:
+    """Give a moto endpoint its config's shadow variants (DescribeEndpoint shows them)."""
+    shadows = getattr(config, "shadow_production_variants", None) if config else None
+    endpoint.shadow_production_variants = (
+        endpoint._process_production_variants(shadows) if shadows else None
+    )
+
+
+def _check_shadow_config(
+    backend: Any, production: list[dict[str, Any]], shadows: list[dict[str, Any]]
+) -> None:
+    """SageMaker's rule (botocore's CreateEndpointConfig doc): with a shadow variant, one
+    production variant and one shadow variant; and the shadow's model must exist."""
+    from moto.sagemaker.exceptions import ValidationError
+
+    if len(production) != 1 or len(shadows) != 1:
+        raise ValidationError(
+            message=(
+                "With ShadowProductionVariants, the endpoint config can have only one "
+                "production variant and one shadow variant."
+            )
+        )
+    for shadow in shadows:
+        if "InstanceType" in shadow:
+            _validate_instance_type(None, shadow["InstanceType"])
+    backend.validate_production_variants(shadows)
 
 
 def _validate_instance_type(self: Any, instance_type: str) -> None:
@@ -661,16 +795,22 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, Any], s
 
 
 def _model_error(
-    account_id: str, region: str, endpoint_name: str, message: str
+    account_id: str,
+    region: str,
+    endpoint_name: str,
+    message: str,
+    *,
+    original_status: int = 400,
 ) -> tuple[int, dict[str, Any], str]:
-    """What SageMaker returns when the container answers 4xx: ModelError (HTTP 424)."""
+    """What SageMaker returns when the container answers 4xx or 5xx: ModelError (HTTP 424)."""
+    kind = "client" if original_status < 500 else "server"
     body = {
         "__type": "ModelError",
         "Message": (
-            f"Received client error (400) from primary with message "
+            f"Received {kind} error ({original_status}) from primary with message "
             f'"{message}". See the endpoint\'s CloudWatch logs.'
         ),
-        "OriginalStatusCode": 400,
+        "OriginalStatusCode": original_status,
         "OriginalMessage": message,
         "LogStreamArn": (
             f"arn:aws:logs:{region}:{account_id}:log-group:{log_group_name(endpoint_name)}"

@@ -238,6 +238,7 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
             f"source endpoint {name} ({stage}) is {status}, not InService; gates can only "
             "run against a serving endpoint. Nothing was changed."
         )
+    _refuse_experiment(described, f"source endpoint {name} ({stage})")
     if running_config != manifest.endpoint_config_name:
         raise PeagleError(
             f"source endpoint {name} runs endpoint config {running_config}, but its manifest "
@@ -262,6 +263,7 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
 
     stage = options.target_stage
     doc = source.manifest.spec.model_dump(mode="json")
+    doc.pop("experiment", None)  # what serves is promoted, never an experiment's candidate
     doc["stage"] = stage
     doc["endpoint_name"] = options.target_endpoint or derive_target_endpoint_name(
         source.state.endpoint_name,
@@ -298,6 +300,7 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
         endpoint_config_name=None if described is None else described.get("EndpointConfigName"),
         content_hash=None if manifest is None else manifest.content_hash,
     )
+    _refuse_experiment(described, f"target endpoint {name} ({stage})")
     if state.status in _BUSY:
         # Checked before the gates: their measurements would be wasted, and the SDK
         # refuses to interleave two deployments anyway.
@@ -306,6 +309,19 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
             "settled. Nothing was changed."
         )
     return Target(plan, state, manifest, settings)
+
+
+def _refuse_experiment(described: dict[str, Any] | None, who: str) -> None:
+    """No promotion from or onto an endpoint that runs an experiment: its gates would
+    measure two variants, and the deploy would end the experiment unrecorded."""
+    from peagle_deploy.experiment.record import running_experiment
+
+    why = running_experiment(described)
+    if why:
+        raise PeagleError(
+            f"{who} runs an experiment ({why}); conclude or abort it first (peagle "
+            "experiment conclude|abort NAME). Nothing was changed."
+        )
 
 
 def describe_promotion(

@@ -413,6 +413,15 @@ class _Deployer:
         pending = (current.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         if status == "Failed":
             return "recreate", config
+        from peagle_deploy.experiment.record import running_experiment
+
+        experiment = running_experiment(current)
+        if experiment:
+            raise DeployError(
+                f"endpoint {p.endpoint_name} is in an experiment ({experiment}): end it "
+                f"first with `peagle experiment conclude {p.endpoint_name}` or `peagle "
+                f"experiment abort {p.endpoint_name}`"
+            )
         if status == "Deleting":
             raise DeployError(
                 f"endpoint {p.endpoint_name} is being deleted; deploy again once it is gone"

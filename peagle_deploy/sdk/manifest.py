@@ -63,6 +63,9 @@ class DeploymentManifest(BaseModel):
     """`<stage>/<endpoint>` of the source when this deployment is a promotion."""
     gate_results: list[dict[str, Any]] = Field(default_factory=list)
     """Gate verdicts recorded by `peagle promote` (empty for a direct deploy)."""
+    experiment: dict[str, Any] | None = None
+    """The last experiment concluded or aborted on this deployment (`peagle experiment`):
+    its decision, and whether the candidate was promoted or the incumbent kept."""
 
     @classmethod
     def from_plan(

@@ -269,3 +269,125 @@ class DeploymentSpec(_Strict):
     """Blue/green rollout of updates, with alarm-based rollback."""
     scaling: ScalingSpec | None = None
     """Autoscaling bounds and target; none means a fixed instance count."""
+    experiment: ExperimentSpec | None = None
+    """A live experiment: a candidate's speculative settings against this spec's, on the
+    same endpoint, as a shadow or a weighted production variant (docs/experiments.md)."""
+
+
+ExperimentMode = Literal["shadow", "split"]
+
+
+class CandidateSpec(_Strict):
+    """The candidate's speculative settings: each field given replaces the incumbent's."""
+
+    mode: SpeculativeMode | None = None
+    """`p-eagle` or `eagle3` (both variants must draft: the metric lines come from drafting)."""
+    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    """K of the candidate."""
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
+    """A K schedule for the candidate (`mode: eagle3` only, as for the incumbent)."""
+    drafter_uri: str | None = None
+    """Another drafter (S3 prefix), e.g. a plain EAGLE-3 head."""
+    drafter_kind: DrafterKind | None = None
+    """Kind of that drafter; parallel drafting needs `p-eagle`."""
+
+
+class GuardrailSpec(_Strict):
+    """When the candidate is stopped early and the incumbent restored."""
+
+    max_error_rate_percent: float = Field(default=1.0, ge=0, le=100)
+    """The candidate's Invocation5XXErrors / Invocations over the guardrail window."""
+    max_p99_latency_increase_percent: float = Field(default=50.0, ge=0, le=1000)
+    """How far the candidate's p99 time to first token and p99 request latency may exceed
+    the incumbent's over the guardrail window."""
+    window_minutes: float = Field(default=10.0, gt=0, le=1440)
+    """The recent span the guardrails read."""
+    min_requests: int = Field(default=200, ge=1, le=AWS_INT_MAX)
+    """Requests each variant needs in the window before a guardrail may fire."""
+
+
+class ExperimentSpec(_Strict):
+    """A candidate against the incumbent on live traffic, and how a winner is decided."""
+
+    mode: ExperimentMode = "shadow"
+    """`shadow`: the candidate gets a copy of a share of the requests and its answers are
+    discarded; `split`: the candidate answers a share of the requests itself."""
+    candidate: CandidateSpec
+    """The candidate's speculative settings (the rest is the incumbent's spec)."""
+    sampling_percent: int | None = Field(default=None, ge=1, le=100)
+    """Shadow mode: the share of requests copied to the candidate (default 100)."""
+    weight_percent: int | None = Field(default=None, ge=1, le=99)
+    """Split mode: the share of requests the candidate answers (default 50)."""
+    candidate_instance_count: int | None = Field(default=None, ge=1, le=AWS_INT_MAX)
+    """The candidate's instances (default: as many as give it the incumbent's load per
+    instance, at least one)."""
+    alpha: float = Field(default=0.05, gt=0, le=0.2)
+    """The chance of declaring a winner when there is no difference (two-sided)."""
+    min_duration_minutes: float = Field(default=60.0, ge=0, le=43200)
+    """No winner before this much time (a traffic cycle)."""
+    max_duration_minutes: float = Field(default=1440.0, gt=0, le=43200)
+    """Without a winner by then, the experiment ends and the incumbent stays."""
+    min_requests: int = Field(default=1000, ge=1, le=AWS_INT_MAX)
+    """Finished requests per variant before a winner may be declared."""
+    window_seconds: int = Field(default=60, ge=1, le=3600)
+    """Length of the paired windows the test compares (at least the container's metric
+    interval, PEAGLE_METRICS_INTERVAL_SECONDS, 60 s by default)."""
+    guardrails: GuardrailSpec = Field(default_factory=GuardrailSpec)
+    """Error-rate and latency limits that end the experiment early."""
+
+    @field_validator("sampling_percent")
+    @classmethod
+    def _sampling_only_for_shadow(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and info.data.get("mode") == "split":
+            raise PydanticCustomError(
+                "experiment_mode", "is for shadow mode", {"allowed": "weight_percent in split mode"}
+            )
+        return value
+
+    @field_validator("weight_percent")
+    @classmethod
+    def _weight_only_for_split(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and info.data.get("mode") == "shadow":
+            raise PydanticCustomError(
+                "experiment_mode",
+                "is for split mode",
+                {"allowed": "sampling_percent in shadow mode"},
+            )
+        return value
+
+    @field_validator("max_duration_minutes")
+    @classmethod
+    def _max_after_min(cls, value: float, info: ValidationInfo) -> float:
+        low = info.data.get("min_duration_minutes")
+        if isinstance(low, int | float) and value < low:
+            raise PydanticCustomError(
+                "experiment_duration",
+                f"{value:g} is shorter than min_duration_minutes ({low:g})",
+                {"allowed": f">= {low:g}"},
+            )
+        return value
+
+    @property
+    def share(self) -> float:
+        """The candidate's share of the requests, 0-1 (mirrored or answered)."""
+        if self.mode == "shadow":
+            return (self.sampling_percent or 100) / 100
+        return (self.weight_percent or 50) / 100
+
+    def candidate_instances(self, incumbent_instances: int) -> int:
+        """The candidate's instances: given, else as many as give it the incumbent's load
+        per instance (shadow: count x share; split: count x w / (1 - w)), at least one."""
+        if self.candidate_instance_count is not None:
+            return self.candidate_instance_count
+        ratio = self.share if self.mode == "shadow" else self.share / (1 - self.share)
+        return max(1, round(incumbent_instances * ratio))
+
+    def load_ratio(self, incumbent_instances: int) -> float:
+        """Requests per candidate instance over requests per incumbent instance."""
+        incumbent_share = 1.0 if self.mode == "shadow" else 1 - self.share
+        return (self.share / self.candidate_instances(incumbent_instances)) / (
+            incumbent_share / incumbent_instances
+        )
+
+
+DeploymentSpec.model_rebuild()

@@ -519,3 +519,27 @@ def test_vllm_prometheus_counters_give_the_expected_rates(
     assert window.values["acceptance_rate"] == accepted / drafted
     assert window.values["mean_acceptance_length"] == 1 + accepted / drafts
     assert window.per_position == [p / drafts for p in per_pos]
+
+
+def test_serving_statistics_read_what_vllm_registers(
+    probe: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The series peagle-serve's serving statistics read (experiments compare variants on
+    them) exist in the pinned vLLM, and the emulator's buckets are vLLM's."""
+    from peagle_serve import contract, serving
+
+    from peagle_deploy.emulator import vllm_buckets
+
+    _, results = probe
+    found = results["serving_metrics"]
+    names = set(found["names"])
+    wanted = {family for _, family in contract.SERVING_HISTOGRAMS} | {
+        serving.GENERATION_TOKENS,
+        serving.REQUEST_GENERATION_TOKENS,
+        serving.DECODE_TIME,
+        serving.REQUESTS,
+    }
+    assert wanted <= names, sorted(wanted - names)
+    assert tuple(found["buckets"]["time_to_first_token"]) == vllm_buckets.TIME_TO_FIRST_TOKEN
+    assert tuple(found["buckets"]["inter_token_latency"]) == vllm_buckets.INTER_TOKEN_LATENCY
+    assert tuple(found["buckets"]["request_latency"]) == vllm_buckets.REQUEST_LATENCY

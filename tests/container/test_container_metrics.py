@@ -179,9 +179,21 @@ def test_reporter_lines_carry_the_endpoint_dimension() -> None:
     doc = contract.parse_metric_line(line)
     assert doc is not None
     assert doc[contract.METRIC_DIMENSION] == "peagle-gpt-oss-20b-prod"
+    assert doc[contract.VARIANT_DIMENSION] == contract.DEFAULT_VARIANT  # the one variant
     (directive,) = doc["_aws"]["CloudWatchMetrics"]
-    assert directive["Dimensions"] == [[contract.METRIC_DIMENSION]]
+    assert directive["Dimensions"] == [
+        [contract.METRIC_DIMENSION],  # the endpoint-wide series, as before
+        [contract.METRIC_DIMENSION, contract.VARIANT_DIMENSION],
+    ]
     assert contract.metric_dimensions({}) == {}  # unnamed container: no dimension
+
+
+def test_a_candidates_lines_carry_its_variant() -> None:
+    env = {contract.ENDPOINT_NAME_ENV: "peagle-x-prod", contract.VARIANT_NAME_ENV: "Candidate"}
+    assert contract.metric_dimensions(env) == {
+        contract.METRIC_DIMENSION: "peagle-x-prod",
+        contract.VARIANT_DIMENSION: "Candidate",
+    }
 
 
 @pytest.fixture

@@ -166,3 +166,30 @@ def test_usage_that_cannot_be_read_is_a_warning(inprocess: Account) -> None:
     assert report.ok and line.status == "warn"
     assert "could not be counted (AccessDenied)" in line.detail
     assert "sagemaker:ListEndpoints" in line.fix
+
+
+def test_an_experiment_needs_the_candidates_fleet_beside_the_incumbents() -> None:
+    import typing
+    from types import SimpleNamespace
+
+    from peagle_deploy.doctor.capacity import instances_needed
+    from peagle_deploy.spec import spec_from_dict
+
+    spec = spec_from_dict(
+        {
+            "model": "gpt-oss-20b",
+            "initial_instance_count": 2,
+            "experiment": {"mode": "shadow", "sampling_percent": 50, "candidate": {}},
+        }
+    )
+    ctx: typing.Any = SimpleNamespace(plan=SimpleNamespace(spec=spec))
+    assert instances_needed(ctx) == (3, "initial_instance_count + 1 for the experiment's candidate")
+    split = spec.model_copy(
+        update={
+            "experiment": spec.experiment.model_copy(  # type: ignore[union-attr]
+                update={"mode": "split", "sampling_percent": None, "weight_percent": 50}
+            )
+        }
+    )
+    ctx.plan.spec = split
+    assert instances_needed(ctx)[0] == 4  # 50/50 over 2 incumbent instances: 2 more

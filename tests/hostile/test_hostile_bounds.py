@@ -121,7 +121,11 @@ def test_every_int_field_of_the_spec_is_bounded() -> None:
                 unbounded.append(prefix + name)
 
     walk(DeploymentSpec, "")
-    assert unbounded == ["speculative.num_speculative_tokens"]
+    # Both K are bounded by the plan (the candidate's through its own plan).
+    assert unbounded == [
+        "speculative.num_speculative_tokens",
+        "experiment.candidate.num_speculative_tokens",
+    ]
 
 
 def test_k_bound_follows_max_model_len() -> None:

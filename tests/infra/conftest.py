@@ -17,7 +17,7 @@ from cdk_helpers import (
     synthesize_once,
 )
 
-from infra.stages import STAGES_CONTEXT_KEY, stage_configs
+from infra.stages import STAGES_CONTEXT_KEY, StageConfig, stage_configs
 
 
 class _EbsInstance:
@@ -69,7 +69,35 @@ def edge_synth_unacknowledged(tmp_path_factory: pytest.TempPathFactory) -> Synth
     )
 
 
+def experiment_stage() -> StageConfig:
+    """dev with an experiment (stages/dev-experiment.yaml), as its comment says to
+    synthesize it, with a candidate that also brings its own drafter (so the execution
+    role must read it too)."""
+    return StageConfig(
+        name="dev",
+        spec_file=ROOT / "stages" / "dev-experiment.yaml",
+        overrides={
+            "experiment.candidate.drafter_uri": "s3://peagle-candidates/gpt-oss-20b-p-eagle-v2/",
+            "experiment.candidate.drafter_kind": "p-eagle",
+        },
+        log_retention_days=14,
+    )
+
+
 @pytest.fixture(scope="session")
-def all_synths(stage_synth: Synthesized, edge_synth: Synthesized) -> list[Synthesized]:
-    """Both apps, for checks that apply to every stack."""
-    return [stage_synth, edge_synth]
+def experiment_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The experiment stage, synthesized with cdk-nag."""
+
+    def build(outdir: Path) -> Synthesized:
+        with environ(CDK_DEFAULT_ACCOUNT=None):
+            return synthesize([experiment_stage()], outdir, context=cdk_context())
+
+    return synthesize_once("experiment", tmp_path_factory, build)
+
+
+@pytest.fixture(scope="session")
+def all_synths(
+    stage_synth: Synthesized, edge_synth: Synthesized, experiment_synth: Synthesized
+) -> list[Synthesized]:
+    """Every app, for checks that apply to every stack."""
+    return [stage_synth, edge_synth, experiment_synth]

@@ -28,7 +28,9 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     summary = run_demo(_fast(), console=console)
     text = console.export_text()
     assert summary.ok, text
-    assert [s.name.split(".")[0] for s in summary.steps] == ["1", "2", "3", "4", "5", "6"]
+    assert [s.name.split(".")[0] for s in summary.steps] == ["1", "2", "3", "4", "5", "6", "7"]
+    assert "experiment" in summary.endpoints  # step 6 promoted the experiment's winner
+    assert "decision: candidate" in text
     assert [p["status"] for p in summary.promotions] == ["promoted", "refused"]
     refused = summary.promotions[1]
     failed = [r["name"] for r in refused["report"]["results"] if not r["passed"]]
@@ -43,10 +45,10 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
 def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
     # An acceptance the staging gate (>= 1.5) refuses: 1 + 0.1 x 3 = 1.3.
     console = Console(record=True, width=120)
-    summary = run_demo(_fast(acceptance_rate=0.1), console=console)
+    summary = run_demo(_fast(acceptance_rate=0.1, experiment=False), console=console)
     assert not summary.ok
     assert summary.promotions and summary.promotions[0]["status"] == "refused"
-    assert summary.steps[-1].name == "6. clean up" and summary.steps[-1].ok
+    assert summary.steps[-1].name == "7. clean up" and summary.steps[-1].ok
     assert "rehearsal FAILED" in console.export_text()
 
 
@@ -58,7 +60,7 @@ def test_cli_demo_json_summary_and_exit_code(
 
     from peagle_deploy.cli.app import main
 
-    monkeypatch.setattr(DemoSettings, "quick", classmethod(lambda cls: _fast()))
+    monkeypatch.setattr(DemoSettings, "quick", classmethod(lambda cls: _fast(experiment=False)))
     assert main(["demo", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True and summary["emulated"] is True

@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import sys
 import typing
 from types import SimpleNamespace
@@ -236,6 +237,24 @@ def metrics_text(k: int, drafts: list[list[int]]) -> str:
     return text
 
 
+def serving_metrics() -> dict[str, Any]:
+    """The bucket bounds of vLLM's latency histograms and the metric names its Prometheus
+    logger registers (read from its source: registering them needs a whole engine)."""
+    import inspect
+
+    from vllm.v1.metrics import buckets, loggers
+
+    source = inspect.getsource(loggers)
+    return {
+        "buckets": {
+            "time_to_first_token": list(buckets.TIME_TO_FIRST_TOKEN_BUCKETS),
+            "inter_token_latency": list(buckets.INTER_TOKEN_LATENCY_BUCKETS),
+            "request_latency": list(buckets.REQUEST_LATENCY_BUCKETS),
+        },
+        "names": sorted(set(re.findall(r'name="(vllm:[a-z0-9_]+)"', source))),
+    }
+
+
 def safetensors_shapes(paths: list[str]) -> dict[str, dict[str, list[int]]]:
     from safetensors import safe_open
 
@@ -256,6 +275,7 @@ def main() -> int:
         "full": check_full(cases["target"], cases["full"]),
         "mask_tokens": mask_tokens(cases["mask_tokens"]),
         "metrics_text": metrics_text(cases["metrics"]["k"], cases["metrics"]["drafts"]),
+        "serving_metrics": serving_metrics(),
         "safetensors": safetensors_shapes(cases["safetensors"]),
     }
     with open(sys.argv[2], "w") as f:

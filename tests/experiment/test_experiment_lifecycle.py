@@ -1,0 +1,273 @@
+"""An experiment's whole life against the emulator: start, status, conclude or abort.
+
+The incumbent is deployed with `deploy_peagle`; the emulator serves both variants with a
+configured truth (`VariantBehaviour`) and traffic is sent through SageMaker's runtime
+API. An emulated wall clock (shared by the emulator's reports and the SDK) moves one
+window per batch of requests, so an hour of traffic takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from peagle_deploy.emulator import MotoExtensions
+from peagle_deploy.emulator.traffic import VariantBehaviour
+from peagle_deploy.experiment import lifecycle
+from peagle_deploy.experiment.lifecycle import (
+    ExperimentError,
+    abort_experiment,
+    conclude_experiment,
+    experiment_status,
+    start_experiment,
+)
+from peagle_deploy.experiment.plan import candidate_spec, incumbent_spec
+from peagle_deploy.sdk import deploy_peagle, read_manifest, waiter
+from peagle_deploy.spec import spec_from_dict
+from peagle_deploy.spec.models import DeploymentSpec
+
+REGION = "us-east-1"
+ROLE = "arn:aws:iam::123456789012:role/peagle-experiment-test"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0"
+FAST = VariantBehaviour(acceptance_rate=0.6, num_speculative_tokens=3, step_s=0.02)
+
+
+class Wall:
+    """Seconds since the epoch, moved by hand; starts at the real now."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).timestamp()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def datetime(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+
+def make_spec(**experiment: Any) -> DeploymentSpec:
+    return spec_from_dict(
+        {
+            "model": "gpt-oss-20b",
+            "region": REGION,
+            "image_uri": IMAGE,
+            "instance_type": "ml.g7e.2xlarge",
+            "execution_role_arn": ROLE,
+            "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+            "experiment": {
+                "mode": "shadow",
+                "candidate": {"num_speculative_tokens": 5},
+                "min_duration_minutes": 20,
+                "max_duration_minutes": 120,
+                "min_requests": 100,
+                **experiment,
+            },
+        }
+    )
+
+
+@pytest.fixture
+def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
+    w = Wall()
+    monkeypatch.setattr(lifecycle, "_now", w.datetime)
+    monkeypatch.setattr(waiter, "_sleep", lambda s: None)
+    return w
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch, wall: Wall) -> Iterator[MotoExtensions]:
+    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws(), MotoExtensions(seed=7, wall=wall) as ext:
+        yield ext
+
+
+def traffic(name: str, wall: Wall, *, minutes: int, per_minute: int = 8) -> None:
+    """`per_minute` requests in each of `minutes` emulated minutes."""
+    rt = boto3.client("sagemaker-runtime", region_name=REGION)
+    for i in range(minutes * per_minute):
+        body = {"messages": [{"role": "user", "content": f"question {i}"}], "max_tokens": 48}
+        rt.invoke_endpoint(EndpointName=name, Body=json.dumps(body), ContentType="application/json")
+        wall.now += 60 / per_minute
+
+
+def started(emulator: MotoExtensions, spec: DeploymentSpec, candidate: VariantBehaviour) -> str:
+    endpoint = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    emulator.set_variant(endpoint, "AllTraffic", FAST)
+    emulator.set_variant(endpoint, "Candidate", candidate)
+    status = start_experiment(spec=spec, progress=False)
+    assert status.record.state == "running"
+    return endpoint
+
+
+def test_a_faster_shadow_candidate_is_found_and_promoted(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    spec = make_spec()
+    name = started(emulator, spec, FAST.faster(1.3))
+    sm = boto3.client("sagemaker", region_name=REGION)
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert desc["ShadowProductionVariants"][0]["VariantName"] == "Candidate"
+
+    traffic(name, wall, minutes=10)
+    early = experiment_status(name)
+    assert early.analysis is not None
+    assert early.analysis.decision.verdict == "running"  # before the 20 minutes
+    with pytest.raises(ExperimentError, match="too early"):
+        conclude_experiment(name, progress=False)
+
+    traffic(name, wall, minutes=30)
+    status = experiment_status(name)
+    analysis = status.analysis
+    assert analysis is not None
+    inc, cand = analysis.incumbent, analysis.candidate
+    assert inc.requests == cand.requests  # shadow at 100 %: every request copied
+    assert inc.decode_tokens_per_s and cand.decode_tokens_per_s
+    assert 1.2 < cand.decode_tokens_per_s / inc.decode_tokens_per_s < 1.4
+    assert inc.mean_acceptance_length and 2.2 < inc.mean_acceptance_length < 3.4
+    assert inc.ttft_ms["p99"] is not None and inc.itl_ms["p50"] is not None
+    assert inc.invocations == cand.invocations == 320
+    assert analysis.decision.verdict == "candidate"
+    result = analysis.decision.result
+    assert result is not None and result.ci[0] < 0.3 < result.ci[1]
+    json.dumps(status.to_json())  # --json prints exactly this
+
+    outcome = conclude_experiment(name, progress=False)
+    assert outcome.action == "promoted"
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert "ShadowProductionVariants" not in desc or not desc["ShadowProductionVariants"]
+    promoted = candidate_spec(spec)
+    manifest = read_manifest("dev", name)
+    assert manifest is not None
+    assert manifest.spec.speculative.num_speculative_tokens == 5
+    assert manifest.num_speculative_tokens == promoted.speculative.num_speculative_tokens
+    assert manifest.experiment is not None and manifest.experiment["action"] == "promoted"
+    configs = [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]]
+    assert configs == [desc["EndpointConfigName"]]  # experiment and old configs removed
+
+
+def test_no_difference_keeps_the_incumbent(emulator: MotoExtensions, wall: Wall) -> None:
+    spec = make_spec(mode="split", weight_percent=50, candidate_instance_count=1)
+    name = started(emulator, spec, FAST)
+    traffic(name, wall, minutes=40)
+    outcome = conclude_experiment(name, progress=False)
+    assert outcome.action == "kept"
+    manifest = read_manifest("dev", name)
+    assert manifest is not None and manifest.spec.speculative.num_speculative_tokens == 3
+    assert manifest.experiment is not None and manifest.experiment["action"] == "kept"
+    sm = boto3.client("sagemaker", region_name=REGION)
+    variants = sm.describe_endpoint(EndpointName=name)["ProductionVariants"]
+    assert [v["VariantName"] for v in variants] == ["AllTraffic"]
+
+
+def test_a_failing_candidate_trips_the_error_guardrail(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    spec = make_spec(guardrails={"max_error_rate_percent": 5, "min_requests": 50})
+    name = started(emulator, spec, VariantBehaviour(error_rate=0.2))
+    traffic(name, wall, minutes=10)
+    status = experiment_status(name)
+    assert status.analysis is not None
+    assert [b.guardrail for b in status.analysis.breaches] == ["max_error_rate_percent"]
+    outcome = conclude_experiment(name, progress=False)  # a breach ends it as an abort
+    assert outcome.action == "aborted" and "guardrail" in outcome.reason
+
+
+def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    spec = make_spec()
+    name = started(emulator, spec, FAST)
+    from peagle_deploy.errors import DeployError
+
+    with pytest.raises(DeployError, match="in an experiment"):
+        deploy_peagle(spec=incumbent_spec(spec), progress=False)
+    with pytest.raises(ExperimentError, match="already runs"):
+        start_experiment(spec=spec, progress=False)
+    outcome = abort_experiment(name, progress=False)
+    assert outcome.action == "aborted"
+    assert any(r.startswith("model:") for r in outcome.removed)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    desc = sm.describe_endpoint(EndpointName=name)
+    from peagle_deploy.plan import build_plan
+
+    assert desc["EndpointConfigName"] == build_plan(incumbent_spec(spec)).endpoint_config_name
+    assert not desc.get("ShadowProductionVariants")
+    with pytest.raises(ExperimentError, match="already ended"):
+        abort_experiment(name, progress=False)
+
+
+def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
+    emulator: MotoExtensions,
+    wall: Wall,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import yaml
+
+    from peagle_deploy.cli.app import main
+
+    spec = make_spec()
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True)))
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+
+    def run(*argv: str) -> Any:
+        code = main(["experiment", *argv, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    started_doc = run("start", name, "--file", str(spec_file))
+    assert started_doc["state"] == "running" and started_doc["mode"] == "shadow"
+    traffic(name, wall, minutes=40)
+    plot = tmp_path / "experiment.png"
+    doc = run("status", name, "--plot", str(plot))
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    analysis = doc["analysis"]
+    assert analysis["decision"]["verdict"] == "candidate"
+    assert analysis["difference"]["ci"][0] > 0
+    for role in ("incumbent", "candidate"):
+        figures = analysis["variants"][role]
+        assert figures["decode_tokens_per_s"] > 0 and figures["ttft_ms"]["p99"] is not None
+    ended = run("conclude", name)
+    assert ended["action"] == "promoted"
+    code = main(["experiment", "abort", name])
+    assert code == 1
+    assert "already ended" in capsys.readouterr().err
+
+
+def test_status_reads_an_experiment_a_stack_started_from_its_spec(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """A CDK stage carrying the experiment creates the endpoint on the two-variant config
+    directly, and writes no record: status reads it from the stage's spec."""
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    spec = make_spec()
+    xp = experiment_plan(spec)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_model(**xp.incumbent.create_model)
+    sm.create_model(**xp.create_candidate_model)
+    sm.create_endpoint_config(**xp.create_experiment_config)
+    name = xp.incumbent.endpoint_name
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=xp.config_name)
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+    with pytest.raises(ExperimentError, match="no experiment"):
+        experiment_status(name)
+    traffic(name, wall, minutes=5)
+    status = experiment_status(name, spec=spec)
+    assert status.record.state == "running"
+    assert status.analysis is not None and status.analysis.candidate.requests > 0

@@ -1,0 +1,142 @@
+"""The experiment's requests: what `peagle plan` shows and `experiment start` sends.
+
+Checked by botocore's own validator and against SageMaker's rules from its model (one
+production variant beside a shadow), and the docs' spec block plans as written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import botocore.session
+import pytest
+import yaml
+from botocore.validate import ParamValidator
+
+from peagle_deploy.cli.app import main
+from peagle_deploy.errors import InputError
+from peagle_deploy.experiment.plan import CANDIDATE_VARIANT, experiment_plan
+from peagle_deploy.spec import spec_from_dict
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0"
+SM = botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _valid(operation: str, request: dict[str, Any]) -> None:
+    report = ParamValidator().validate(request, SM.operation_model(operation).input_shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+def _spec(**experiment: Any) -> Any:
+    return spec_from_dict(
+        {
+            "model": "gpt-oss-20b",
+            "region": "us-east-1",
+            "image_uri": IMAGE,
+            "instance_type": "ml.g7e.2xlarge",
+            "initial_instance_count": 2,
+            "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+            "experiment": {"candidate": {"num_speculative_tokens": 7}, **experiment},
+        }
+    )
+
+
+def test_the_docs_spec_block_plans_and_every_request_is_valid() -> None:
+    block = re.search(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert block is not None
+    xp = experiment_plan(spec_from_dict(yaml.safe_load(block.group(1))))
+    _valid("CreateModel", xp.create_candidate_model)
+    _valid("CreateEndpointConfig", xp.create_experiment_config)
+    _valid("UpdateEndpoint", xp.start_update)
+    _valid("UpdateEndpoint", xp.restore_update)
+
+
+def test_shadow_config_keeps_the_incumbent_and_adds_the_candidate_as_a_shadow() -> None:
+    xp = experiment_plan(_spec(mode="shadow", sampling_percent=50))
+    config = xp.create_experiment_config
+    (production,) = config["ProductionVariants"]
+    (shadow,) = config["ShadowProductionVariants"]
+    incumbent = xp.incumbent.create_endpoint_config["ProductionVariants"][0]
+    assert production == {**incumbent, "InitialVariantWeight": 1.0}  # the same model, unchanged
+    assert shadow["VariantName"] == CANDIDATE_VARIANT
+    assert shadow["ModelName"] == xp.candidate_model_name != xp.incumbent.model_name
+    assert shadow["InitialVariantWeight"] == 0.5
+    assert shadow["InitialInstanceCount"] == 1  # 2 incumbent instances x 50 %
+    env = xp.create_candidate_model["PrimaryContainer"]["Environment"]
+    assert env["PEAGLE_VARIANT_NAME"] == CANDIDATE_VARIANT
+    assert json.loads(env["SM_VLLM_SPECULATIVE_CONFIG"])["num_speculative_tokens"] == 7
+    assert "DeploymentConfig" not in xp.start_update  # see experiment.plan's docstring
+    assert xp.restore_update["EndpointConfigName"] == xp.incumbent.endpoint_config_name
+    assert xp.candidate.spec.experiment is None
+    assert experiment_plan(_spec(mode="shadow", sampling_percent=50)) == xp  # stable names
+
+
+def test_split_config_weights_the_two_production_variants() -> None:
+    xp = experiment_plan(_spec(mode="split", weight_percent=20))
+    variants = xp.create_experiment_config["ProductionVariants"]
+    assert [v["VariantName"] for v in variants] == ["AllTraffic", CANDIDATE_VARIANT]
+    assert [v["InitialVariantWeight"] for v in variants] == [0.8, 0.2]
+    assert "ShadowProductionVariants" not in xp.create_experiment_config
+    assert variants[1]["InitialInstanceCount"] == 1  # 2 x 20/80 rounds to 1 (at least 1)
+
+
+def test_an_unequal_load_per_instance_is_warned_about() -> None:
+    xp = experiment_plan(_spec(mode="split", weight_percent=10, candidate_instance_count=2))
+    assert any(w.field == "experiment.candidate_instance_count" for w in xp.warnings)
+    even = experiment_plan(_spec(mode="shadow"))
+    assert not any(w.field == "experiment.candidate_instance_count" for w in even.warnings)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"candidate": {"num_speculative_tokens": 3}}, "experiment.candidate"),
+        ({"candidate": {"mode": "none"}}, "experiment.candidate.mode"),
+        (
+            {"candidate": {"num_speculative_tokens": 10**9}},
+            "experiment.candidate.num_speculative_tokens",
+        ),
+    ],
+)
+def test_experiments_that_cannot_decide_are_refused(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(InputError) as caught:
+        experiment_plan(_spec(**change))
+    assert caught.value.field == field
+
+
+def test_an_image_without_peagle_serve_is_refused() -> None:
+    spec = _spec().model_copy(update={"image_uri": None})
+    with pytest.raises(InputError) as caught:
+        experiment_plan(spec)
+    assert caught.value.field == "image_uri"
+
+
+def test_peagle_plan_shows_the_experiment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(_spec().model_dump(mode="json", exclude_none=True)))
+    assert main(["plan", "--file", str(spec_file), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["experiment"]["create_endpoint_config"]["ShadowProductionVariants"]
+    assert main(["plan", "--file", str(spec_file)]) == 0
+    assert "experiment: CreateEndpointConfig (both variants)" in capsys.readouterr().out
+
+
+def test_the_candidate_is_what_a_promotion_deploys() -> None:
+    """The candidate's model (from the incumbent's Deployment, `with_speculative`) and the
+    plan of `candidate_spec` (what `conclude` deploys) differ only by the variant's name."""
+    from peagle_deploy.experiment.plan import candidate_spec
+    from peagle_deploy.plan import build_plan
+
+    spec = _spec()
+    xp = experiment_plan(spec)
+    promoted = build_plan(candidate_spec(spec)).create_model
+    mine = json.loads(json.dumps(xp.create_candidate_model))
+    assert mine["PrimaryContainer"]["Environment"].pop("PEAGLE_VARIANT_NAME") == "Candidate"
+    assert mine["PrimaryContainer"] == promoted["PrimaryContainer"]
+    assert xp.candidate.create_model["PrimaryContainer"] == promoted["PrimaryContainer"]
