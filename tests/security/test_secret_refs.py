@@ -79,3 +79,32 @@ def test_a_plaintext_secret_is_refused_naming_the_variable_and_the_secrets_field
     assert err.value.field == "env.HF_TOKEN"
     assert "secrets:" in text and "HF_TOKEN" in text and TOKEN not in text
     assert "\n" not in text
+
+
+def test_an_experiment_candidate_carries_references_never_values() -> None:
+    """The candidate model of an experiment shares the spec's secrets by reference: its
+    CreateModel has no value (the SDK reads it just before creating it) and a changed
+    reference names a new candidate, as it names a new incumbent."""
+    from peagle_deploy.experiment.plan import experiment_plan
+    from peagle_deploy.spec import spec_from_dict
+
+    def spec(arn: str) -> object:
+        return spec_from_dict(
+            {
+                "model": "gpt-oss-20b",
+                "region": "us-east-1",
+                "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0",
+                "instance_type": "ml.g7e.2xlarge",
+                "initial_instance_count": 2,
+                "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+                "secrets": {"HF_TOKEN": arn},
+                "experiment": {"candidate": {"num_speculative_tokens": 7}},
+            }
+        )
+
+    one = experiment_plan(spec(ARN))  # type: ignore[arg-type]
+    env = one.create_candidate_model["PrimaryContainer"]["Environment"]
+    assert "HF_TOKEN" not in env
+    assert one.incumbent.secret_refs == {"HF_TOKEN": ARN}
+    other = experiment_plan(spec(ARN.replace("hf-token", "hf-token2")))  # type: ignore[arg-type]
+    assert other.candidate_model_name != one.candidate_model_name
