@@ -21,9 +21,19 @@
 #   make image REGION=us-west-2
 # or
 #   DOCKER_BUILDKIT=1 docker build \
-#     --build-arg BASE_IMAGE="$(peagle image base --region us-west-2)" -t peagle-vllm .
+#     --build-arg BASE_IMAGE="$(peagle image base --region us-west-2)@sha256:<digest>" \
+#     -t peagle-vllm .
+# A base from a registry must be pinned by digest (`repository@sha256:...`): a tag can be
+# moved to other content. `make image` reads the tag's digest and pins it; the check
+# below refuses a tag. A local image name without a registry (the tests' stand-in) is
+# what is on the machine and passes.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
+RUN case "${BASE_IMAGE}" in \
+      */*@sha256:*) ;; \
+      */*) echo "BASE_IMAGE ${BASE_IMAGE} is a tag; pin it by digest (make image)" >&2; exit 1 ;; \
+    esac
 
 LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \
       org.opencontainers.image.description="vLLM on SageMaker with a P-EAGLE preflight and acceptance metrics" \
@@ -45,6 +55,20 @@ RUN --mount=type=bind,source=container,target=/tmp/peagle-serve,rw \
 # Log lines reach CloudWatch at once; the metrics reporter reads /metrics every 60 s.
 ENV PYTHONUNBUFFERED=1 \
     PEAGLE_METRICS_INTERVAL_SECONDS=60
+
+# Serve as an unprivileged user with a home of its own (vLLM's, torch's and Hugging
+# Face's caches live under $HOME, and torch looks the user up by uid, so it needs a
+# passwd entry). The model and drafter are read-only mounts for any user; the base
+# image's supervisor writes its config and pid files under /tmp. useradd where the
+# distribution has it, else the same entries written directly.
+RUN (command -v useradd >/dev/null \
+      && useradd --system --uid 10001 --user-group --create-home --home-dir /home/peagle \
+           --shell /usr/sbin/nologin peagle) \
+ || (echo 'peagle:x:10001:10001:peagle-serve:/home/peagle:/usr/sbin/nologin' >> /etc/passwd \
+      && echo 'peagle:x:10001:' >> /etc/group \
+      && mkdir -p /home/peagle && chown 10001:10001 /home/peagle)
+ENV HOME=/home/peagle
+USER 10001:10001
 
 EXPOSE 8080
 # SageMaker runs `docker run IMAGE serve`: peagle-serve takes `serve` (or nothing).

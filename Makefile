@@ -51,8 +51,9 @@ unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
 
 test: lint typecheck unit
 
+# All stages with the cdk-nag AwsSolutions checks (any unacknowledged finding fails).
 synth: $(VENV)/.stamp-dev node_modules/.stamp
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet -c peagle:nag=true
 
 # The serving image. Its base (AWS's vLLM SageMaker image) lives in each region's own
 # Deep Learning Containers registry, whose account differs by region: the catalog knows
@@ -63,9 +64,12 @@ IMAGE ?= peagle-vllm
 image-base: $(VENV)/.stamp-local
 	@$(BIN)/peagle image base --region "$(REGION)"
 
+# The base is pinned by the digest its tag names now (the Dockerfile refuses a tag).
 image: $(VENV)/.stamp-local
 	base="$$($(BIN)/peagle image base --region "$(REGION)")" && \
-	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE="$$base" -t "$(IMAGE)" .
+	  digest="$$(docker buildx imagetools inspect "$$base" --format '{{.Manifest.Digest}}')" && \
+	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE="$${base%:*}@$$digest" \
+	    -t "$(IMAGE)" .
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .mypy_cache .ruff_cache .pytest_cache

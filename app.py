@@ -3,7 +3,10 @@
 
 Only wiring: what each stage deploys is its spec (stages/<stage>.yaml plus context
 overrides), validated and rendered by peagle_deploy exactly as `peagle deploy` would.
-`-c peagle:nag=true` runs the cdk-nag AwsSolutions checks during synth.
+`-c peagle:github_repo=OWNER/REPO` adds PeagleCiRoles: the GitHub OIDC provider and one
+deploy role per stage, for runs of `-c peagle:github_branch` (default main);
+`-c peagle:github_oidc_provider=existing|<arn>` imports the account's provider.
+`-c peagle:nag=true` runs the cdk-nag AwsSolutions checks.
 """
 
 from __future__ import annotations
@@ -15,8 +18,17 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from infra.ci_stack import CI_STACK_ID, CiRolesStack
+from infra.github_oidc import GitHubRepo, check_branch, check_provider_choice
 from infra.stack import PeagleStack
-from infra.stages import NAG_CONTEXT_KEY, STAGES_CONTEXT_KEY, stage_configs
+from infra.stages import (
+    GITHUB_BRANCH_CONTEXT_KEY,
+    GITHUB_OIDC_CONTEXT_KEY,
+    GITHUB_REPO_CONTEXT_KEY,
+    NAG_CONTEXT_KEY,
+    STAGES_CONTEXT_KEY,
+    stage_configs,
+)
 from peagle_deploy.errors import PeagleError
 
 
@@ -33,8 +45,26 @@ def main(context: Mapping[str, Any] | None = None) -> int:
         stages = stage_configs(
             app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
         )
-        for stage in stages:
-            PeagleStack(app, stage.stack_id, stage=stage)
+        plans = [stage.plan() for stage in stages]
+        for stage, plan in zip(stages, plans, strict=True):
+            PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
+        repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
+        if repo is not None:
+            CiRolesStack(
+                app,
+                CI_STACK_ID,
+                repo=GitHubRepo.parse(repo, f"-c {GITHUB_REPO_CONTEXT_KEY}"),
+                stages=stages,
+                plans=plans,
+                provider=check_provider_choice(
+                    app.node.try_get_context(GITHUB_OIDC_CONTEXT_KEY),
+                    f"-c {GITHUB_OIDC_CONTEXT_KEY}",
+                ),
+                branch=check_branch(
+                    app.node.try_get_context(GITHUB_BRANCH_CONTEXT_KEY),
+                    f"-c {GITHUB_BRANCH_CONTEXT_KEY}",
+                ),
+            )
     except PeagleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
@@ -47,7 +77,8 @@ def main(context: Mapping[str, Any] | None = None) -> int:
     if nag:
         from infra.nag import nag_summary
 
-        print(nag_summary(app, len(stages)), file=sys.stderr)
+        stacks = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+        print(nag_summary(app, len(stacks)), file=sys.stderr)
     return 0
 
 

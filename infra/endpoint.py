@@ -241,6 +241,7 @@ class PeagleEndpoint(Construct):
             # uses through the key policy (writers need no KMS permission).
             key=key if uses_stack_volume_key(plan) else None,
             model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
+            expected_bucket_owner=plan.spec.expected_bucket_owner,
         )
         self.model = PeagleModel(
             self,
@@ -251,6 +252,7 @@ class PeagleEndpoint(Construct):
             key=key,
             log_group_name=provider_log_group_name(plan.endpoint_name),
             removal_policy=removal_policy,
+            secret_refs=plan.secret_refs,
         )
         # The role's policy must exist before CreateModel: SageMaker checks that the
         # role can read the model data when the model is created.

@@ -14,6 +14,7 @@ one after the endpoint has moved to it.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from constructs import Construct
 from infra import provider_bundle
 from infra.model_provider import handler
 from infra.nag import acknowledge, nag_text
+from peagle_deploy.naming import DIGEST_LEN
 
 MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
 # The newest Python runtime aws-cdk-lib 2.275 offers (aws_lambda.Runtime.PYTHON_3_14).
@@ -57,27 +59,41 @@ class PeagleModel(Construct):
     (everything else is in the digest), which the handler applies with AddTags.
 
     Two roles, each with only what it needs: the handler's may
-    Create/Describe/Delete/AddTags models whose name starts with `name_prefix` (the
-    stable part of the content-derived name, so the old model of a replaced spec is
-    still deletable) and pass only the execution role, only to SageMaker; the
-    framework's may only invoke the handler. Both log to one encrypted log group.
+    Create/Describe/Delete/AddTags models named `name_prefix` plus exactly the digest's
+    8 characters (the stable part of the content-derived name, so the old model of a
+    replaced spec is still deletable, and nothing else: not `<endpoint>-mirror`), read
+    exactly the secrets the spec gives by reference, and pass only the execution role,
+    only to SageMaker; the framework's may only invoke the handler. Both log to one
+    encrypted log group.
     """
 
     def add_model(self, create_model: Mapping[str, Any]) -> CustomResource:
         """One more model on this provider (an experiment's candidate): same role, same
-        name prefix, its own resource (named by its digest, so a change replaces it)."""
+        name prefix, same secrets by reference, its own resource (named by its digest, so
+        a change replaces it)."""
         name = str(create_model["ModelName"])
         if not name.startswith(self.name_prefix) or name == self.name_prefix:
             raise ValueError(f"model name {name!r} does not extend {self.name_prefix!r}")
+        digest = name[len(self.name_prefix) :]
+        if len(digest) != DIGEST_LEN:
+            raise ValueError(f"model name {name!r} is not {self.name_prefix!r} + a digest")
         parameters = create_model_parameters(create_model, self.execution_role.role_arn)
         resource = CustomResource(
             self,
-            f"Model{name[len(self.name_prefix) :]}",
+            f"Model{digest}",
             service_token=self.provider.service_token,
             resource_type=MODEL_RESOURCE_TYPE,
             # JSON, so that CloudFormation passes booleans and numbers through unchanged
             # (it turns every other property value into a string).
-            properties={handler.PROPERTY: Stack.of(self).to_json_string(parameters)},
+            properties={
+                handler.PROPERTY: Stack.of(self).to_json_string(parameters),
+                # References only (ARNs): the framework logs these properties whole.
+                **(
+                    {handler.SECRETS_PROPERTY: json.dumps(self.secret_refs, sort_keys=True)}
+                    if self.secret_refs
+                    else {}
+                ),
+            },
             removal_policy=RemovalPolicy.DESTROY,
         )
         resource.node.add_dependency(self.provider_policy)
@@ -106,15 +122,21 @@ class PeagleModel(Construct):
         log_group_name: str | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        secret_refs: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.name_prefix = name_prefix
+        self.secret_refs = dict(sorted((secret_refs or {}).items()))
         self.execution_role = execution_role
         self.model_name: str = create_model["ModelName"]
         self.parameters = create_model_parameters(create_model, execution_role.role_arn)
+        # Exactly DIGEST_LEN characters after the stable prefix: every content-derived
+        # name of this endpoint, never `<endpoint>-mirror` or another endpoint's models.
         model_arns = stack.format_arn(
-            service="sagemaker", resource="model", resource_name=f"{name_prefix}*"
+            service="sagemaker",
+            resource="model",
+            resource_name=name_prefix + "?" * DIGEST_LEN,
         )
         self.model_arn = stack.format_arn(
             service="sagemaker", resource="model", resource_name=self.model_name
@@ -156,6 +178,16 @@ class PeagleModel(Construct):
                 ),
             ],
         )
+        # Secrets by reference: the handler reads exactly these secrets, nothing else.
+        secret_arns = sorted({":".join(r.split(":")[:7]) for r in self.secret_refs.values()})
+        if secret_arns:
+            self.provider_policy.add_statements(
+                iam.PolicyStatement(
+                    sid="ReadTheModelsSecrets",
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=secret_arns,
+                )
+            )
         stage = Stage.of(self)
         if stage is None:
             raise ValueError("PeagleModel must be inside a CDK App or Stage")
@@ -193,12 +225,4 @@ class PeagleModel(Construct):
             "function invoke the model handler and the handler's versions and aliases "
             "(`<handler arn>:*`); that is one function, not a wildcard over functions.",
             "Resource::" + nag_text(stack, f"{self.on_event.function_arn}:*"),
-        )
-        acknowledge(
-            self.provider_policy,
-            "AwsSolutions-IAM5",
-            "Model names are content-derived (a hash of the spec after a stable prefix); "
-            "the provider must create the new model and delete the old one of a replaced "
-            "spec, so it is granted the name prefix, not one name.",
-            "Resource::" + nag_text(stack, model_arns),
         )

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.nag import acknowledge, nag_text
-from peagle_deploy.access import ecr_repositories, s3_reads
+from peagle_deploy.access import ecr_repositories, s3_read_statements, s3_reads
 
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
@@ -43,6 +43,35 @@ VPC_ENI_ACTIONS = (
 )
 
 
+def sagemaker_trust_conditions(stack: Stack) -> dict[str, Any]:
+    """SageMaker may assume the role only for this account's resources in this region.
+
+    AWS's confused-deputy guidance for SageMaker AI inference (real-time, serverless and
+    asynchronous endpoints) puts `aws:SourceArn` = `arn:<partition>:sagemaker:<region>:
+    <account>:*` in the execution role's trust policy, in exactly that form ("do not
+    replace it with the full ARN of a specific model or endpoint"), and says that with the
+    account in `aws:SourceArn` no `aws:SourceAccount` is needed; so only the documented
+    key is used (SageMaker Developer Guide, "Cross-service confused deputy prevention",
+    section "SageMaker Inference";
+    https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html,
+    read in awsdocs/amazon-sagemaker-developer-guide,
+    doc_source/security-confused-deputy-prevention.md).
+    """
+    source = f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"
+    return {"ArnLike": {"aws:SourceArn": source}}
+
+
+def volume_key_services(stack: Stack) -> list[str]:
+    """The `kms:ViaService` values of the services that use the storage-volume key on
+    the role's behalf: SageMaker and EBS (EBS reports itself as ec2), per the AWS KMS
+    Developer Guide's kms:ViaService table ("Amazon SageMaker
+    sagemaker.AWS_region.amazonaws.com"; "Amazon EBS ec2.AWS_region.amazonaws.com";
+    awsdocs/aws-kms-developer-guide@38281913dc98, doc_source/conditions-kms.md). Code in
+    the container, which can read the role's credentials, cannot call kms:Decrypt
+    directly."""
+    return [f"sagemaker.{stack.region}.amazonaws.com", f"ec2.{stack.region}.amazonaws.com"]
+
+
 def endpoint_log_group_name(endpoint_name: str) -> str:
     """The log group SageMaker writes an endpoint's container output to."""
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
@@ -52,12 +81,16 @@ class ExecutionRole(Construct):
     """The role SageMaker assumes to load the model and run the container.
 
     Grants exactly what the CreateModel request needs: GetObject/ListBucket on the
-    model and drafter locations (JumpStart buckets included: they are whatever the
-    request names), image pulls from the image's repository only, writes to the
+    model and drafter locations, only in buckets `expected_bucket_owner` (default: the
+    stack's account) owns (`s3:ResourceAccount`; JumpStart's own buckets, which AWS owns,
+    are granted without it), image pulls from the image's repository only, writes to the
     endpoint's own log group, Decrypt with the stack's key where it encrypts the
-    storage volume (`key`; None on local-NVMe families) (and, through S3 only, with
+    storage volume (`key`; None on local-NVMe families), only through SageMaker or EBS
+    (and, through S3 only, with
     the spec's `model_data_kms_key_arns` of SSE-KMS weights), and the ENI actions
-    SageMaker needs when the model runs in a VPC. No managed policies.
+    SageMaker needs when the model runs in a VPC. No managed policies. SageMaker may
+    assume it only on behalf of this account's resources in this region
+    (`aws:SourceArn`).
     """
 
     def __init__(
@@ -69,6 +102,7 @@ class ExecutionRole(Construct):
         endpoint_name: str,
         key: kms.IKey | None,
         model_data_kms_key_arns: Sequence[str] = (),
+        expected_bucket_owner: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -76,38 +110,28 @@ class ExecutionRole(Construct):
         self.role = iam.Role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+                sagemaker_trust_conditions(stack)
+            ),
             description=f"SageMaker execution role of endpoint {endpoint_name} (peagle-deploy)",
         )
         policy = iam.Policy(self, "Policy", roles=[self.role])
         self.policy = policy
         wildcard_reasons: list[tuple[str, str]] = []
 
-        # --- S3: the model and drafter locations, nothing else -------------------
+        # --- S3: the model and drafter locations, nothing else, in the expected owner's
+        # buckets (s3:ResourceAccount; JumpStart's own buckets are AWS's) ------------
         reads = s3_reads(create_model)
-        if reads:
-            policy.add_statements(
-                iam.PolicyStatement(
-                    sid="ReadModelAndDrafter",
-                    actions=["s3:GetObject"],
-                    resources=[f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
-                )
-            )
-        prefixes_by_bucket: dict[str, list[str]] = {}
-        for read in reads:
-            if read.list_prefix is not None:
-                prefixes_by_bucket.setdefault(read.bucket, []).append(read.list_prefix)
-        for index, (bucket, prefixes) in enumerate(sorted(prefixes_by_bucket.items())):
-            policy.add_statements(
-                iam.PolicyStatement(
-                    sid=f"ListModelPrefixes{index}",
-                    actions=["s3:ListBucket"],
-                    resources=[f"arn:{partition}:s3:::{bucket}"],
-                    conditions={"StringLike": {"s3:prefix": sorted(prefixes)}},
-                )
-            )
+        for statement in s3_read_statements(
+            create_model, partition=partition, owner=expected_bucket_owner or stack.account
+        ):
+            policy.add_statements(iam.PolicyStatement.from_json(statement))
         for read in reads:
             if read.is_prefix:
+                # parse_s3_uri refuses bucket roots; a bucket-wide grant is never waved
+                # through by this acknowledgement.
+                if not read.key.strip("/"):
+                    raise ValueError(f"{read.source}: a bucket-wide S3 grant is never acknowledged")
                 wildcard_reasons.append(
                     (
                         f"arn:{partition}:s3:::{read.object_pattern}",
@@ -184,11 +208,14 @@ class ExecutionRole(Construct):
             )
         )
 
-        # --- KMS: its own key -------------------------------------------------------
+        # --- KMS: its own key, only through the services that encrypt the volume -----
         if key is not None:
             policy.add_statements(
                 iam.PolicyStatement(
-                    sid="DecryptOwnKey", actions=["kms:Decrypt"], resources=[key.key_arn]
+                    sid="DecryptOwnKey",
+                    actions=["kms:Decrypt"],
+                    resources=[key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": volume_key_services(stack)}},
                 )
             )
         # SSE-KMS encrypted weights: Decrypt on exactly the spec's keys, and only when

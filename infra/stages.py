@@ -1,5 +1,6 @@
 """Stages from `cdk.json` context (`peagle:stages`): see `peagle_deploy.stages`, their one
-home, which `peagle doctor --stage` reads as well."""
+home, which `peagle doctor --stage` reads as well. The CI roles' context keys (the GitHub
+repository, its deploy branch and OIDC provider) are the CDK app's own."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from peagle_deploy.stages import (
     stage_configs,
 )
 
+GITHUB_REPO_CONTEXT_KEY = "peagle:github_repo"
+GITHUB_OIDC_CONTEXT_KEY = "peagle:github_oidc_provider"
+GITHUB_BRANCH_CONTEXT_KEY = "peagle:github_branch"
+
 __all__ = [
     "CUSTOM_MODEL",
+    "GITHUB_BRANCH_CONTEXT_KEY",
+    "GITHUB_OIDC_CONTEXT_KEY",
+    "GITHUB_REPO_CONTEXT_KEY",
     "NAG_CONTEXT_KEY",
     "STAGES_CONTEXT_KEY",
     "StageConfig",

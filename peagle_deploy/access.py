@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.catalog.buckets import is_jumpstart_bucket
 from peagle_deploy.errors import InputError
 
 _S3_URI = re.compile(r"^(?:s3|https)://(?P<bucket>[^/]+)/?(?P<key>.*)$")
@@ -31,7 +32,7 @@ class S3Read:
 
     bucket: str
     key: str
-    """The object key, or the prefix (ending in `/` or empty for the whole bucket)."""
+    """The object key, or the prefix (never empty: a whole bucket is refused)."""
     is_prefix: bool
     source: str
     """Which request field asked for it (for error messages and tests)."""
@@ -70,7 +71,16 @@ def parse_s3_uri(uri: str, *, data_type: str, source: str) -> S3Read:
     if not match:
         raise InputError(source, f"{uri!r} is not an S3 location", "s3://bucket/prefix/")
     bucket, key = match["bucket"], match["key"]
+    # The grant is derived from the location: never the whole bucket, never a pattern.
+    if "*" in key or "?" in key:
+        raise InputError(
+            source, f"{uri!r} has a wildcard character", "an S3 location without * or ?"
+        )
     if data_type == "S3Prefix":
+        if not key:
+            raise InputError(
+                source, f"{uri!r} is a whole bucket", "s3://bucket/prefix/ (not the bucket root)"
+            )
         return S3Read(bucket=bucket, key=key, is_prefix=True, source=source)
     if data_type == "S3Object":
         if not key:
@@ -144,6 +154,23 @@ def ecr_repositories(create_model: Mapping[str, Any]) -> list[EcrRepository]:
     return [repos[k] for k in sorted(repos)]
 
 
+def bucket_owner(bucket: str, expected_owner: str | None) -> str | None:
+    """The account a read of `bucket` must find as the bucket's owner: the spec's
+    `expected_bucket_owner` (or, given as `expected_owner`, the deploying account), except
+    for JumpStart's own buckets, which AWS owns (catalog.buckets). None: no owner rule.
+
+    It becomes `s3:ResourceAccount` in IAM grants and `ExpectedBucketOwner` on reads, so
+    a bucket of the same name in another account (a squatted or deleted-and-recreated
+    name) is never read.
+    """
+    return None if is_jumpstart_bucket(bucket) else expected_owner
+
+
+def owner_condition(owner: str | None) -> dict[str, dict[str, str]]:
+    """The IAM condition that pins the bucket owner (empty without an owner rule)."""
+    return {"StringEquals": {"s3:ResourceAccount": owner}} if owner else {}
+
+
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -151,41 +178,66 @@ ECR_PULL_ACTIONS = (
 )
 
 
+def s3_read_statements(
+    create_model: Mapping[str, Any], *, partition: str, owner: str | None
+) -> list[dict[str, Any]]:
+    """The S3 grants loading the model needs, as IAM statements (one home for the CDK role
+    and the planned policy): GetObject on its locations and ListBucket on its prefixes,
+    pinned to the bucket `owner` (`s3:ResourceAccount`) except in JumpStart's buckets."""
+    reads = s3_reads(create_model)
+    owner_of = {r.bucket: bucket_owner(r.bucket, owner) for r in reads}
+    statements: list[dict[str, Any]] = []
+    for sid, pinned in (("ReadModelAndDrafter", True), ("ReadJumpStartModelData", False)):
+        objects = [
+            f"arn:{partition}:s3:::{r.object_pattern}"
+            for r in reads
+            if (owner_of[r.bucket] is not None) == pinned
+        ]
+        if objects:
+            statements.append(
+                {
+                    "Sid": sid,
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": objects,
+                    **({"Condition": owner_condition(owner)} if pinned and owner else {}),
+                }
+            )
+    prefixes: dict[str, list[str]] = {}
+    for read in reads:
+        if read.list_prefix is not None:
+            prefixes.setdefault(read.bucket, []).append(read.list_prefix)
+    for index, (bucket, listed) in enumerate(sorted(prefixes.items())):
+        statements.append(
+            {
+                "Sid": f"ListModelPrefixes{index}",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:{partition}:s3:::{bucket}",
+                "Condition": {
+                    "StringLike": {"s3:prefix": sorted(listed)},
+                    **owner_condition(owner_of[bucket]),
+                },
+            }
+        )
+    return statements
+
+
 def model_access_policy(
     create_model: Mapping[str, Any],
     *,
     partition: str = "aws",
     model_data_kms_key_arns: Sequence[str] = (),
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """The grants of the CDK execution role (infra/role.py) that loading the model needs:
-    S3 reads of its locations, pulls of its image, Decrypt of SSE-KMS weights through S3.
+    S3 reads of its locations (in `owner`'s buckets: the spec's `expected_bucket_owner`,
+    else the stack's account), pulls of its image, Decrypt of SSE-KMS weights through S3.
 
     `peagle doctor --stage` evaluates it for the role a stack has not created yet; a test
     keeps its decisions equal to the synthesized role's.
     """
-    reads = s3_reads(create_model)
-    statements: list[dict[str, Any]] = []
-    if reads:
-        statements.append(
-            {
-                "Effect": "Allow",
-                "Action": "s3:GetObject",
-                "Resource": [f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
-            }
-        )
-    prefixes: dict[str, list[str]] = {}
-    for read in reads:
-        if read.list_prefix is not None:
-            prefixes.setdefault(read.bucket, []).append(read.list_prefix)
-    for bucket, listed in sorted(prefixes.items()):
-        statements.append(
-            {
-                "Effect": "Allow",
-                "Action": "s3:ListBucket",
-                "Resource": f"arn:{partition}:s3:::{bucket}",
-                "Condition": {"StringLike": {"s3:prefix": sorted(listed)}},
-            }
-        )
+    statements = s3_read_statements(create_model, partition=partition, owner=owner)
     statements.append(
         {
             "Effect": "Allow",

@@ -20,6 +20,7 @@ from peagle_deploy.catalog.engines import Engine, EngineNeeds
 from peagle_deploy.catalog.instances import InstanceType
 from peagle_deploy.catalog.source import ModelSource
 from peagle_deploy.errors import InputError
+from peagle_deploy.secret_refs import SecretRef
 from peagle_deploy.spec.models import DeploymentSpec, DrafterKind, RolloutSpec, SpeculativeMode
 
 Origin = Literal["spec", "environment", "catalog", "jumpstart", "default"]
@@ -108,7 +109,9 @@ class Deployment:
     weights_gb: float | None
     kv_cache_gb_per_1k_tokens: float | None
     environment: Mapping[str, str]
-    """The container environment exactly as CreateModel sends it."""
+    """The container environment exactly as CreateModel sends it (without `secrets`)."""
+    secret_refs: Mapping[str, SecretRef]
+    """Environment variables given by reference (`secrets`), read at CreateModel time."""
     execution_role_arn: str
     model_data_download_timeout_s: int
     container_startup_health_check_timeout_s: int

@@ -13,8 +13,13 @@ import reprlib
 SECRET_VALUE_RE = re.compile(
     r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face access token
     r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
-    r"|\bsk-[A-Za-z0-9_\-]{20,}"  # OpenAI-style API key
+    r"|\bsk-[A-Za-z0-9_\-]{20,}"  # OpenAI-style API key (Anthropic's sk-ant- too)
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
+    r"|\bgithub_pat_[A-Za-z0-9_]{22,}"  # GitHub fine-grained token
+    r"|\bglpat-[A-Za-z0-9_\-]{20,}"  # GitLab personal access token
+    r"|\bxox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack token
+    r"|\bAIza[0-9A-Za-z_\-]{35}"  # Google API key
+    r"|\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"  # JWT
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
 )
 """Values that are credentials whatever key they sit under."""

@@ -12,6 +12,9 @@ Context key `peagle:stages` maps a stage name to:
   termination_protection: (default false)
   log_retention_days: endpoint log retention (default 30)
   alarms: errors_5xx_per_minute, model_latency_p90_ms, evaluation_minutes
+  promote_from: the stage whose endpoint this stage's promotion gates run against
+    (default: the stage listed before it; null for none); the CI roles stack lets this
+    stage's deploy role read that stage, nothing more
 Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}'`.
 """
 
@@ -29,6 +32,7 @@ from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
 from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.validation.secrets import refuse_plaintext_secrets
 
 STAGES_CONTEXT_KEY = "peagle:stages"
 NAG_CONTEXT_KEY = "peagle:nag"
@@ -42,6 +46,7 @@ _STAGE_KEYS = {
     "termination_protection",
     "log_retention_days",
     "alarms",
+    "promote_from",
 }
 _ALARM_KEYS = {"errors_5xx_per_minute", "model_latency_p90_ms", "evaluation_minutes"}
 
@@ -58,6 +63,8 @@ class StageConfig:
     termination_protection: bool = False
     log_retention_days: int = 30
     alarms: dict[str, int] = field(default_factory=dict)
+    promote_from: str | None = None
+    """The stage promotions into this one are gated on (None: none)."""
 
     @property
     def stack_id(self) -> str:
@@ -72,6 +79,9 @@ class StageConfig:
             **{**self.overrides, "stage": self.name},
         )
         check_synthesizable_model(spec, f"{STAGES_CONTEXT_KEY}.{self.name}")
+        # The template, cdk.out, the assets bucket and the provider framework's log of the
+        # custom resource's properties would all hold the value: refused, by reference only.
+        refuse_plaintext_secrets(spec.env, f"the CDK path (cdk synth of stage {self.name})")
         return spec
 
     def plan(self) -> Plan:
@@ -114,7 +124,8 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             STAGES_CONTEXT_KEY, "missing or empty in cdk.json context", "a mapping stage -> {spec}"
         )
     configs = []
-    for name, value in context.items():
+    names = [str(n) for n in context]
+    for index, (name, value) in enumerate(context.items()):
         where = f"{STAGES_CONTEXT_KEY}.{name}"
         check_stage_name(name, where)
         raw = _json_if_text(value, where)
@@ -146,6 +157,13 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             raise InputError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
         if spec_file is None and not overrides:
             raise InputError(where, "names neither a spec file nor overrides", "spec, overrides")
+        promote_from = raw.get("promote_from", names[index - 1] if index else None)
+        if promote_from is not None and (promote_from not in names or promote_from == name):
+            raise InputError(
+                f"{where}.promote_from",
+                f"{promote_from!r} is not another stage of {STAGES_CONTEXT_KEY}",
+                [n for n in names if n != name] + ["null"],
+            )
         configs.append(
             StageConfig(
                 name=str(name),
@@ -156,6 +174,7 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
                 termination_protection=raw.get("termination_protection", False),
                 log_retention_days=retention,
                 alarms=alarms,
+                promote_from=promote_from,
             )
         )
     return configs

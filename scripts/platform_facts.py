@@ -74,6 +74,8 @@ JUMPSTART_MODELS = ("openai-reasoning-gpt-oss-20b",)
 SPECULATIVE_PY = "vllm/config/speculative.py"
 REGISTRY_PY = "vllm/model_executor/models/registry.py"
 SPEC_DECODE_DIR = "vllm/v1/spec_decode/"
+ENTRYPOINTS_DIR = "vllm/entrypoints/"
+LOG_ARGS_FUNCTION = "log_non_default_args"
 
 
 # --- wheels from PyPI ---------------------------------------------------------------------
@@ -268,6 +270,49 @@ def mask_token_keys(source: str) -> list[str]:
     raise ValueError("no _init_parallel_drafting_params with a key lookup")
 
 
+def logged_args_redacted(source: str) -> list[str]:
+    """The arguments `log_non_default_args` masks when `vllm serve` logs its non-default
+    arguments at start (`logger.info("non-default args: %s", ...)`), e.g. `api_key`.
+
+    Empty when it logs the dict as is. Masked means: the logged value is a call of a
+    module function whose body names a module-level set of field names (vLLM 0.30.0:
+    `redact_sensitive_args(...)` over `_SENSITIVE_ARG_FIELDS`).
+    """
+    tree = ast.parse(source)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assigned = _module_assignments(tree)
+    log_fn = functions.get(LOG_ARGS_FUNCTION)
+    if log_fn is None:
+        raise ValueError(f"no {LOG_ARGS_FUNCTION} in this module")
+    for node in ast.walk(log_fn):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "info"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("non-default args")
+        ):
+            continue
+        logged = node.args[1]
+        if not (isinstance(logged, ast.Call) and isinstance(logged.func, ast.Name)):
+            return []
+        redactor = functions.get(logged.func.id)
+        if redactor is None:
+            return []
+        fields: set[str] = set()
+        for name in {n.id for n in ast.walk(redactor) if isinstance(n, ast.Name)}:
+            value = assigned.get(name)
+            if value is not None:
+                fields.update(
+                    c.value
+                    for c in ast.walk(value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
+        return sorted(fields)
+    raise ValueError(f"{LOG_ARGS_FUNCTION} logs no 'non-default args'")
+
+
 def resizes_slots_at_propose(sources: Iterable[str]) -> bool:
     """Whether `extra_slots_per_request` is reassigned outside `__init__`.
 
@@ -308,6 +353,13 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
             for name in z.namelist()
             if name.startswith(SPEC_DECODE_DIR) and name.endswith(".py")
         }
+        (log_args_path, log_args_src), *_ = [
+            (name, src)
+            for name in sorted(z.namelist())
+            if name.startswith(ENTRYPOINTS_DIR) and name.endswith(".py")
+            for src in [z.read(name).decode()]
+            if f"def {LOG_ARGS_FUNCTION}(" in src
+        ]
     fields = speculative_fields(speculative_src)
     proposer = next(
         (p for p, src in sorted(decode.items()) if "def _init_parallel_drafting_params" in src),
@@ -327,6 +379,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
         and resizes_slots_at_propose(decode.values()),
         "mask_token_keys": keys,
         "architectures": registered_architectures(registry_src),
+        "logged_args_redacted": logged_args_redacted(log_args_src),
         "source": {
             **wheel_source("vllm", version, wheel),
             "paths": {
@@ -338,6 +391,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
                 f"(extra_slots_per_request reassigned outside __init__: {PARALLEL_DRAFTING_K_FIX})",
                 "mask_token_keys": proposer or "",
                 "architectures": REGISTRY_PY + " (_VLLM_MODELS)",
+                "logged_args_redacted": f"{log_args_path} ({LOG_ARGS_FUNCTION})",
             },
         },
     }
@@ -348,6 +402,7 @@ def engine_from_wheel(version: str, wheel: Path) -> dict[str, Any]:
 SAGEMAKER_VLLM_CONFIG = "sagemaker/core/image_uri_config/vllm.json"
 SAGEMAKER_SERVER_CONFIG = "sagemaker/core/image_uri_config/vllm-server.json"
 SAGEMAKER_DOMAINS = "sagemaker/core/common_utils.py"
+SAGEMAKER_JUMPSTART_REGIONS = "sagemaker/core/jumpstart/region_config.json"
 DEFAULT_DOMAIN = "amazonaws.com"
 
 
@@ -394,6 +449,7 @@ def sagemaker_core_facts(wheel: Path) -> dict[str, Any]:
         ubuntu = json.loads(z.read(SAGEMAKER_VLLM_CONFIG))["inference"]
         server = json.loads(z.read(SAGEMAKER_SERVER_CONFIG))
         common = z.read(SAGEMAKER_DOMAINS).decode()
+        jumpstart_regions = json.loads(z.read(SAGEMAKER_JUMPSTART_REGIONS))
     domains = alternate_domains(common)
     source = wheel_source("sagemaker-core", SAGEMAKER_CORE_VERSION, wheel)
     accounts: dict[str, str] = {}
@@ -452,7 +508,25 @@ def sagemaker_core_facts(wheel: Path) -> dict[str, Any]:
         "families_with_d_have_no_ebs": True,
         "source": {**source, "path": f"{SAGEMAKER_DOMAINS} volume_size_supported"},
     }
-    return {"regions": regions, "images": images, "instances": instances}
+    # JumpStart's own buckets, whose owner is AWS, not the deploying account: the
+    # SDK's is_jumpstart_model_uri() tests a location against exactly these names.
+    buckets = {
+        region: sorted({c["content_bucket"], c["gated_content_bucket"]} - {None})
+        for region, c in sorted(jumpstart_regions.items())
+    }
+    jumpstart_buckets = {
+        "regions": buckets,
+        "source": {
+            **source,
+            "path": f"{SAGEMAKER_JUMPSTART_REGIONS} (content_bucket, gated_content_bucket)",
+        },
+    }
+    return {
+        "regions": regions,
+        "images": images,
+        "instances": instances,
+        "jumpstart_buckets": jumpstart_buckets,
+    }
 
 
 # --- GitHub excerpts (recorded; see --record-excerpts) ----------------------------------------
@@ -757,7 +831,10 @@ def generate(excerpts: Mapping[str, Any]) -> dict[str, Any]:
         "engines.json": {"engines": engines},
         "images.json": build_images(core, excerpts),
         "instances.json": core["instances"],
-        "jumpstart.json": {"models": jumpstart_facts(excerpts)},
+        "jumpstart.json": {
+            "models": jumpstart_facts(excerpts),
+            "buckets": core["jumpstart_buckets"],
+        },
     }
 
 
@@ -778,8 +855,9 @@ def doc_tables(files: Mapping[str, Any]) -> dict[str, str]:
     rows = [
         "| vLLM | parallel_drafting | per-batch-size K field | K schedule with parallel "
         "drafting (vllm#45695) | mask-token keys read | Gemma4ForConditionalGeneration | "
-        "GptOssForCausalLM | Qwen3MoeForCausalLM | source |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "GptOssForCausalLM | Qwen3MoeForCausalLM | masked in the start-up `non-default args` "
+        "log | source |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for version, e in files["engines.json"]["engines"].items():
         arch = set(e["architectures"])
@@ -789,6 +867,7 @@ def doc_tables(files: Mapping[str, Any]) -> dict[str, str]:
             f"{_yes(e['k_schedule_with_parallel_drafting'])} | {keys} | "
             f"{_yes('Gemma4ForConditionalGeneration' in arch)} | "
             f"{_yes('GptOssForCausalLM' in arch)} | {_yes('Qwen3MoeForCausalLM' in arch)} | "
+            f"{', '.join(f'`{k}`' for k in e['logged_args_redacted']) or 'nothing'} | "
             f"PyPI `vllm=={version}` (`{e['source']['wheel']}`, sha256 "
             f"`{e['source']['sha256'][:12]}...`) |"
         )

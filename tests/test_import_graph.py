@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "terminal",
         }
     ),
-    frozenset({"spec"}),
+    frozenset({"spec", "secret_refs"}),
     frozenset({"catalog"}),
     frozenset({"deployment"}),
     frozenset({"validation"}),

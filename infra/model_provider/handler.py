@@ -24,12 +24,16 @@ resource with its message; a Delete must keep the physical id.
 - Delete: DeleteModel; a model that is already gone is success, so a rollback after a
   failed Create and a second Delete do not stick.
 
-Nothing here logs the request: a model's Environment may carry values users did not
-mean to publish. For the same reason every message the handler returns or logs is
-masked (`masked`): botocore's parameter validation and SageMaker's ValidationException
-both quote the offending value (`Invalid type for parameter
-PrimaryContainer.Environment.HF_TOKEN, value: [...]`, `Value '...' at '...' failed to
-satisfy constraint`), and that text would become the stack event and the log line.
+This handler never logs the request, but CDK's Provider framework in front of it does:
+framework.js (aws-cdk-lib 2.275) logs the whole CloudFormation event, ResourceProperties
+and OldResourceProperties included, into the provider's log group on every Create,
+Update and Delete, outside this project's control. So the properties must hold no
+secret at all: the CDK path refuses a secret-looking environment value. Every message
+the handler returns or logs is masked too (`masked`): botocore's parameter validation
+and SageMaker's ValidationException both quote the offending value (`Invalid type for
+parameter PrimaryContainer.Environment.HF_TOKEN, value: [...]`, `Value '...' at '...'
+failed to satisfy constraint`), and that text would become the stack event and the log
+line.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 PROPERTY: Final = "CreateModel"
+SECRETS_PROPERTY: Final = "Secrets"
+"""JSON {ENV_NAME: "<secret ARN>[:<json-key>]"}: environment variables given by reference
+(peagle_deploy/secret_refs.py). Read with GetSecretValue just before CreateModel, so the
+properties (which CDK's Provider framework logs) never hold a value."""
 # SageMaker's answers while a just-created execution role (or its inline policy) is not
 # visible yet everywhere; each was reported for a role created in the same deployment:
 # - "Could not assume role arn:... Please ensure that the role exists and allows
@@ -149,6 +157,73 @@ def sagemaker_client() -> Any:
         retries={"mode": "standard", "max_attempts": 3},
     )
     return session.create_client("sagemaker", config=config)
+
+
+def secretsmanager_client() -> Any:
+    """A Secrets Manager client (its service model is bundled next to SageMaker's)."""
+    if not _SESSION:
+        sagemaker_client()
+    config = Config(
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
+        retries={"mode": "standard", "max_attempts": 3},
+    )
+    return _SESSION[0].create_client("secretsmanager", config=config)
+
+
+def _secret_refs(properties: Mapping[str, Any]) -> dict[str, str]:
+    raw = properties.get(SECRETS_PROPERTY)
+    if raw is None:
+        return {}
+    try:
+        refs = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        refs = None
+    if not isinstance(refs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in refs.items()
+    ):
+        raise ValueError(f"ResourceProperties.{SECRETS_PROPERTY} must be a JSON object of ARNs")
+    return dict(refs)
+
+
+def _secret_value(name: str, ref: str, secret_string: str) -> str:
+    """The value `ref` selects: the whole SecretString, or one key of a JSON secret."""
+    parts = ref.split(":")
+    if len(parts) <= 7:
+        return secret_string
+    key = ":".join(parts[7:])
+    try:
+        document = json.loads(secret_string)
+    except ValueError:
+        document = None
+    if not isinstance(document, dict) or not isinstance(document.get(key), str):
+        raise RuntimeError(f"secret of {name} is not a JSON object with a string {key!r}")
+    return str(document[key])
+
+
+def resolve_secrets(client: Any, refs: Mapping[str, str]) -> dict[str, str]:
+    """GetSecretValue for each reference; errors name the variable and the ARN only."""
+    values = {}
+    for name, ref in sorted(refs.items()):
+        arn = ":".join(ref.split(":")[:7])
+        try:
+            secret = client.get_secret_value(SecretId=arn)
+        except ClientError as e:
+            code, _ = _error(e)
+            raise RuntimeError(f"GetSecretValue for {name} ({arn}): {code}") from None
+        if not isinstance(secret.get("SecretString"), str):
+            raise RuntimeError(f"secret of {name} ({arn}) has no SecretString")
+        values[name] = _secret_value(name, ref, secret["SecretString"])
+    return values
+
+
+def with_secrets(request: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
+    """The CreateModel request with the secrets' values in the container's Environment."""
+    if not values:
+        return dict(request)
+    container = dict(request["PrimaryContainer"])
+    container["Environment"] = {**(container.get("Environment") or {}), **values}
+    return {**request, "PrimaryContainer": container}
 
 
 def _log(**fields: Any) -> None:
@@ -345,16 +420,23 @@ def masked(text: str, values: Iterable[str]) -> str:
 def on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
     """The Provider framework's entry point; any failure is re-raised with its message
     masked (the original is dropped: its text and its traceback would be logged)."""
+    secrets: dict[str, str] = {}
     try:
-        return _on_event(event, context)
+        return _on_event(event, context, secrets)
     except Exception as e:
-        message = masked(str(e), environment_values(_event_requests(event)))
+        values = environment_values(
+            [*_event_requests(event), {"PrimaryContainer": {"Environment": secrets}}]
+        )
+        message = masked(str(e), values)
         if type(e) in (RuntimeError, ValueError):
             raise type(e)(message) from None
         raise RuntimeError(f"{type(e).__name__}: {message}") from None
 
 
-def _on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
+def _on_event(
+    event: Mapping[str, Any], context: LambdaContext | None, secrets: dict[str, str]
+) -> dict[str, Any]:
+    """`secrets` receives the values read, so that on_event can mask them."""
     kind = event["RequestType"]
     client = sagemaker_client()
     if kind == "Delete":
@@ -362,8 +444,12 @@ def _on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[s
         delete(client, name)
         return {"PhysicalResourceId": name}
     request = _request(event["ResourceProperties"])
+    refs = _secret_refs(event["ResourceProperties"])
     name = request["ModelName"]
     if kind == "Create":
+        if refs:
+            secrets.update(resolve_secrets(secretsmanager_client(), refs))
+            request = with_secrets(request, secrets)
         arn = create(client, request, context)
     elif kind == "Update":
         if event.get("PhysicalResourceId") != name:
@@ -371,7 +457,13 @@ def _on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[s
                 f"model name changed from {event.get('PhysicalResourceId')} to {name} "
                 "in place; a new name needs a new resource"
             )
-        arn = update(client, _request(event.get("OldResourceProperties", {})), request, name)
+        old = event.get("OldResourceProperties", {})
+        if _secret_refs(old) != refs:
+            raise RuntimeError(
+                f"model {name}: {SECRETS_PROPERTY} changed without a new model name; only "
+                "Tags can change in place"
+            )
+        arn = update(client, _request(old), request, name)
     else:
         raise ValueError(f"unknown RequestType {kind!r}")
     return {"PhysicalResourceId": name, "Data": {"ModelName": name, "ModelArn": arn}}

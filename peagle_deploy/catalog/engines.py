@@ -53,6 +53,8 @@ class Capabilities:
     mask_token_keys: tuple[str, ...]
     architectures: frozenset[str]
     source: str
+    logged_args_redacted: frozenset[str] = frozenset()
+    """Arguments `vllm serve` masks in its start-up `non-default args` log line."""
 
 
 @cache
@@ -69,9 +71,16 @@ def capability_table() -> dict[str, Capabilities]:
             mask_token_keys=tuple(e["mask_token_keys"]),
             architectures=frozenset(e["architectures"]),
             source=cite(e["source"]),
+            logged_args_redacted=frozenset(e["logged_args_redacted"]),
         )
         for version, e in load("engines.json")["engines"].items()
     }
+
+
+def sensitive_logged_args() -> frozenset[str]:
+    """The arguments some recorded vLLM masks in its start-up log: what vLLM itself
+    treats as secret (api_key, hf_token, ...)."""
+    return frozenset().union(*(c.logged_args_redacted for c in capability_table().values()))
 
 
 def capabilities_for(vllm: str | None) -> Capabilities | None:

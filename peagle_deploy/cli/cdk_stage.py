@@ -64,5 +64,6 @@ def planned_role(plan: Any, session: Any, stack_name: str, account: str | None) 
         plan.create_model,
         partition=partition_of(plan.region),
         model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
+        owner=plan.spec.expected_bucket_owner or account,
     )
     return PlannedRole(policy, account, stack_role_arn(session, plan.region, stack_name))

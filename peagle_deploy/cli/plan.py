@@ -136,6 +136,10 @@ def _print_plan(plan: Any) -> None:
         ("model data", plan.model_data_uri),
         ("drafter", plan.drafter_uri or "-"),
         ("execution role", plan.execution_role_arn),
+        *(
+            (f"secret {name}", f"{ref} (read at CreateModel; not in any output)")
+            for name, ref in sorted(plan.secret_refs.items())
+        ),
         ("model name", plan.model_name),
         ("endpoint config", plan.endpoint_config_name),
         ("content hash", plan.content_hash),

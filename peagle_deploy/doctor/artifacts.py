@@ -73,11 +73,22 @@ def _cannot_look(check: str, resource: str, what: str, exc: BaseException) -> Ch
     )
 
 
+def owner_args(ctx: DoctorContext, bucket: str) -> dict[str, str]:
+    """`ExpectedBucketOwner` for every read of `bucket` (`DoctorContext.bucket_owner`),
+    so a bucket of that name in another account is never read."""
+    owner = ctx.bucket_owner(bucket)
+    return {"ExpectedBucketOwner": owner} if owner else {}
+
+
 def _bucket(ctx: DoctorContext, loc: DataLocation, check: str) -> None:
-    """The bucket exists and lives in the endpoint's region (when the caller may look)."""
+    """The bucket exists, belongs to the expected owner, and lives in the endpoint's
+    region (when the caller may look)."""
+    owner = owner_args(ctx, loc.bucket)
     try:
-        head = ctx.client("s3").head_bucket(Bucket=loc.bucket)
+        head = ctx.client("s3").head_bucket(Bucket=loc.bucket, **owner)
     except Exception as exc:
+        if owner and error_code(exc) in ("403", "AccessDenied", "Forbidden"):
+            _refuse_other_owner(ctx, loc, check, owner["ExpectedBucketOwner"])
         if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
             raise _StopCheckError(
                 failed(
@@ -106,9 +117,29 @@ def _bucket(ctx: DoctorContext, loc: DataLocation, check: str) -> None:
         )
 
 
+def _refuse_other_owner(ctx: DoctorContext, loc: DataLocation, check: str, owner: str) -> None:
+    """S3 answers 403 both to a caller without permission and to a bucket whose owner is
+    not the expected one; the same request without the owner tells them apart."""
+    try:
+        ctx.client("s3").head_bucket(Bucket=loc.bucket)
+    except Exception:
+        return  # 403 either way: a permission problem, reported by the listing below
+    raise _StopCheckError(
+        failed(
+            check,
+            loc.uri,
+            f"bucket {loc.bucket} is not owned by {owner} (expected_bucket_owner, default "
+            "the deploying account): another account's bucket of that name",
+            f"use a bucket of {owner}, or set expected_bucket_owner to the account you trust",
+        )
+    )
+
+
 def _list(ctx: DoctorContext, loc: DataLocation) -> _Listing:
     """What SageMaker would download: every object whose key starts with the prefix."""
-    page = ctx.client("s3").list_objects_v2(Bucket=loc.bucket, Prefix=loc.key, MaxKeys=LIST_LIMIT)
+    page = ctx.client("s3").list_objects_v2(
+        Bucket=loc.bucket, Prefix=loc.key, MaxKeys=LIST_LIMIT, **owner_args(ctx, loc.bucket)
+    )
     sizes: dict[str, int] = {}
     for item in page.get("Contents", []):
         key = str(item["Key"])
@@ -121,7 +152,9 @@ def _inspect_location(ctx: DoctorContext, loc: DataLocation, check: str) -> _Lis
     try:
         _bucket(ctx, loc, check)
         if not loc.is_prefix:
-            head = ctx.client("s3").head_object(Bucket=loc.bucket, Key=loc.key)
+            head = ctx.client("s3").head_object(
+                Bucket=loc.bucket, Key=loc.key, **owner_args(ctx, loc.bucket)
+            )
             if int(head.get("ContentLength", 0)) == 0:
                 raise _StopCheckError(
                     failed(
@@ -199,7 +232,9 @@ class RangeIgnoredError(Exception):
 def _get(ctx: DoctorContext, bucket: str, key: str, first: int, last: int) -> bytes:
     """Bytes first..last of an object; never more, whatever the server sends."""
     want = last - first + 1
-    response = ctx.client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes={first}-{last}")
+    response = ctx.client("s3").get_object(
+        Bucket=bucket, Key=key, Range=f"bytes={first}-{last}", **owner_args(ctx, bucket)
+    )
     body = response["Body"]
     try:
         length = response.get("ContentLength")

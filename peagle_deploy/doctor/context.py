@@ -108,6 +108,21 @@ class DoctorContext:
                 self._clients[(service, where)] = cached
             return cached
 
+    def bucket_owner(self, bucket: str) -> str | None:
+        """The account that must own `bucket`: the spec's `expected_bucket_owner`, else the
+        deploying account; None for JumpStart's own buckets (`access.bucket_owner`) or
+        when the caller's identity cannot be read (the reads then fail and say so)."""
+        from peagle_deploy.access import bucket_owner
+        from peagle_deploy.catalog.buckets import is_jumpstart_bucket
+
+        expected = self.plan.spec.expected_bucket_owner
+        if expected is None and not is_jumpstart_bucket(bucket):
+            try:
+                expected = self.account_id
+            except Exception:
+                return None
+        return bucket_owner(bucket, expected)
+
     @property
     def account_id(self) -> str:
         """The caller's account (sts:GetCallerIdentity needs no permission)."""

@@ -51,6 +51,7 @@ ECR_PULL_ACTIONS = (
     "ecr:GetDownloadUrlForLayer",
 )
 ECR_TOKEN_ACTION = "ecr:GetAuthorizationToken"
+CONTEXT_S3_RESOURCE_ACCOUNT = "s3:ResourceAccount"
 CONTEXT_S3_PREFIX = "s3:prefix"
 CONTEXT_KMS_VIA = "kms:ViaService"
 CONTEXT_KMS_CALLER = "kms:CallerAccount"
@@ -403,13 +404,21 @@ def permission_line(
 
 
 def _s3_needs(ctx: DoctorContext, loc: locations.DataLocation, grant: str) -> list[Need]:
+    """The role's reads, with the bucket owner in the context (a role that pins it with
+    `s3:ResourceAccount`, as the CDK stack's does, is then judged as S3 would judge it)."""
     part = ctx.partition
     policy = bucket_policy(ctx, loc.bucket)
-    needs = [Need(Ask("s3:GetObject", loc.object_arn(part)), "s3", policy, grant)]
+    owner = ctx.bucket_owner(loc.bucket)
+    pinned: tuple[tuple[str, str], ...] = ((CONTEXT_S3_RESOURCE_ACCOUNT, owner),) if owner else ()
+    needs = [Need(Ask("s3:GetObject", loc.object_arn(part), pinned), "s3", policy, grant)]
     if loc.is_prefix:
         needs.append(
             Need(
-                Ask("s3:ListBucket", loc.bucket_arn(part), ((CONTEXT_S3_PREFIX, loc.dir_key),)),
+                Ask(
+                    "s3:ListBucket",
+                    loc.bucket_arn(part),
+                    ((CONTEXT_S3_PREFIX, loc.dir_key), *pinned),
+                ),
                 "s3",
                 policy,
                 grant,

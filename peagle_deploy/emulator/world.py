@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from peagle_deploy.access import ecr_repositories, s3_reads
+from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
 from peagle_deploy.emulator.account_ext import AccountExtensions
 
 TINY_HIDDEN = 64
@@ -37,6 +37,9 @@ SAGEMAKER_TRUST = {
 }
 ROLE_POLICY_NAME = "peagle-execution"
 Tensors = Mapping[str, tuple[str, tuple[int, ...]]]
+
+EMULATED_ACCOUNT = "123456789012"
+"""moto's account (moto.core.DEFAULT_ACCOUNT_ID): what the emulated caller deploys as."""
 
 
 def safetensors_bytes(tensors: Tensors) -> bytes:
@@ -147,25 +150,34 @@ def _ensure_bucket(s3: Any, bucket: str) -> None:
         s3.create_bucket(Bucket=bucket, **extra)
 
 
-def execution_policy(plan: Any, *, partition: str = "aws") -> dict[str, Any]:
-    """A least-privilege policy for the plan's model (the CDK role's S3, ECR and KMS grants)."""
+def execution_policy(
+    plan: Any, *, partition: str = "aws", owner: str = EMULATED_ACCOUNT
+) -> dict[str, Any]:
+    """A least-privilege policy for the plan's model (the CDK role's S3, ECR and KMS
+    grants): reads pinned to the bucket owner (`s3:ResourceAccount`: the spec's
+    `expected_bucket_owner`, else `owner`, the emulated account; JumpStart's buckets
+    apart), as the CDK stack's role is."""
 
     reads = s3_reads(plan.create_model)
-    statements: list[dict[str, Any]] = [
-        {
-            "Effect": "Allow",
-            "Action": "s3:GetObject",
-            "Resource": [f"arn:{partition}:s3:::{r.object_pattern}" for r in reads],
-        }
-    ]
+    expected = plan.spec.expected_bucket_owner or owner
+    statements: list[dict[str, Any]] = []
     for read in reads:
+        condition = owner_condition(bucket_owner(read.bucket, expected))
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:{partition}:s3:::{read.object_pattern}",
+                **({"Condition": condition} if condition else {}),
+            }
+        )
         if read.list_prefix is not None:
             statements.append(
                 {
                     "Effect": "Allow",
                     "Action": "s3:ListBucket",
                     "Resource": f"arn:{partition}:s3:::{read.bucket}",
-                    "Condition": {"StringLike": {"s3:prefix": [read.list_prefix]}},
+                    "Condition": {"StringLike": {"s3:prefix": [read.list_prefix]}, **condition},
                 }
             )
     statements.append(

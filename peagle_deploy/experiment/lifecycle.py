@@ -409,8 +409,15 @@ def _create_and_update(xp: ExperimentPlan, clients: _Clients, show: bool) -> lis
     from botocore.exceptions import ClientError
 
     created: list[str] = []
+    candidate = xp.create_candidate_model
+    if xp.incumbent.secret_refs:  # the spec's secrets by reference: read just before
+        from peagle_deploy.plan.render import with_secret_values
+        from peagle_deploy.sdk.secrets import read_secret_values
+
+        values = read_secret_values(clients.client("secretsmanager"), xp.incumbent.secret_refs)
+        candidate = with_secret_values(candidate, values)
     steps: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
-        ("model", clients.sm.create_model, xp.create_candidate_model, xp.candidate_model_name),
+        ("model", clients.sm.create_model, candidate, xp.candidate_model_name),
         (
             "endpoint-config",
             clients.sm.create_endpoint_config,

@@ -134,7 +134,13 @@ def _candidate_model(
         for k, v in render.create_model(named, "", []).items()
         if k not in ("ModelName", "Tags")
     }
-    name = derived_name(incumbent.endpoint_name, "m", _digest([incumbent.endpoint_name, body]))
+    # as the planner names a model: a changed secret reference is a new model
+    refs = dict(incumbent.secret_refs)
+    name = derived_name(
+        incumbent.endpoint_name,
+        "m",
+        _digest([incumbent.endpoint_name, body, *([refs] if refs else [])]),
+    )
     return name, render.create_model(named, name, list(incumbent.tags)), named
 
 

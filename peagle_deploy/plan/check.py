@@ -52,6 +52,8 @@ RULES: tuple[Rule, ...] = (
     aws_shapes.check_execution_role,
     aws_shapes.check_tags_and_keys,
     secrets.check_secrets,
+    secrets.check_secret_refs,
+    secrets.check_logged_args,
     aws_shapes.check_environment,
 )
 """Every rule a deployment must pass, in the order problems are reported."""

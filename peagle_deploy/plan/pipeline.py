@@ -37,6 +37,8 @@ class Plan:
     create_endpoint: dict[str, Any]
     update_endpoint: dict[str, Any]
     autoscaling: dict[str, Any] | None = None
+    secret_refs: dict[str, str] = field(default_factory=dict)
+    """Environment variables given by reference (`secrets`): NAME -> ARN[:json-key]."""
     cdk_incompatibilities: list[CdkIncompatibility] = field(default_factory=list)
 
     # Views of the deployment, for readers of a plan (doctor, the CLI, the CDK stack).
@@ -157,6 +159,7 @@ class Plan:
             "create_endpoint": self.create_endpoint,
             "update_endpoint": self.update_endpoint,
             "autoscaling": self.autoscaling,
+            "secrets": dict(self.secret_refs),
             "warnings": list(self.warnings),
             "engine": {
                 "image": self.image_uri,

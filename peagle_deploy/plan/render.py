@@ -45,24 +45,34 @@ class Requests:
     create_endpoint: dict[str, Any]
     update_endpoint: dict[str, Any]
     autoscaling: dict[str, Any] | None
+    secret_refs: dict[str, str]
+    """Environment variables given by reference: NAME -> `<secret ARN>[:<json-key>]`.
+    Not in `create_model`: whoever calls CreateModel reads the values first
+    (`with_secret_values`)."""
 
 
 def render(dep: Deployment) -> Requests:
     """The requests of a checked deployment, named by their content."""
     endpoint_name = dep.endpoint_name
     model_body = _without(create_model(dep, "", []), "ModelName", "Tags")
+    secret_refs = {name: ref.text for name, ref in sorted(dep.secret_refs.items())}
     # The execution role is left out of the name: a CDK stack creates its own role,
     # unknown at synth, and the same spec must name the same model through `cdk deploy`
     # and the SDK (which refuses to reuse a model created with another role: sdk.deploy).
+    # A changed secret reference is a new model; without secrets the digest is as before.
+    named = [endpoint_name, _without(model_body, "ExecutionRoleArn")]
     model_name = derived_name(
-        endpoint_name, "m", _digest([endpoint_name, _without(model_body, "ExecutionRoleArn")])
+        endpoint_name, "m", _digest([*named, *([secret_refs] if secret_refs else [])])
     )
     config_body = _without(
         create_endpoint_config(dep, "", model_name, []), "EndpointConfigName", "Tags"
     )
     config_name = derived_name(endpoint_name, "c", _digest([endpoint_name, config_body]))
     rollout = deployment_config(dep.rollout)
-    content_hash = _digest([endpoint_name, model_body, config_body, rollout], 12)
+    content_hash = _digest(
+        [endpoint_name, model_body, config_body, rollout, *([secret_refs] if secret_refs else [])],
+        12,
+    )
     tags = [
         {"Key": MANAGED_TAG, "Value": "true"},
         {"Key": STAGE_TAG, "Value": dep.spec.stage},
@@ -83,8 +93,19 @@ def render(dep: Deployment) -> Requests:
             "EndpointConfigName": config_name,
             "DeploymentConfig": rollout,
         },
+        secret_refs=secret_refs,
         autoscaling=autoscaling(endpoint_name, dep.spec.scaling),
     )
+
+
+def with_secret_values(create_model: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    """The CreateModel request with the values of its `secrets` in the container's
+    Environment: what SageMaker receives (and DescribeModel then shows)."""
+    if not values:
+        return create_model
+    container = dict(create_model["PrimaryContainer"])
+    container["Environment"] = {**container.get("Environment", {}), **values}
+    return {**create_model, "PrimaryContainer": container}
 
 
 def _digest(obj: Any, length: int = DIGEST_LEN) -> str:

@@ -41,6 +41,7 @@ from peagle_deploy.deployment import (
 )
 from peagle_deploy.errors import InputError
 from peagle_deploy.naming import default_endpoint_name
+from peagle_deploy.secret_refs import parse_secret_refs
 from peagle_deploy.spec.models import (
     DeploymentSpec,
     DrafterKind,
@@ -132,6 +133,7 @@ def resolve(spec: DeploymentSpec, *, source: ModelSource | None = None) -> Deplo
             max_model_len=max_model_len,
             endpoint_name=endpoint_name,
         ),
+        secret_refs=parse_secret_refs(spec.secrets, spec.env, region=region),
         execution_role_arn=role,
         model_data_download_timeout_s=_timeout(spec, source, origins, "model_data_download"),
         container_startup_health_check_timeout_s=_timeout(

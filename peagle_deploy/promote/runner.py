@@ -45,6 +45,7 @@ from peagle_deploy.promote.target import (
 from peagle_deploy.sdk.waiter import Interrupted, resume_hint
 from peagle_deploy.spec.stage import check_stage_name
 from peagle_deploy.terminal import escaped, literal, plain_console
+from peagle_deploy.validation.secrets import refuse_plaintext_secrets
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
@@ -287,6 +288,10 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
     if options.region:
         doc["region"] = options.region  # where the clients look is where the target goes
     plan = build_plan(spec_from_dict(doc))
+    if options.write_spec is not None:
+        # The stage file is meant to be committed and deployed by CDK (template, cdk.out,
+        # the provider's log): a plaintext secret is refused before any gate runs.
+        refuse_plaintext_secrets(plan.spec.env, f"--write-spec {options.write_spec}")
     described = describe_endpoint_or_none(clients.sagemaker, name)
     state = StageState(
         stage=stage,

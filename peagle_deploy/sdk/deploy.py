@@ -280,7 +280,17 @@ class _Deployer:
 
     def create_model_and_config(self) -> None:
         p = self.plan
-        self._create("model", self.sm.create_model, p.create_model, p.model_name)
+        request = p.create_model
+        if p.secret_refs:
+            from peagle_deploy.aws import make_client
+            from peagle_deploy.plan.render import with_secret_values
+            from peagle_deploy.sdk.secrets import read_secret_values
+
+            client = make_client(
+                "secretsmanager", region=p.region, boto_session=self.handle._session
+            )
+            request = with_secret_values(request, read_secret_values(client, p.secret_refs))
+        self._create("model", self.sm.create_model, request, p.model_name)
         self._create(
             "endpoint-config",
             self.sm.create_endpoint_config,

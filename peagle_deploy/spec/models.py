@@ -207,6 +207,12 @@ class DeploymentSpec(_Strict):
     """Maximum sequence length vLLM serves (default: the catalog's)."""
     env: Annotated[dict[str, str], Flag(short="-e")] = Field(default_factory=dict)
     """Extra container environment (`SM_VLLM_*` become vLLM flags)."""
+    secrets: Annotated[dict[str, str], Flag("--secret", panel=PANEL_SECURITY)] = Field(
+        default_factory=dict
+    )
+    """Container environment given by reference: NAME -> the full ARN of a Secrets Manager
+    secret, optionally `<ARN>:<json-key>`. No value is written anywhere; it is read just
+    before CreateModel and then sits in the model's environment (DescribeModel shows it)."""
     model_data_download_timeout_s: int | None = Field(default=None, ge=60, le=3600)
     """ModelDataDownloadTimeoutInSeconds (60-3600; default: the model source's, else 1800)."""
     container_startup_health_check_timeout_s: int | None = Field(default=None, ge=60, le=3600)
@@ -220,6 +226,12 @@ class DeploymentSpec(_Strict):
     """Run the containers in these subnets and security groups."""
     kms_key_id: Annotated[str | None, Flag(panel=PANEL_SECURITY)] = None
     """KMS key for the ML storage volume (endpoint config KmsKeyId)."""
+    expected_bucket_owner: Annotated[str | None, Flag(panel=PANEL_SECURITY)] = Field(
+        default=None, pattern=r"^\d{12}$"
+    )
+    """The account that must own the buckets of the model data and drafter (default: the
+    deploying account; JumpStart's own buckets excepted): `s3:ResourceAccount` in the
+    execution role's grants, `ExpectedBucketOwner` on every read peagle-deploy makes."""
     model_data_kms_key_arns: list[str] = Field(default_factory=list)
     """KMS key ARNs the model and drafter S3 objects are encrypted with (SSE-KMS, 0-5).
     Not part of any SageMaker request: the CDK stack grants its execution role
@@ -245,7 +257,7 @@ class DeploymentSpec(_Strict):
     endpoint_name: Annotated[str | None, Flag(panel=PANEL_IDENTITY)] = None
     """Endpoint name (default `peagle-<model>-<stage>`)."""
 
-    @field_validator("env", "tags", mode="before")
+    @field_validator("env", "tags", "secrets", mode="before")
     @classmethod
     def _stringify_values(cls, value: object) -> object:
         """Accept unquoted YAML numbers/booleans as env and tag values (`true`, not `True`)."""

@@ -120,10 +120,31 @@ def check_image(dep: Deployment) -> list[PlanWarning]:
     return []
 
 
+def check_s3_location(field: str, uri: str) -> None:
+    """What the execution role may read is derived from the location, so it must name one
+    prefix or object: not a whole bucket (that would grant every object in it), and no
+    `*` or `?`, which an IAM resource or `s3:prefix` condition reads as a pattern."""
+    if "*" in uri or "?" in uri:
+        raise InputError(
+            field,
+            f"{uri!r} has a wildcard character; the execution role's S3 grant would read "
+            "it as a pattern over other keys",
+            "an S3 location without * or ?",
+        )
+    bucket_root = re.fullmatch(rf"s3://{S3_BUCKET}/?", uri)
+    if bucket_root:
+        raise InputError(
+            field,
+            f"{uri!r} is a whole bucket; the execution role would be granted every object in it",
+            "s3://bucket/prefix/ (the prefix the files are under)",
+        )
+
+
 def check_model_data_uri(field: str, uri: str | None) -> None:
     """Target weights: an S3 prefix ending in `/`, or a `.tar.gz` object."""
     if uri is None:
         raise InputError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
+    check_s3_location(field, uri)
     if len(uri) > 1024 or not (S3_PREFIX_RE.fullmatch(uri) or S3_TARGZ_RE.fullmatch(uri)):
         raise InputError(
             field,
@@ -136,6 +157,7 @@ def check_drafter_uri(field: str, uri: str | None) -> None:
     """Drafters are uncompressed checkpoints: an S3 prefix ending in `/`."""
     if uri is None:
         raise InputError(field, "is required for speculative decoding", "s3://bucket/prefix/")
+    check_s3_location(field, uri)
     if len(uri) > 1024 or not S3_PREFIX_RE.fullmatch(uri):
         raise InputError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
 

@@ -56,7 +56,7 @@ def _excerpts() -> dict[str, Any]:
 
 def test_github_derived_values_follow_from_the_recorded_excerpts() -> None:
     excerpts = _excerpts()
-    assert _data("jumpstart.json") == {"models": pf.jumpstart_facts(excerpts)}
+    assert _data("jumpstart.json")["models"] == pf.jumpstart_facts(excerpts)
     builds = pf.dlc_server_builds(excerpts)
     images = {i["tag"]: i for i in _data("images.json")["images"]}
     for tag, build in builds.items():
@@ -231,6 +231,30 @@ class P:
     assert pf.resizes_slots_at_propose([fixed]) is True
 
 
+def test_the_start_up_log_parser_sees_what_is_masked() -> None:
+    """vLLM logs `non-default args: {...}` when `vllm serve` starts; 0.30.0 passes the
+    dict through a redactor over a set of field names, earlier releases log it as is."""
+    clear = """
+def log_non_default_args(args):
+    non_default_args = get_non_default_args(args)
+    logger.info("non-default args: %s", non_default_args)
+"""
+    masked = """
+_SENSITIVE_ARG_FIELDS = frozenset({"api_key", "hf_token"})
+
+def redact(args):
+    return {k: ("***" if k in _SENSITIVE_ARG_FIELDS else v) for k, v in args.items()}
+
+def log_non_default_args(args):
+    non_default_args = get_non_default_args(args)
+    logger.info("non-default args: %s", redact(non_default_args))
+"""
+    assert pf.logged_args_redacted(clear) == []
+    assert pf.logged_args_redacted(masked) == ["api_key", "hf_token"]
+    with pytest.raises(ValueError):
+        pf.logged_args_redacted("def other(): pass")
+
+
 def test_cuda_and_ebs_parsers() -> None:
     assert pf._cuda("cu130-ubuntu24.04-sagemaker") == "13.0"
     assert pf._cuda("cu129") == "12.9"
@@ -250,3 +274,16 @@ def test_the_docs_tables_are_the_data() -> None:
     files = {name: _data(name) for name in ("engines.json", "images.json")}
     text = pf.DOCS.read_text()
     assert pf.with_doc_tables(text, pf.doc_tables(files)) == text
+
+
+def test_jumpstart_buckets_are_the_sdks_own_list() -> None:
+    """The buckets whose owner is AWS (the bucket-owner rule's exception) are the ones the
+    SageMaker SDK recognises as JumpStart's, in every region it lists."""
+    from peagle_deploy.catalog.buckets import is_jumpstart_bucket, jumpstart_buckets
+
+    buckets = jumpstart_buckets()
+    assert len(buckets) >= 80
+    assert is_jumpstart_bucket("jumpstart-cache-prod-us-east-1")
+    assert is_jumpstart_bucket("jumpstart-private-cache-prod-eu-west-1")
+    assert not is_jumpstart_bucket("jumpstart-cache-prod-us-east-1-mine")
+    assert not is_jumpstart_bucket("acme-models")

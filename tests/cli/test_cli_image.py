@@ -90,14 +90,17 @@ def test_the_docs_login_line_gets_the_registry_host() -> None:
 
 
 def test_make_image_builds_from_the_catalogs_base() -> None:
-    """`make image` (dry run: no docker here) passes the region's base as BASE_IMAGE; the
-    Dockerfile has no default base to fall back to."""
+    """`make image` (dry run: no docker here) passes the region's base as BASE_IMAGE,
+    pinned by the digest its tag names now; the Dockerfile has no default base to fall
+    back to, and refuses a tag."""
     done = subprocess.run(
         ["make", "-n", "image", "REGION=me-central-1", "IMAGE=x"], cwd=ROOT,
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert 'peagle image base --region "me-central-1"' in done.stdout
-    assert '--build-arg BASE_IMAGE="$base" -t "x" .' in done.stdout
+    assert 'imagetools inspect "$base"' in done.stdout
+    assert '--build-arg BASE_IMAGE="${base%:*}@$digest"' in done.stdout
+    assert '-t "x" .' in done.stdout
     printed = subprocess.run(
         ["make", "-s", "image-base", "REGION=me-central-1"], cwd=ROOT,
         capture_output=True, text=True, check=True,

@@ -76,6 +76,53 @@ def test_base_image_is_required_and_pinned_by_the_base_tag_label() -> None:
     assert "vllm:" + own["base_tag"] == labels()["ai.peagle.base-tag"]
 
 
+def _base_check() -> str:
+    (script,) = [rest for word, rest in instructions() if word == "RUN" and "BASE_IMAGE" in rest]
+    return script
+
+
+def test_a_registry_base_must_be_pinned_by_digest() -> None:
+    """A tag can be moved to other content: the build refuses a registry reference
+    without a digest, before anything else runs. The check is the Dockerfile's own RUN,
+    run here by sh as the builder would."""
+    order = [(w, r) for w, r in instructions()]
+    assert order.index(("RUN", _base_check())) == [w for w, _ in order].index("FROM") + 2
+    base = "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v2.5"
+    digest = "sha256:" + "ab" * 32
+    cases = {
+        f"{base.rsplit(':', 1)[0]}@{digest}": 0,  # pinned
+        f"{base}@{digest}": 0,  # tag and digest: the digest decides
+        base: 1,  # a tag
+        "library/ubuntu:24.04": 1,
+        "peagle-standin:3f2a": 0,  # a local image (the tests' stand-in)
+    }
+    for image, code in cases.items():
+        done = subprocess.run(
+            ["sh", "-c", _base_check()],
+            env={"BASE_IMAGE": image, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code, (image, done.stderr)
+        if code:
+            assert "pin it by digest" in done.stderr
+    makefile = (ROOT / "Makefile").read_text()
+    assert "imagetools inspect" in makefile and '@$$digest"' in makefile
+
+
+def test_the_server_runs_as_an_unprivileged_user() -> None:
+    users = [rest for word, rest in instructions() if word == "USER"]
+    assert users == ["10001:10001"], "the last USER is the serving user"
+    order = [word for word, _ in instructions()]
+    assert order.index("USER") > max(i for i, w in enumerate(order) if w == "RUN")
+    runs = " ".join(rest for word, rest in instructions() if word == "RUN")
+    assert "useradd --system --uid 10001" in runs
+    assert "peagle:x:10001:10001:" in runs  # a passwd entry where useradd is missing
+    envs = " ".join(rest for word, rest in instructions() if word == "ENV")
+    assert "HOME=/home/peagle" in envs
+
+
 def test_vllm_version_label_matches_the_contract_test_environment() -> None:
     version = labels()["ai.peagle.vllm-version"]
     assert version == script_vllm_version() == "0.30.0"

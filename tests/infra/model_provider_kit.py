@@ -132,3 +132,48 @@ def fail_first(
 
     client.meta.events.register("provide-client-params.sagemaker.CreateModel", record)
     client.meta.events.register("before-call.sagemaker.CreateModel", answer)
+
+
+def framework_asset(synth: Synthesized, stack: str) -> Path:
+    """The directory CDK staged as the Provider framework's Lambda code (framework.js)."""
+    functions = synth.resources(stack, "AWS::Lambda::Function")
+    (function,) = [
+        f for f in functions.values() if f["Properties"]["Handler"] == "framework.onEvent"
+    ]
+    key = function["Properties"]["Code"]["S3Key"]
+    asset = synth.outdir / f"asset.{key.removesuffix('.zip')}"
+    assert (asset / "framework.js").is_file(), f"no framework.js in {asset}"
+    return asset
+
+
+def run_framework(asset: Path, event: dict[str, Any], result: dict[str, Any], tmp: Path) -> str:
+    """What the real framework.js logs for `event` (stdout), with the user handler
+    answering `result`; see tests/infra/provider_framework.cjs."""
+    import os
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    assert node, "node is needed to run the CDK provider framework"
+    stubs = tmp / "node_modules" / "@aws-sdk"
+    for name, cls in (("client-lambda", "Lambda"), ("client-sfn", "SFN")):
+        (stubs / name).mkdir(parents=True, exist_ok=True)
+        (stubs / name / "index.js").write_text(
+            f"exports.{cls} = class {{}}; exports.waitUntilFunctionActiveV2 = async () => {{}};\n"
+        )
+    done = subprocess.run(
+        [
+            node,
+            str(Path(__file__).with_name("provider_framework.cjs")),
+            str(asset),
+            json.dumps(result),
+        ],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NODE_PATH": str(tmp / "node_modules")},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout

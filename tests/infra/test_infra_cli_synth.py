@@ -53,7 +53,7 @@ def test_npx_cdk_synth_all_stages(tmp_path: Path) -> None:
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "CDK_DEFAULT_ACCOUNT"):
         env.pop(var, None)
     command = [npx, "--no-install", "cdk", "synth", "--quiet", "--no-notices"]
-    command += ["-o", str(out), "-c", "peagle:nag=true"]
+    command += ["-o", str(out), "-c", "peagle:nag=true", "-c", "peagle:github_repo=acme/llm"]
     result = subprocess.run(
         command,
         cwd=ROOT,
@@ -67,17 +67,45 @@ def test_npx_cdk_synth_all_stages(tmp_path: Path) -> None:
     # Python constructs have no useful JavaScript stack trace to point warnings at ...
     assert "program.js" not in result.stderr
     # ... and a clean cdk-nag run says that it ran.
-    assert "cdk-nag AwsSolutions: checked 3 stack(s), no unacknowledged findings" in (result.stderr)
+    assert "cdk-nag AwsSolutions: checked 4 stack(s), no unacknowledged findings" in (result.stderr)
     manifest = json.loads((out / "manifest.json").read_text())
     stacks = sorted(
         name
         for name, artifact in manifest["artifacts"].items()
         if artifact["type"] == "aws:cloudformation:stack"
     )
-    assert stacks == ["PeagleEndpoint-dev", "PeagleEndpoint-prod", "PeagleEndpoint-staging"]
-    for stack in stacks:
+    assert stacks == [
+        "PeagleCiRoles",
+        "PeagleEndpoint-dev",
+        "PeagleEndpoint-prod",
+        "PeagleEndpoint-staging",
+    ]
+    ci = json.loads((out / "PeagleCiRoles.template.json").read_text())
+    assert sorted(k for k in ci["Outputs"] if k.startswith("DeployRoleArn")) == [
+        "DeployRoleArnDev",
+        "DeployRoleArnProd",
+        "DeployRoleArnStaging",
+    ]
+    for stack in stacks[1:]:
         template = json.loads((out / f"{stack}.template.json").read_text())
         types = {r["Type"] for r in template["Resources"].values()}
         assert {"Custom::PeagleModel", "AWS::SageMaker::Endpoint"} <= types
     report = json.loads((out / "validation-report.json").read_text())
     assert [p for p in report["pluginReports"] if p.get("violations")] == []
+
+
+def test_make_synth_runs_cdk_nag() -> None:
+    """The workflow's "cdk synth (all stages, cdk-nag)" step is `make synth`: it must turn
+    the checks on, not only synthesize."""
+    make = shutil.which("make")
+    assert make, "make is needed"
+    dry = subprocess.run(
+        [make, "-n", "-W", "pyproject.toml", "synth"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    synth = [line for line in dry.splitlines() if "cdk synth" in line]
+    assert len(synth) == 1 and "-c peagle:nag=true" in synth[0], dry

@@ -183,12 +183,15 @@ def test_execution_role_reads_exactly_the_model_and_drafter_prefixes(
     model_key = plan.model_data_uri.removeprefix(f"s3://{bucket}/")
     assert plan.drafter_uri is not None
     drafter_key = plan.drafter_uri.removeprefix(f"s3://{bucket}/")
-    get = sids["ReadModelAndDrafter"]
-    assert get["Action"] == "s3:GetObject"
+    # JumpStart's own bucket (AWS owns it): no bucket-owner condition
+    get = sids["ReadJumpStartModelData"]
+    assert get["Action"] == "s3:GetObject" and "Condition" not in get
+    assert "ReadModelAndDrafter" not in sids
     assert sorted(_text(r) for r in get["Resource"]) == sorted(
         f"arn:<AWS::Partition>:s3:::{bucket}/{k}*" for k in (model_key, drafter_key)
     )
     listing = sids["ListModelPrefixes0"]
+    assert set(listing["Condition"]) == {"StringLike"}
     assert listing["Action"] == "s3:ListBucket"
     assert _text(listing["Resource"]) == f"arn:<AWS::Partition>:s3:::{bucket}"
     assert sorted(listing["Condition"]["StringLike"]["s3:prefix"]) == sorted(
@@ -237,7 +240,7 @@ def test_execution_role_writes_only_its_log_group_and_needs_no_key_on_nvme(
     # the key policy), so the role gets no KMS permission at all.
     # Nothing else: S3, ECR, logs, instance metrics.
     assert set(sids) == {
-        "ReadModelAndDrafter",
+        "ReadJumpStartModelData",
         "ListModelPrefixes0",
         "PullServingImage",
         "EcrAuthToken",
@@ -257,6 +260,10 @@ def test_execution_role_for_custom_model_object_and_vpc(edge_synth: Synthesized)
         _text(sids["ListModelPrefixes0"]["Resource"]) == "arn:<AWS::Partition>:s3:::acme-drafters"
     )
     assert "ListModelPrefixes1" not in sids
+    # the account's own buckets: only while the stack's account owns them
+    pinned = {"StringEquals": {"s3:ResourceAccount": EDGE_ACCOUNT}}
+    assert sids["ReadModelAndDrafter"]["Condition"] == pinned
+    assert sids["ListModelPrefixes0"]["Condition"]["StringEquals"] == pinned["StringEquals"]
     assert _text(sids["PullServingImage"]["Resource"]) == (
         f"arn:<AWS::Partition>:ecr:eu-west-1:{EDGE_ACCOUNT}:repository/team/peagle-vllm"
     )

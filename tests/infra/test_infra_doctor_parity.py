@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cdk_helpers import Synthesized
 
-from peagle_deploy.access import model_access_policy
+from peagle_deploy.access import bucket_owner, model_access_policy
 from peagle_deploy.doctor import locations
 from peagle_deploy.doctor.image import parse_image
 from peagle_deploy.doctor.policy_eval import Principal, Request, evaluate
@@ -45,14 +45,16 @@ def _synthesized_policy(synth: Synthesized, stack: str) -> dict[str, Any]:
     return dict(document)
 
 
-def _asks(plan: Any) -> list[tuple[str, str, dict[str, list[str]]]]:
+def _asks(plan: Any, owner: str = ACCOUNT) -> list[tuple[str, str, dict[str, list[str]]]]:
+    """What doctor asks; S3 reads carry the bucket's owner as S3 puts it in the request
+    context (`s3:ResourceAccount`; JumpStart's buckets are AWS's)."""
     asks = []
     for loc in locations.all_locations(plan):
-        asks.append(("s3:GetObject", loc.object_arn("aws"), {}))
+        pinned = {} if bucket_owner(loc.bucket, owner) is None else {"s3:ResourceAccount": [owner]}
+        asks.append(("s3:GetObject", loc.object_arn("aws"), pinned))
         if loc.is_prefix:
-            asks.append(
-                ("s3:ListBucket", loc.bucket_arn("aws"), {CONTEXT_S3_PREFIX: [loc.dir_key]})
-            )
+            listing = {CONTEXT_S3_PREFIX: [loc.dir_key], **pinned}
+            asks.append(("s3:ListBucket", loc.bucket_arn("aws"), listing))
     image = parse_image(plan.image_uri)
     assert image is not None
     asks += [(a, image.repository_arn("aws"), {}) for a in ECR_PULL_ACTIONS]
@@ -66,8 +68,16 @@ def _check(synth: Synthesized, stack: str) -> None:
     plan = synth.stacks[stack].plan
     synthesized = _synthesized_policy(synth, stack)
     planned = model_access_policy(
-        plan.create_model, model_data_kms_key_arns=plan.spec.model_data_kms_key_arns
+        plan.create_model, model_data_kms_key_arns=plan.spec.model_data_kms_key_arns, owner=ACCOUNT
     )
+    # A bucket of that name owned by another account: both deny its reads.
+    for action, resource, context in _asks(plan, owner="999999999999"):
+        if not context.get("s3:ResourceAccount"):
+            continue
+        request = Request(action, resource, Principal(ACCOUNT, None), context)
+        a = evaluate(synthesized, request, resource_policy=False)
+        b = evaluate(planned, request, resource_policy=False)
+        assert not a.allow_direct and not b.allow_direct, (stack, action, resource)
     for action, resource, context in _asks(plan):
         request = Request(action, resource, Principal(ACCOUNT, None), context)
         a = evaluate(synthesized, request, resource_policy=False)

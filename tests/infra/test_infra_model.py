@@ -112,9 +112,10 @@ def test_model_handler_policy_is_scoped(stage_synth: Synthesized) -> None:
         "sagemaker:DeleteModel",
         "sagemaker:DescribeModel",
     ]
+    # exactly the 8-character digest after the prefix: never `<endpoint>-mirror`
     assert _text(manage["Resource"]) == (
         "arn:<AWS::Partition>:sagemaker:us-east-1:<AWS::AccountId>:model/"
-        "peagle-gpt-oss-20b-staging-m*"
+        "peagle-gpt-oss-20b-staging-m????????"
     )
     assert stage_synth.stacks[stack].plan.model_name.startswith("peagle-gpt-oss-20b-staging-m")
     pass_role = sids["PassExecutionRoleToSageMaker"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,15 +32,18 @@ from model_provider_kit import (
     FakeContext,
     event,
     fail_first,
+    framework_asset,
     handler_asset,
     load_handler,
     model_properties,
+    run_framework,
 )
 from moto import mock_aws
 
 from infra import provider_bundle
 from infra.model_provider import handler as source_handler
 from infra.model_provider.handler import PROPERTY
+from peagle_deploy.errors import PeagleError
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
 
@@ -284,6 +288,72 @@ def test_the_handler_never_writes_the_model_environment_to_its_log(
     assert secret not in logged and secret[::-1] not in logged
 
 
+def test_the_provider_framework_logs_the_whole_event(
+    stage_synth: Synthesized, props: dict[str, Any], tmp_path: Path
+) -> None:
+    """Why the custom resource's properties must hold no secret at all: CDK's Provider
+    framework (aws-cdk-lib 2.275, framework.js, which the project does not control) logs
+    the whole CloudFormation event, ResourceProperties and OldResourceProperties
+    included, before it calls the handler. Run as synthesized (cdk.out's asset), it
+    prints the CreateModel request, model environment included, into the provider's log
+    group; on an Update the old request too."""
+    asset = framework_asset(stage_synth, STACK)
+    marker = "peagle-framework-log-probe-7f3a"
+    request = json.loads(props[PROPERTY])
+    request["PrimaryContainer"]["Environment"]["PEAGLE_PROBE"] = marker
+    probed = {**props, PROPERTY: json.dumps(request)}
+    name = request["ModelName"]
+    update = event("Update", probed, name) | {"OldResourceProperties": probed}
+    logged = run_framework(asset, update, {"PhysicalResourceId": name}, tmp_path)
+    assert "[provider-framework] onEventHandler" in logged
+    # the property is logged as JSON text inside the JSON of the event: quotes escaped
+    assert logged.count(marker) >= 2, logged[:2000]
+    assert '\\"ExecutionRoleArn\\"' in logged
+
+
+def test_secrets_are_read_at_create_and_only_their_arns_are_in_the_event(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Secrets by reference: the custom resource's properties (which the framework logs)
+    carry ARNs; the handler reads the values just before CreateModel and puts them in the
+    model's environment, where DescribeModel shows them (that is SageMaker's only place
+    for them). Its own log and errors never do."""
+    token = "hf_" + "S" * 34
+    sm = botocore.session.get_session().create_client("secretsmanager", region_name=REGION)
+    plain = sm.create_secret(Name="hf-token", SecretString=token)["ARN"]
+    keyed = sm.create_secret(Name="llm", SecretString=json.dumps({"api_key": "k3y-" + "z" * 20}))[
+        "ARN"
+    ]
+    refs = {"HF_TOKEN": plain, "SM_VLLM_API_KEY": f"{keyed}:api_key"}
+    with_refs = {**props, "Secrets": json.dumps(refs)}
+    assert token not in json.dumps(event("Create", with_refs))
+    module, _ = lambda_handler
+    created = module.on_event(event("Create", with_refs), FakeContext())
+    env = sagemaker().describe_model(ModelName=created["PhysicalResourceId"])["PrimaryContainer"][
+        "Environment"
+    ]
+    assert env["HF_TOKEN"] == token and env["SM_VLLM_API_KEY"] == "k3y-" + "z" * 20
+    # a retried Create adopts the same model (values compared after reading them)
+    again = module.on_event(event("Create", with_refs), FakeContext())
+    assert again["PhysicalResourceId"] == created["PhysicalResourceId"]
+    # a reference to a missing key fails naming the variable, never a value
+    bad = {**props, "Secrets": json.dumps({"HF_TOKEN": f"{plain}:nokey"})}
+    with pytest.raises(RuntimeError, match="secret of HF_TOKEN is not a JSON object"):
+        module.on_event(event("Create", bad), FakeContext())
+    changed = {**with_refs, "Secrets": json.dumps({"HF_TOKEN": plain})}
+    with pytest.raises(RuntimeError, match="Secrets changed without a new model name"):
+        module.on_event(
+            event("Update", changed, created["PhysicalResourceId"])
+            | {"OldResourceProperties": with_refs},
+            FakeContext(),
+        )
+    out, err = capfd.readouterr()
+    assert token not in out + err and "k3y-" not in out + err
+
+
 # --- Update and Delete --------------------------------------------------------------------
 
 
@@ -358,9 +428,60 @@ def test_the_asset_carries_a_botocore_that_knows_the_drafter(stage_synth: Synthe
     assert manifest["distributions"] == provider_bundle.bundled_versions()
     assert (asset / "handler.py").read_bytes() == Path(source_handler.__file__).read_bytes()
     data = asset / "botocore" / "data"
-    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker"]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker", "secretsmanager"]
     service = next((data / "sagemaker").glob("*/service-2.json*"))
     assert service.exists()
+
+
+def test_the_asset_botocore_is_the_locked_wheels_not_the_synth_machines(
+    stage_synth: Synthesized,
+) -> None:
+    """The asset carries exactly the wheels infra/model_provider/requirements.lock pins
+    (version and sha256), whatever botocore the synthesizing environment has installed."""
+    asset = handler_asset(stage_synth, STACK)
+    manifest = json.loads((asset / provider_bundle.MANIFEST).read_text())
+    pins = {p.name: p for p in provider_bundle.pins()}
+    assert set(pins) == {"botocore", "jmespath", "python-dateutil", "six", "urllib3"}
+    assert set(manifest["wheels"]) == set(pins)
+    for name, wheel in manifest["wheels"].items():
+        assert wheel["sha256"] in pins[name].hashes, name
+        assert wheel["file"].lower().startswith(pins[name].wheel_prefix), name
+    version = re.search(
+        r"^__version__ = '([^']+)'", (asset / "botocore" / "__init__.py").read_text(), re.M
+    )
+    assert version is not None and version[1] == pins["botocore"].version
+
+
+def test_a_cached_wheel_that_differs_from_the_lock_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache file with the right name and other content (tampered, or another build) is
+    not a locked wheel: staging downloads with --require-hashes instead, and offline it
+    stops with one line."""
+    pin = next(p for p in provider_bundle.pins() if p.name == "six")
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(f"six=={pin.version} " + " ".join(f"--hash=sha256:{h}" for h in pin.hashes))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / f"six-{pin.version}-py2.py3-none-any.whl").write_bytes(b"PK not the wheel")
+    monkeypatch.setenv("PEAGLE_WHEEL_CACHE", str(cache))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    with pytest.raises(PeagleError, match="could not download the model provider's pinned"):
+        provider_bundle.stage(tmp_path / "out", lock=lock)
+    assert not list((tmp_path / "out").glob("peagle-model-provider-*"))
+
+
+def test_the_lock_is_exact_and_hashed(tmp_path: Path) -> None:
+    loose = tmp_path / "loose.lock"
+    loose.write_text("botocore>=1.44\n")
+    with pytest.raises(PeagleError, match="not an exact, hashed pin"):
+        provider_bundle.pins(loose)
+    unhashed = tmp_path / "unhashed.lock"
+    unhashed.write_text("botocore==1.44.5\n")
+    with pytest.raises(PeagleError, match="not an exact, hashed pin"):
+        provider_bundle.pins(unhashed)
 
 
 def test_the_asset_runs_alone_against_a_moto_server(

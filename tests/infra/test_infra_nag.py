@@ -23,11 +23,6 @@ ALLOWED_FINDINGS = (
         "/Endpoint/ExecutionRole/Policy",
         "Resource::arn:<AWS::Partition>:ec2:",
     ),
-    (
-        "AwsSolutions-IAM5",
-        "/Endpoint/Model/ProviderPolicy",
-        "Resource::arn:<AWS::Partition>:sagemaker:",
-    ),
     # The Provider framework may invoke the model handler and its versions (`<arn>:*`).
     (
         "AwsSolutions-IAM5",

@@ -79,12 +79,34 @@ def test_context_given_as_json_text_on_the_command_line() -> None:
             {"prod": {"spec": "stages/prod.yaml", "account": "12345"}},
             f"{STAGES_CONTEXT_KEY}.prod.account",
         ),
+        (
+            {"prod": {"spec": "stages/prod.yaml", "promote_from": "qa"}},
+            f"{STAGES_CONTEXT_KEY}.prod.promote_from",
+        ),
+        (
+            {"prod": {"spec": "stages/prod.yaml", "promote_from": "prod"}},
+            f"{STAGES_CONTEXT_KEY}.prod.promote_from",
+        ),
     ],
 )
 def test_bad_stage_context_names_the_key(context: Any, field: str) -> None:
     with pytest.raises(InputError) as err:
         stage_configs(context, ROOT)
     assert err.value.field == field
+
+
+def test_promotions_come_from_the_stage_before_unless_said() -> None:
+    dev, staging, prod = stage_configs(
+        {
+            "dev": {"spec": "stages/dev.yaml"},
+            "staging": {"spec": "stages/staging.yaml"},
+            "prod": {"spec": "stages/prod.yaml", "promote_from": "dev"},
+        },
+        ROOT,
+    )
+    assert (dev.promote_from, staging.promote_from, prod.promote_from) == (None, "dev", "dev")
+    (alone,) = stage_configs({"prod": {"spec": "stages/prod.yaml", "promote_from": None}}, ROOT)
+    assert alone.promote_from is None
 
 
 def test_jumpstart_ids_are_refused_for_synth() -> None:

@@ -226,11 +226,13 @@ def test_custom_model_tar_gz_and_to_json(sagemaker_model: Any) -> None:
         "create_endpoint",
         "update_endpoint",
         "autoscaling",
+        "secrets",
         "warnings",
         "engine",
         "names",
         "content_hash",
     }
+    assert doc["secrets"] == {}
     json.dumps(doc)
 
 

@@ -181,3 +181,54 @@ def test_every_warning_names_its_field() -> None:
     } <= fields
     again = pickle.loads(pickle.dumps(plan.warnings[0]))
     assert again == plan.warnings[0] and again.field == plan.warnings[0].field
+
+
+def test_widened_secret_names_and_values() -> None:
+    """Credentials under names the first rule missed (HF_AUTH, OPENAI_KEY, camelCase,
+    DB_PWD) and values that are credentials whatever their name; no false alarm on
+    vLLM's own flags or on plain values under a credential-like name."""
+    from peagle_deploy.validation.secrets import looks_like_secret
+
+    secret = {
+        "HF_AUTH": "abcdefgh12345678",
+        "OPENAI_KEY": "abcdefgh12345678",
+        "hfToken": "abcdefgh12345678",
+        "DB_PWD": "hunter22",
+        "SIGNING_KEY": "abcdefgh12345678",
+        "GH_PAT": "abcdefgh12345678",
+        "AUTHORIZATION": "Basic dXNlcjpwYXNz",
+        "ANY": "github_pat_" + "A1b2" * 10,
+        "ANY2": "xoxb-" + "1234567890-abcdefghij",
+        "ANY3": "AIza" + "a1B2c3D4e5" * 3 + "12345",
+        "ANY4": "glpat-" + "a1B2c3D4e5" * 2,
+        "ANY5": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop",
+    }
+    plain = {
+        "SM_VLLM_RETURN_TOKENS_AS_TOKEN_IDS": "true",
+        "SM_VLLM_TOKENIZER": "/opt/ml/model",
+        "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "8192",
+        "PROMPT_CACHE_KEY": "abc123",
+        "PWD": "/opt/ml",
+        "AUTH_TIMEOUT": "30",
+        "PASS_THROUGH_HEADERS": "x-request-id",
+        "SM_VLLM_SSL_KEYFILE": "/etc/ssl/key.pem",
+    }
+    assert [k for k, v in secret.items() if not looks_like_secret(k, v)] == []
+    assert [k for k, v in plain.items() if looks_like_secret(k, v)] == []
+
+
+def test_vllm_that_logs_secret_args_in_clear_is_warned_about() -> None:
+    """vLLM 0.18.0 (the default image, JumpStart's tag) and 0.27.1 print `--api-key` and
+    `--hf-token` in their start-up `non-default args` line; 0.30.0 masks them
+    (engines.json `logged_args_redacted`, read from the wheels)."""
+    env = {"SM_VLLM_API_KEY": "abcdefgh12345678", "SM_VLLM_HF_TOKEN": "abcdefgh12345678"}
+    default = build_plan(load_spec(model="gpt-oss-20b", env=env))
+    assert default.vllm_version == "0.18.0"
+    logged = [w for w in default.warnings if "in clear when it starts" in w]
+    assert len(logged) == 2
+    assert "--api-key" in logged[0] and "--hf-token" in logged[1]
+    assert "0.30.0" in logged[0]
+    newer = build_plan(load_spec(model="gpt-oss-20b", env=env, vllm_version="0.30.0"))
+    assert not [w for w in newer.warnings if "in clear when it starts" in w]
+    older = build_plan(load_spec(model="gpt-oss-20b", env=env, vllm_version="0.27.1"))
+    assert len([w for w in older.warnings if "in clear when it starts" in w]) == 2

@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.errors import DeployError, PeagleError
+from peagle_deploy.errors import DeployError, InputError, PeagleError
 from peagle_deploy.promote.gates import GatesFile, parse_gates
 from peagle_deploy.promote.runner import PromoteOptions, PromotionResult, promote
 
@@ -388,6 +388,24 @@ def test_write_spec_for_cdk_writes_the_file_and_deploys_nothing(env: Env, tmp_pa
     assert spec.speculative.num_speculative_tokens is None  # dev's: the catalog default
     assert spec.initial_instance_count == 2 and spec.rollout.canary_percent == 50
     assert json.loads(target.with_name("staging.yaml.gates.json").read_text())["passed"]
+    assert env.state()["endpoints"] == {}
+
+
+def test_write_spec_refuses_a_plaintext_secret_before_any_gate(env: Env, tmp_path: Path) -> None:
+    """The SDK deployed dev with a token in env (warned, kept only in the SecureString
+    manifest); `--write-spec` would put it in a stage file meant to be committed, and
+    `cdk deploy` of that file in the template: refused, naming the variable and the
+    `secrets` field, before the gates run and before anything is written."""
+    token = "hf_" + "W" * 34
+    env.deploy("dev", env={"HF_TOKEN": token})
+    invocations = env.aws.invocations
+    target = tmp_path / "staging.yaml"
+    with pytest.raises(InputError) as err:
+        env.promote(gates(), write_spec=target)
+    assert err.value.field == "env.HF_TOKEN" and "secrets:" in str(err.value)
+    assert token not in str(err.value)
+    assert not target.exists() and not target.with_name("staging.yaml.gates.json").exists()
+    assert env.aws.invocations == invocations  # no smoke chat, no benchmark
     assert env.state()["endpoints"] == {}
 
 

@@ -1,0 +1,368 @@
+"""PeagleCiRoles: one deploy role per stage, each confined to its stage, decided by an
+outside IAM evaluator (@cloud-copilot/iam-simulate) on the synthesized template.
+
+The finding this answers (issue 19, High): with the hand-written roles of docs/ci.md,
+anyone who could run the `dev` job could update or delete the prod endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from cdk_helpers import ROOT, cdk_context, synthesize_once
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint
+from iam_oracle import ACCOUNT, Ask, TemplateRoles, run
+
+from infra.ci_stack import CI_STACK_ID, CiRolesStack
+from infra.github_oidc import GITHUB_OIDC_HOST, GitHubRepo, check_provider_choice
+from infra.stages import STAGES_CONTEXT_KEY, stage_configs
+from peagle_deploy.emulator.iam_policy import NamedPolicy, evaluate
+from peagle_deploy.errors import InputError
+
+pytestmark = pytest.mark.xdist_group(name="cdk")
+
+REPO = "acme/llm-serving"
+REGION = "us-east-1"
+STAGES = ("dev", "staging", "prod")
+
+
+def _arn(resource: str, service: str = "sagemaker") -> str:
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT}:{resource}"
+
+
+class CiSynth:
+    """The synthesized PeagleCiRoles template of cdk.json's stages (picklable)."""
+
+    def __init__(self, template: dict[str, Any], endpoints: dict[str, str], nag: list[Any]):
+        self.template = template
+        self.endpoints = endpoints
+        self.nag_violations = nag
+        self.roles = TemplateRoles(template, REGION)
+
+    def role(self, stage: str) -> str:
+        return self.roles.role_id(f"Deploy{stage}Role")
+
+
+def _build(outdir: Path) -> CiSynth:
+    context = cdk_context()
+    stages = stage_configs(context[STAGES_CONTEXT_KEY], ROOT)
+    plans = [s.plan() for s in stages]
+    app = cdk.App(outdir=str(outdir), context=context)
+    CiRolesStack(
+        app,
+        CI_STACK_ID,
+        repo=GitHubRepo.parse(REPO, "test"),
+        stages=stages,
+        plans=plans,
+        account=ACCOUNT,
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+    report = json.loads((outdir / "validation-report.json").read_text())
+    violations = [v for plugin in report["pluginReports"] for v in plugin["violations"]]
+    template = json.loads((outdir / f"{CI_STACK_ID}.template.json").read_text())
+    return CiSynth(
+        template, {s.name: p.endpoint_name for s, p in zip(stages, plans, strict=True)}, violations
+    )
+
+
+@pytest.fixture(scope="session")
+def ci(tmp_path_factory: pytest.TempPathFactory) -> CiSynth:
+    return synthesize_once("ci-roles", tmp_path_factory, _build)  # type: ignore[arg-type]
+
+
+def _endpoint(ci: CiSynth, stage: str) -> str:
+    return _arn(f"endpoint/{ci.endpoints[stage]}")
+
+
+# --- the High finding: one stage's role cannot change another stage ------------------
+
+
+def test_dev_role_cannot_update_or_delete_staging_or_prod(ci: CiSynth) -> None:
+    asks = [
+        Ask(f"sagemaker:{action}", _endpoint(ci, stage))
+        for stage in STAGES
+        for action in ("UpdateEndpoint", "DeleteEndpoint")
+    ]
+    decisions = dict(zip(asks, ci.roles.decide(ci.role("dev"), asks), strict=True))
+    for ask, decision in decisions.items():
+        own = ask.resource == _endpoint(ci, "dev")
+        assert decision == ("Allowed" if own else "ImplicitlyDenied"), (ask, decision)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_each_role_changes_only_its_own_endpoint(ci: CiSynth, stage: str) -> None:
+    changes = ("CreateEndpoint", "UpdateEndpoint", "DeleteEndpoint", "AddTags")
+    asks = [Ask(f"sagemaker:{a}", _endpoint(ci, s)) for s in STAGES for a in changes]
+    for ask, decision in zip(asks, ci.roles.decide(ci.role(stage), asks), strict=True):
+        own = ask.resource == _endpoint(ci, stage)
+        assert decision == ("Allowed" if own else "ImplicitlyDenied"), (stage, ask, decision)
+
+
+def test_models_and_configs_by_exact_derived_name(ci: CiSynth) -> None:
+    """`<head>-m` + exactly 8 characters: the dev role's model grant matches dev's
+    content-derived names, not `<endpoint>-mirror` nor another stage's models."""
+    dev = ci.endpoints["dev"]
+    cases = {
+        f"model/{dev}-m0123abcd": "Allowed",
+        f"endpoint-config/{dev}-c0123abcd": "Allowed",
+        f"model/{dev}-mirror": "ImplicitlyDenied",
+        f"model/{dev}-mirrored-by-x": "ImplicitlyDenied",
+        f"model/{ci.endpoints['prod']}-m0123abcd": "ImplicitlyDenied",
+        f"endpoint-config/{ci.endpoints['staging']}-c0123abcd": "ImplicitlyDenied",
+    }
+    asks = [
+        Ask(
+            "sagemaker:DeleteModel" if r.startswith("model/") else "sagemaker:DeleteEndpointConfig",
+            _arn(r),
+        )
+        for r in cases
+    ]
+    assert ci.roles.decide(ci.role("dev"), asks) == list(cases.values())
+
+
+def test_promotion_source_is_read_and_invoked_never_changed(ci: CiSynth) -> None:
+    dev, staging = _endpoint(ci, "dev"), _endpoint(ci, "staging")
+    cases = [
+        (Ask("sagemaker:InvokeEndpointWithResponseStream", dev), "Allowed"),
+        (Ask("sagemaker:DescribeEndpoint", dev), "Allowed"),
+        (Ask("sagemaker:UpdateEndpoint", dev), "ImplicitlyDenied"),
+        (Ask("sagemaker:DeleteEndpoint", dev), "ImplicitlyDenied"),
+        (Ask("sagemaker:InvokeEndpoint", staging), "Allowed"),  # its own
+        (Ask("sagemaker:InvokeEndpoint", _endpoint(ci, "prod")), "ImplicitlyDenied"),
+    ]
+    decisions = ci.roles.decide(ci.role("staging"), [a for a, _ in cases])
+    assert decisions == [d for _, d in cases]
+    # prod is promoted from staging, not from dev
+    prod = ci.roles.decide(ci.role("prod"), [Ask("sagemaker:InvokeEndpoint", dev)])
+    assert prod == ["ImplicitlyDenied"]
+
+
+def test_parameters_written_only_under_the_stage_path(ci: CiSynth) -> None:
+    def param(path: str) -> str:
+        return _arn(f"parameter/peagle-deploy/{path}", "ssm")
+
+    cases = [
+        (Ask("ssm:PutParameter", param(f"staging/{ci.endpoints['staging']}/manifest")), "Allowed"),
+        (Ask("ssm:PutParameter", param(f"dev/{ci.endpoints['dev']}/manifest")), "ImplicitlyDenied"),
+        (
+            Ask("ssm:PutParameter", param(f"prod/{ci.endpoints['prod']}/manifest")),
+            "ImplicitlyDenied",
+        ),
+        (Ask("ssm:PutParameter", _arn("parameter/other/x", "ssm")), "ImplicitlyDenied"),
+        (Ask("ssm:GetParameter", param(f"dev/{ci.endpoints['dev']}/manifest")), "Allowed"),
+        (
+            Ask("ssm:GetParameter", param(f"prod/{ci.endpoints['prod']}/manifest")),
+            "ImplicitlyDenied",
+        ),
+        (
+            Ask("ssm:DeleteParameter", param(f"staging/{ci.endpoints['staging']}/manifest")),
+            "ImplicitlyDenied",
+        ),
+    ]
+    assert ci.roles.decide(ci.role("staging"), [a for a, _ in cases]) == [d for _, d in cases]
+
+
+def test_pass_role_only_the_stage_role_only_to_sagemaker(ci: CiSynth) -> None:
+    role = f"arn:aws:iam::{ACCOUNT}:role/peagle-sagemaker-dev"
+
+    def ask(stage_tag: str, service: str) -> Ask:
+        return Ask(
+            "iam:PassRole",
+            role,
+            {"iam:PassedToService": service, "aws:ResourceTag/peagle:stage": stage_tag},
+        )
+
+    cases = [
+        (ask("dev", "sagemaker.amazonaws.com"), "Allowed"),
+        (ask("prod", "sagemaker.amazonaws.com"), "ImplicitlyDenied"),
+        (ask("dev", "ec2.amazonaws.com"), "ImplicitlyDenied"),
+        (ask("dev", "lambda.amazonaws.com"), "ImplicitlyDenied"),
+    ]
+    assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
+
+
+def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynth) -> None:
+    star_actions: set[str] = set()
+    for stage in STAGES:
+        for policy in ci.roles.identity_policies(ci.role(stage)):  # asserts no managed ones
+            for statement in policy["policy"]["Statement"]:
+                if statement["Resource"] == "*":
+                    actions = statement["Action"]
+                    star_actions |= {actions} if isinstance(actions, str) else set(actions)
+    # Only actions without resource-level permissions (Service Authorization Reference),
+    # or whose resources are ids generated at creation (scalable targets).
+    assert star_actions == {
+        "sagemaker:ListEndpointConfigs",
+        "sagemaker:ListEndpoints",
+        "sagemaker:ListModels",
+        "cloudwatch:DescribeAlarms",
+        "servicequotas:ListAWSDefaultServiceQuotas",
+        "servicequotas:ListServiceQuotas",
+        "application-autoscaling:DeleteScalingPolicy",
+        "application-autoscaling:DeregisterScalableTarget",
+        "application-autoscaling:DescribeScalableTargets",
+        "application-autoscaling:DescribeScalingPolicies",
+        "application-autoscaling:PutScalingPolicy",
+        "application-autoscaling:RegisterScalableTarget",
+    }
+
+
+# --- trust: only the stage's GitHub environment, on main ---------------------------------
+
+
+def _token(
+    stage: str, *, repo: str = REPO, aud: str = "sts.amazonaws.com", ref: str = "refs/heads/main"
+) -> dict[str, str]:
+    return {
+        f"{GITHUB_OIDC_HOST}:sub": f"repo:{repo}:environment:{stage}",
+        f"{GITHUB_OIDC_HOST}:aud": aud,
+        f"{GITHUB_OIDC_HOST}:ref": ref,
+    }
+
+
+def _assume(
+    ci: CiSynth, role_stage: str, context: dict[str, str], principal: str | None = None
+) -> str:
+    """Whether a GitHub ID token with these claims may assume the stage's role.
+
+    Two evaluators decide together. iam-simulate decides the principal, the action and
+    the `ref` claim (its Service Authorization Reference data lists
+    `token.actions.githubusercontent.com:ref` for AssumeRoleWithWebIdentity) but attaches
+    the classic `sub` and `aud` keys to no action, so it can only say "allowed if they
+    match" (Discovery mode, `ref` declared known). The project's own evaluator
+    (peagle_deploy.emulator.iam_policy, StringEquals as IAM applies it) decides the
+    statement's conditions, `sub`, `aud` and `ref`. Both must allow; on `ref`, which both
+    decide, they must agree.
+    """
+    role_id = ci.role(role_stage)
+    provider = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
+    principal = principal or provider
+    trust = ci.roles.trust(role_id)
+    simulation = {
+        "mode": "Discovery",
+        "known": [f"{GITHUB_OIDC_HOST}:ref"],
+        "request": {
+            "principal": principal,
+            "action": "sts:AssumeRoleWithWebIdentity",
+            "resource": {"resource": ci.roles.role_arn(role_id), "accountId": ACCOUNT},
+            "contextVariables": context,
+        },
+        "identityPolicies": [],
+        "resourcePolicy": trust,
+    }
+    (result,) = run([simulation])
+    assert result["decision"] != "Error", result["errors"]
+    oracle = result["decision"] == "Allowed"
+
+    statements = [
+        {**st, "Resource": "*"}
+        for st in trust["Statement"]
+        if st["Principal"] == {"Federated": principal}
+    ]
+    own = (
+        evaluate(
+            [NamedPolicy("trust", "role", {"Statement": statements})],
+            "sts:AssumeRoleWithWebIdentity",
+            context={k: [v] for k, v in context.items()},
+        ).decision
+        == "allowed"
+    )
+    ref_ok = context.get(f"{GITHUB_OIDC_HOST}:ref") == "refs/heads/main"
+    if not ref_ok:
+        assert not oracle and not own, "the evaluators disagree on the ref claim"
+    return "Allowed" if oracle and own else "ImplicitlyDenied"
+
+
+def test_trust_conditions_are_exact_string_equals(ci: CiSynth) -> None:
+    for stage in STAGES:
+        (statement,) = ci.roles.trust(ci.role(stage))["Statement"]
+        assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+        assert set(statement["Condition"]) == {"StringEquals"}
+        assert statement["Condition"]["StringEquals"] == {
+            f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
+            f"{GITHUB_OIDC_HOST}:sub": f"repo:{REPO}:environment:{stage}",
+            f"{GITHUB_OIDC_HOST}:ref": "refs/heads/main",
+        }
+
+
+# --- the template itself ---------------------------------------------------------------
+
+
+def test_cdk_nag_and_cfn_lint_are_clean(ci: CiSynth) -> None:
+    assert ci.nag_violations == []
+    findings = lint(json.dumps(ci.template), config=ManualArgs(regions=[REGION]))
+    assert [(m.rule.id, m.message) for m in findings] == []
+
+
+def test_the_provider_is_native_and_accepts_only_sts(ci: CiSynth) -> None:
+    providers = [
+        r for r in ci.template["Resources"].values() if r["Type"] == "AWS::IAM::OIDCProvider"
+    ]
+    assert len(providers) == 1
+    assert providers[0]["Properties"]["Url"] == f"https://{GITHUB_OIDC_HOST}"
+    assert providers[0]["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
+    assert not [
+        r for r in ci.template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"
+    ]
+    outputs = ci.template["Outputs"]
+    assert {k for k in outputs if k.startswith("DeployRoleArn")} == {
+        "DeployRoleArnDev",
+        "DeployRoleArnStaging",
+        "DeployRoleArnProd",
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("acme/llm-serving", True),
+        ("a/b.c_d-e", True),
+        ("acme@123456/llm-serving@789012", True),
+        ("acme@123456/llm-serving", False),
+        ("acme@x/llm-serving@1", False),
+        ("acme", False),
+        ("acme/llm/serving", False),
+        ("-acme/x", False),
+        ("acme/..", False),
+        ("acme/x\n", False),
+        ("", False),
+        (7, False),
+    ],
+)
+def test_github_repo_is_checked(value: object, ok: bool) -> None:
+    if ok:
+        assert str(GitHubRepo.parse(value, "-c peagle:github_repo")) == value
+    else:
+        with pytest.raises(InputError, match="peagle:github_repo"):
+            GitHubRepo.parse(value, "-c peagle:github_repo")
+
+
+def test_provider_choice_is_checked() -> None:
+    arn = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
+    assert check_provider_choice(None, "x") == "create"
+    assert check_provider_choice("existing", "x") == "existing"
+    assert check_provider_choice(arn, "x") == arn
+    for bad in ("yes", f"arn:aws:iam::{ACCOUNT}:oidc-provider/gitlab.com", arn + "\n"):
+        with pytest.raises(InputError, match="peagle:github_oidc_provider"):
+            check_provider_choice(bad, "-c peagle:github_oidc_provider")
+
+
+def test_app_refuses_a_bad_repository_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    import app
+
+    context = {**cdk_context(), "peagle:github_repo": "acme", "@aws-cdk/core:outdir": str(tmp_path)}
+    assert app.main(context) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: -c peagle:github_repo: 'acme' is not a GitHub repository (allowed: "
+        "OWNER/REPO, or OWNER@ORG_ID/REPO@REPO_ID for immutable subject claims)"
+    ]

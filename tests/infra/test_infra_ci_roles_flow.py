@@ -1,0 +1,333 @@
+"""The CI roles allow what the pipeline really does, and only in its own stage.
+
+The pipeline's own steps run against the local AWS (`LocalAWS`: moto plus the endpoint
+emulator) with the real SDK, doctor gate included: deploy dev, update dev (blue/green,
+old model and config removed), promote dev -> staging and staging -> prod through their
+gates. Every AWS call is recorded with the stage whose job makes it, turned into the IAM
+request AWS authorizes (action, resource ARN, context keys), and decided by
+@cloud-copilot/iam-simulate against the synthesized PeagleCiRoles policies:
+
+- each call must be allowed for the role of the stage that made it (no false denial:
+  a role that breaks the deployment is not least privilege, it is broken);
+- each call that changes something must be denied to the roles of the other stages.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from cdk_helpers import synthesize_once
+from iam_oracle import ACCOUNT, Ask, TemplateRoles
+
+from infra.ci_stack import CI_STACK_ID, CiRolesStack
+from infra.github_oidc import GitHubRepo
+from infra.stages import StageConfig
+from peagle_deploy.promote.gates import parse_gates
+
+pytestmark = [pytest.mark.xdist_group(name="cdk"), pytest.mark.slow, pytest.mark.doctor_gate]
+
+MODEL = "qwen3-coder-30b-a3b-instruct"
+INSTANCE = "ml.g7e.2xlarge"
+REGION = "us-east-1"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/peagle-ci-flow"
+STAGES = ("dev", "staging", "prod")
+GATES = {
+    "version": 1,
+    "stages": {
+        stage: {
+            "smoke": {"max_tokens": 8},
+            "bench": {"concurrency": [1], "num_prompts": 2, "max_tokens": 8, "warmup": 0},
+            "thresholds": {"max_error_rate": 0.0},
+        }
+        for stage in ("staging", "prod")
+    },
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    stage: str
+    service: str
+    operation: str
+    params: Mapping[str, Any]
+    region: str
+
+
+class Recorder:
+    """Every botocore API call made while `stage` is set (all threads)."""
+
+    def __init__(self) -> None:
+        self.stage: str | None = None
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _patched(recorder: Recorder) -> Any:
+        from botocore.client import BaseClient
+
+        original = BaseClient._make_api_call
+
+        def record(client: Any, operation: str, params: Mapping[str, Any]) -> Any:
+            if recorder.stage is not None:
+                with recorder._lock:
+                    recorder.calls.append(
+                        Call(
+                            recorder.stage,
+                            client.meta.service_model.service_name,
+                            operation,
+                            dict(params),
+                            client.meta.region_name,
+                        )
+                    )
+            return original(client, operation, params)
+
+        return original, record
+
+
+def _flow(recorder: Recorder) -> None:
+    from botocore.client import BaseClient
+
+    from peagle_deploy.emulator import LocalAWS
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.promote.runner import PromoteOptions, promote
+    from peagle_deploy.sdk import deploy_peagle
+    from peagle_deploy.spec import load_spec
+
+    gates = parse_gates(GATES)
+    original, record = Recorder._patched(recorder)
+    aws = LocalAWS(region=REGION)
+    with aws, aws.patched_environ():
+        for stage in STAGES:
+            plan = build_plan(
+                load_spec(
+                    None,
+                    model=MODEL,
+                    instance_type=INSTANCE,
+                    stage=stage,
+                    region=REGION,
+                    execution_role_arn=ROLE,
+                )
+            )
+            if stage == "dev":
+                aws.stage_world(plan)
+            aws.script_endpoint(plan.endpoint_name, creating_s=0.05)
+            aws.set_acceptance_metrics(
+                plan.endpoint_name, acceptance_rate=0.6, num_speculative_tokens=3
+            )
+        BaseClient._make_api_call = record  # type: ignore[method-assign]
+        try:
+            recorder.stage = "dev"
+            common = {
+                "instance_type": INSTANCE,
+                "role_arn": ROLE,
+                "region": REGION,
+                "stage": "dev",
+                "poll_interval_s": 0.05,
+                "progress": False,
+                # autoscaling too: Application Auto Scaling and its alarms
+                "scaling": {
+                    "min_instances": 1,
+                    "max_instances": 2,
+                    "target_invocations_per_instance": 5,
+                },
+            }
+            deploy_peagle(MODEL, num_speculative_tokens=3, **common)
+            deploy_peagle(MODEL, num_speculative_tokens=4, **common)  # blue/green update
+            for source, target in (("dev", "staging"), ("staging", "prod")):
+                recorder.stage = target
+                result = promote(
+                    PromoteOptions(
+                        source_stage=source,
+                        target_stage=target,
+                        region=REGION,
+                        role_arn=ROLE,
+                        bench_logs_delay_s=0.0,
+                        bench_progress=False,
+                        poll_interval_s=0.05,
+                    ),
+                    gates.for_stage(target),
+                )
+                assert result.status == "promoted", result.message
+        finally:
+            recorder.stage = None
+            BaseClient._make_api_call = original  # type: ignore[method-assign]
+
+
+# --- the IAM request behind each call -----------------------------------------------------
+
+_PREFIX = {"sagemaker-runtime": "sagemaker", "service-quotas": "servicequotas"}
+_NO_PERMISSION = {("sts", "GetCallerIdentity")}  # needs no permission (STS documents it)
+
+
+def _sm(region: str, kind: str, name: str) -> str:
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:{kind}/{name}"
+
+
+def asks_for(call: Call) -> list[Ask]:
+    """What IAM authorizes for one call (an unknown operation fails the test: add it)."""
+    s, op, p, r = call.service, call.operation, call.params, call.region
+    action = f"{_PREFIX.get(s, s)}:{op}"
+    if (s, op) in _NO_PERMISSION:
+        return []
+    if s in ("sagemaker", "sagemaker-runtime"):
+        if op in ("ListEndpoints", "ListEndpointConfigs", "ListModels"):
+            return [Ask(action, "*")]
+        if op in ("AddTags", "ListTags"):
+            return [Ask(action, p["ResourceArn"])]
+        if "ModelName" in p and op.endswith("Model"):
+            asks = [Ask(action, _sm(r, "model", p["ModelName"]))]
+            if op == "CreateModel":
+                asks.append(
+                    Ask(
+                        "iam:PassRole",
+                        p["ExecutionRoleArn"],
+                        {"iam:PassedToService": "sagemaker.amazonaws.com"},
+                    )
+                )
+            return asks
+        if op.endswith("EndpointConfig"):
+            return [Ask(action, _sm(r, "endpoint-config", p["EndpointConfigName"]))]
+        if "EndpointName" in p:
+            return [Ask(action, _sm(r, "endpoint", p["EndpointName"]))]
+    if s == "ssm":
+        name = p.get("Name") or p.get("Path") or p.get("ResourceId")
+        return [Ask(action, f"arn:aws:ssm:{r}:{ACCOUNT}:parameter/{str(name).lstrip('/')}")]
+    if s == "logs":
+        group = p["logGroupName"]
+        return [Ask(action, f"arn:aws:logs:{r}:{ACCOUNT}:log-group:{group}:*")]
+    if s == "s3":
+        bucket, key = p["Bucket"], p.get("Key")
+        if op in ("HeadObject", "GetObject"):
+            return [Ask("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}")]
+        if op in ("ListObjectsV2", "HeadBucket"):
+            ctx = {"s3:prefix": p["Prefix"]} if "Prefix" in p else {}
+            return [Ask("s3:ListBucket", f"arn:aws:s3:::{bucket}", ctx)]
+    if s == "iam" and op in ("GetRole", "SimulatePrincipalPolicy"):
+        name = p.get("RoleName") or str(p["PolicySourceArn"]).rsplit("/", 1)[-1]
+        return [Ask(action, f"arn:aws:iam::{ACCOUNT}:role/{name}")]
+    if s == "ecr" and op in ("DescribeImages", "BatchGetImage"):
+        repo = f"arn:aws:ecr:{r}:{p.get('registryId', ACCOUNT)}:repository/{p['repositoryName']}"
+        return [Ask(action, repo)]
+    if s == "service-quotas":
+        return [Ask(action, "*")]
+    if s == "application-autoscaling":
+        return [Ask(action, "*")]
+    raise AssertionError(f"no IAM mapping for {s}.{op}: add it to asks_for")
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+class Flow:
+    def __init__(self, calls: list[Call], template: dict[str, Any]) -> None:
+        self.calls = calls
+        self.roles = TemplateRoles(template, REGION)
+
+    def role(self, stage: str) -> str:
+        return self.roles.role_id(f"Deploy{stage}Role")
+
+
+def _stage(name: str, source: str | None) -> StageConfig:
+    return StageConfig(
+        name=name,
+        spec_file=None,
+        overrides={
+            "model": MODEL,
+            "instance_type": INSTANCE,
+            "region": REGION,
+            "execution_role_arn": ROLE,
+        },
+        promote_from=source,
+    )
+
+
+def _build(outdir: Path) -> Flow:
+    recorder = Recorder()
+    _flow(recorder)
+    stages = [_stage("dev", None), _stage("staging", "dev"), _stage("prod", "staging")]
+    app = cdk.App(outdir=str(outdir))
+    CiRolesStack(
+        app,
+        CI_STACK_ID,
+        repo=GitHubRepo.parse("acme/llm-serving", "test"),
+        stages=stages,
+        plans=[s.plan() for s in stages],
+        account=ACCOUNT,
+    )
+    app.synth()
+    template = json.loads((outdir / f"{CI_STACK_ID}.template.json").read_text())
+    return Flow(recorder.calls, template)
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
+    return synthesize_once("ci-flow", tmp_path_factory, _build)  # type: ignore[arg-type]
+
+
+def _unique(flow: Flow, stage: str) -> Iterator[Ask]:
+    seen: set[tuple[str, str, str]] = set()
+    for call in flow.calls:
+        if call.stage != stage:
+            continue
+        for ask in asks_for(call):
+            key = (ask.action, ask.resource, json.dumps(dict(ask.context), sort_keys=True))
+            if key not in seen:
+                seen.add(key)
+                yield ask
+
+
+def test_the_flow_ran_every_kind_of_call(flow: Flow) -> None:
+    ops = {(c.stage, c.operation) for c in flow.calls}
+    for needed in [
+        ("dev", "CreateEndpoint"),
+        ("dev", "UpdateEndpoint"),
+        ("dev", "DeleteModel"),
+        ("dev", "PutParameter"),
+        ("dev", "SimulatePrincipalPolicy"),
+        ("dev", "RegisterScalableTarget"),
+        ("dev", "PutScalingPolicy"),
+        ("staging", "InvokeEndpointWithResponseStream"),
+        ("staging", "GetParameter"),
+        ("staging", "CreateEndpoint"),
+        ("prod", "CreateEndpoint"),
+    ]:
+        assert needed in ops, needed
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_call_of_a_stage_is_allowed_for_its_role(flow: Flow, stage: str) -> None:
+    asks = list(_unique(flow, stage))
+    assert asks
+    decisions = flow.roles.decide(flow.role(stage), asks)
+    denied = [
+        (a.action, a.resource) for a, d in zip(asks, decisions, strict=True) if d != "Allowed"
+    ]
+    assert denied == [], f"the {stage} role would break its own job: {denied}"
+
+
+_CHANGES = ("Create", "Update", "Delete", "Put", "AddTags", "PassRole", "Register", "Deregister")
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_changes_of_a_stage_are_denied_to_the_other_roles(flow: Flow, stage: str) -> None:
+    changes = [a for a in _unique(flow, stage) if a.action.split(":")[1].startswith(_CHANGES)]
+    # Application Auto Scaling's ids and the shared execution role are not stage-scoped.
+    changes = [a for a in changes if a.resource != "*" and a.action != "iam:PassRole"]
+    assert changes
+    for other in STAGES:
+        if other == stage:
+            continue
+        decisions = flow.roles.decide(flow.role(other), changes)
+        allowed = [
+            (a.action, a.resource)
+            for a, d in zip(changes, decisions, strict=True)
+            if d == "Allowed"
+        ]
+        assert allowed == [], f"the {other} role may change {stage}"
