@@ -25,8 +25,9 @@
 #     -t peagle-vllm .
 # A base from a registry must be pinned by digest (`repository@sha256:...`): a tag can be
 # moved to other content. `make image` reads the tag's digest and pins it; the check
-# below refuses a tag. A local image name without a registry (the tests' stand-in) is
-# what is on the machine and passes.
+# below refuses a tag for any name with a path (`registry/repo`, `user/repo`). A bare
+# local name (`peagle-standin:3f2a`, as the tests' stand-in is named) is what is on the
+# machine and passes.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

@@ -4,7 +4,7 @@
    --include=python3,python3-pip,libnuma1 bookworm` (the only step that needs Debian's
    mirror), tarred once into
    ~/.cache/peagle-deploy/standin/rootfs-<key>.tar and `docker import`ed as
-   peagle-deploy-test/rootfs:<key>.
+   peagle-deploy-test-rootfs:<key>.
 2. The stand-in for AWS's vLLM SageMaker image, data/standin/Dockerfile on top of it:
    standard-supervisor from model-hosting-container-standards (the wheels are fetched
    once with pip into ~/.cache/peagle-deploy/wheels and installed with --no-index), the
@@ -72,12 +72,12 @@ BOOKWORM_PLATFORMS = (
     "manylinux2010_x86_64",
     "manylinux1_x86_64",
 )
-ROOTFS_REPO = "peagle-deploy-test/rootfs"
-BASE_REPO = "peagle-deploy-test/standin-base"
+ROOTFS_REPO = "peagle-deploy-test-rootfs"
+BASE_REPO = "peagle-deploy-test-standin-base"
 VLLM_CPU_BASE = Path(__file__).parent / "data" / "vllm_cpu_base"
-VLLM_CPU_REPO = "peagle-deploy-test/vllm-cpu-base"
-ENGINE_IMAGE_REPO = "peagle-deploy-test/peagle-serve-vllm-cpu"
-IMAGE_REPO = "peagle-deploy-test/peagle-serve"
+VLLM_CPU_REPO = "peagle-deploy-test-vllm-cpu-base"
+ENGINE_IMAGE_REPO = "peagle-deploy-test-peagle-serve-vllm-cpu"
+IMAGE_REPO = "peagle-deploy-test-peagle-serve"
 
 
 def _digest(parts: Iterable[str | bytes]) -> str:
