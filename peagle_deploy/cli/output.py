@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import json
 import sys
 import unicodedata
 from typing import Any
@@ -129,8 +128,11 @@ def literal(value: object) -> Any:
 
 
 def emit_json(data: Any) -> None:
-    """Machine output: exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Machine output: exactly one JSON document on stdout (cli.json_output, which the
+    fast path of `peagle plan --json` uses without rich)."""
+    from peagle_deploy.cli.json_output import emit_json as emit
+
+    emit(data)
 
 
 def print_table(table: RenderableType) -> None:
