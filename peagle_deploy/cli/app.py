@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command = typer.main.get_command(app)
         guards.refuse_empty_values(command)
+        guards.plain_flags(command)
         _say_how_to_resume(command)
         with _sigterm_unwinds():
             result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
