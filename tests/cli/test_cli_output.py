@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from rich.table import Table
 
 from peagle_deploy.cli import output
+
+PEAGLE = [sys.executable, "-m", "peagle_deploy.cli.app"]
 
 
 def test_piped_table_is_not_cut_to_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,14 +113,12 @@ def test_piped_doctor_table_fits_columns_else_a_sane_width(columns: str, width: 
     folded, not one line per finding of several hundred characters (issue 23, item 7)."""
     import os
     import subprocess
-    import sys
 
     from peagle_deploy.emulator import LocalAWS
 
     with LocalAWS() as aws:  # a bare account: every check fails with a long finding
         done = subprocess.run(
-            [sys.executable, "-m", "peagle_deploy.cli.app", "doctor", "gpt-oss-20b"]
-            + ["--role-arn", "arn:aws:iam::123456789012:role/missing"],
+            [*PEAGLE, "doctor", "gpt-oss-20b", "--role-arn", "arn:aws:iam::123456789012:role/x"],
             capture_output=True,
             text=True,
             check=False,
