@@ -23,6 +23,7 @@ from peagle_deploy.cli import (
     bench,
     deploy,
     doctor,
+    emulator,
     experiment,
     guards,
     image,
@@ -72,6 +73,7 @@ app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(image.image_app, name="image")
 promote.register(app)  # promote, demo
 doctor.register(app)
+emulator.register(app)  # emulator start, emulator stage
 
 
 def aws_error_message(exc: BaseException) -> str | None:
