@@ -223,3 +223,28 @@ def test_emulator_endpoint_refusal_is_an_input_error() -> None:
     with pytest.raises(InputError) as info:
         emulator_endpoint({"AWS_ENDPOINT_URL": "http://192.168.1.2"})
     assert info.value.field == "AWS_ENDPOINT_URL"
+
+
+def test_sigterm_stops_the_emulator_cleanly_too() -> None:
+    """A supervisor's SIGTERM unwinds like Ctrl-C: the server is stopped, exit 0."""
+    process = subprocess.Popen(
+        [*PEAGLE, "emulator", "start", "--port", "0"],
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        for line in process.stdout:
+            if line.startswith("# then:"):
+                break
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        assert process.stderr.read().strip() == "emulator stopped"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        process.stderr.close()
