@@ -216,5 +216,5 @@ def test_a_new_account_lists_zero_defaults_everywhere_and_grants_increases(
         sq.request_service_quota_increase(
             ServiceCode="sagemaker", QuotaCode="L-00000000", DesiredValue=1
         )
-    with pytest.raises(LookupError, match="ml.p5.48xlarge for endpoint usage"):
+    with pytest.raises(LookupError, match=r"ml\.p5\.48xlarge for endpoint usage"):
         request_endpoint_quota(sq, "ml.p5.48xlarge", 1)
