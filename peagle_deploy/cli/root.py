@@ -19,6 +19,7 @@ from peagle_deploy.cli import (
     bench,
     deploy,
     doctor,
+    emulator,
     experiment,
     guards,
     image,
@@ -68,6 +69,7 @@ app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(image.image_app, name="image")
 promote.register(app)  # promote, demo
 doctor.register(app)
+emulator.register(app)  # emulator start, emulator stage
 
 
 def _say_how_to_resume(command: Any) -> None:
@@ -98,6 +100,7 @@ def run(argv: list[str] | None) -> int:
     try:
         command = typer.main.get_command(app)
         guards.refuse_empty_values(command)
+        guards.plain_flags(command)
         _say_how_to_resume(command)
         result = command.main(args=argv, prog_name="peagle", standalone_mode=False)
     except typer.Exit as exc:
