@@ -364,6 +364,12 @@ class _DuplicateKeyError(Exception):
         self.line = line
 
 
+# libyaml's own cap (PyYAML 6.0.4's wheels, CSafeLoader: a flow of 1000 levels, while the
+# pure-Python parser has none). Its scanner reads ahead, so it can fire before the event
+# walk reaches `max_depth`; any document it refuses is deeper than ours allows.
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
 def parse_yaml(text: str, field: str, where: str, limits: Limits = SPEC) -> Any:
     """Parse YAML text strictly (see the module docstring); plain-safe tags only."""
     import yaml
@@ -378,9 +384,11 @@ def parse_yaml(text: str, field: str, where: str, limits: Limits = SPEC) -> Any:
             "each key once",
         ) from None
     except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if problem == _LIBYAML_TOO_DEEP:
+            raise _too_deep(field, where, limits) from None
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise DocumentError(
             field, f"{where}{line}: not valid YAML: {_short(problem)}", "YAML"
         ) from None
