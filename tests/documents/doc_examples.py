@@ -173,7 +173,8 @@ def run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
     assert commands, f"{block.where}: a console block without a `$ ` command"
     script = ["exec 2>&1"]
     for n, command in enumerate(commands):
-        script += [command.line, f"printf '\\n@@example %d %d\\n' {n} $?"]
+        # the marker line keeps the command's status for an `echo $?` that follows
+        script += [command.line, f"rc=$?; printf '\\n@@example %d %d\\n' {n} $rc; (exit $rc)"]
     result = subprocess.run(
         ["bash", "-c", "\n".join(script)],
         cwd=cwd,

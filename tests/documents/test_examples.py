@@ -9,10 +9,9 @@ marked `<!-- illustrative: REASON -->` just before the block; see doc_examples.p
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,18 +64,22 @@ def emulator() -> Iterator[dict[str, str]]:
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     exports: dict[str, str] = {}
-    deadline = time.monotonic() + EMULATOR_START_S  # a hang guard, not a timing assertion
+    guard = threading.Timer(EMULATOR_START_S, server.kill)  # a hang guard, not a timing check
+    guard.start()
     try:
-        while "AWS_DEFAULT_REGION" not in exports and time.monotonic() < deadline:
-            ready, _, _ = select.select([server.stdout], [], [], 1.0)
-            line = server.stdout.readline() if ready else ""
+        while "AWS_DEFAULT_REGION" not in exports:
+            line = server.stdout.readline()
+            assert line, "the emulator exited before printing its export lines"
             if line.startswith("export "):
                 key, _, value = line.removeprefix("export ").strip().partition("=")
                 exports[key] = value
-            assert server.poll() is None, "the emulator exited"
+        guard.cancel()
         assert "AWS_ENDPOINT_URL" in exports, exports
+        # keep reading what it prints, so that a full pipe never blocks it
+        threading.Thread(target=server.stdout.read, daemon=True).start()
         yield exports
     finally:
+        guard.cancel()
         server.terminate()
         server.wait(timeout=30)
 
