@@ -1,8 +1,9 @@
 """`make test` synthesizes every stage through the pinned CDK CLI (package.json).
 
 Runs `npx cdk synth` the way a user does after docs/cdk.md's set-up (its synth example
-is this command), with cdk-nag switched on (`-c peagle:nag=true`), into a temporary output directory. Skipped only
-where Node.js is missing on a developer machine; in CI (CI=true) a missing npx fails.
+is this command), with cdk-nag switched on (`-c peagle:nag=true`), into a temporary
+output directory. Skipped only where Node.js is missing on a developer machine; in CI
+(CI=true) a missing npx fails.
 """
 
 from __future__ import annotations
