@@ -56,10 +56,19 @@ def test_every_relative_link_resolves() -> None:
     assert broken == []
 
 
+def _readme_exports() -> dict[str, str]:
+    """The `export NAME=value` lines the README shows `peagle emulator start` printing."""
+    (block,) = [b for b in blocks(ROOT / "README.md") if "$ peagle emulator start" in b.text]
+    assert block.marker == "run-by" and block.marker_value.endswith(Path(__file__).name)
+    lines = [line.removeprefix("export ") for line in block.text.splitlines()]
+    return dict(line.partition("=")[::2] for line in lines if "=" in line)
+
+
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[dict[str, str]]:
-    """One emulator for every document, started as a user starts it; its export lines."""
-    command = [sys.executable, "-m", "peagle_deploy.emulator", "--port", "0"]
+    """One emulator for every document, started as the README starts it (on any free
+    port); the variables it exports are the ones the README shows."""
+    command = [str(Path(sys.executable).with_name("peagle")), "emulator", "start", "--port", "0"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
@@ -74,7 +83,7 @@ def emulator() -> Iterator[dict[str, str]]:
                 key, _, value = line.removeprefix("export ").strip().partition("=")
                 exports[key] = value
         guard.cancel()
-        assert "AWS_ENDPOINT_URL" in exports, exports
+        assert sorted(exports) == sorted(_readme_exports()), exports
         # keep reading what it prints, so that a full pipe never blocks it
         threading.Thread(target=server.stdout.read, daemon=True).start()
         yield exports
