@@ -9,6 +9,7 @@ marked `<!-- illustrative: REASON -->` just before the block; see doc_examples.p
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -105,4 +106,16 @@ def test_examples_run(document: Path, emulator: dict[str, str], tmp_path: Path) 
     env = example_env(emulator)
     for block in blocks(document):
         if block.lang in RUNNABLE and block.marker not in {"illustrative", "run-by"}:
+            if "npx " in block.text:
+                _need_the_cdk_cli()
             run_block(block, cwd, env)
+
+
+def _need_the_cdk_cli() -> None:
+    """Skip where Node.js or the pinned CDK CLI is missing on a developer machine (as
+    tests/infra does); in CI (CI=true) that is a failure."""
+    if shutil.which("npx") and (ROOT / "node_modules" / "aws-cdk").is_dir():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("npx or node_modules/aws-cdk missing in CI: run `make setup`")
+    pytest.skip("Node.js/npx or the pinned CDK CLI is not installed here (`make setup`)")
