@@ -17,7 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from doc_examples import ROOT, RUNNABLE, Block, blocks, documents, example_env, is_spec, run_block
+from doc_examples import (
+    ROOT,
+    RUNNABLE,
+    Block,
+    blocks,
+    documents,
+    example_env,
+    is_spec,
+    run_block,
+    sandbox,
+)
 from doc_links import broken_links
 
 MARKERS = frozenset({"illustrative", "file", "run-by"})
@@ -100,8 +110,6 @@ def emulator() -> Iterator[dict[str, str]]:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_examples_run(document: Path, emulator: dict[str, str], tmp_path: Path) -> None:
-    from doc_examples import sandbox
-
     cwd = sandbox(tmp_path)
     env = example_env(emulator)
     for block in blocks(document):
