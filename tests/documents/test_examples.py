@@ -127,3 +127,59 @@ def _need_the_cdk_cli() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail("npx or node_modules/aws-cdk missing in CI: run `make setup`")
     pytest.skip("Node.js/npx or the pinned CDK CLI is not installed here (`make setup`)")
+
+
+# --- the runner itself: each check can fail -------------------------------------------
+
+
+def _block(tmp_path: Path, text: str, lang: str = "console") -> Block:
+    return Block(tmp_path / "doc.md", 1, lang, text, None, "")
+
+
+def test_console_checks_output_and_exit_codes(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    run_block(
+        _block(tmp_path, "$ echo hello  world\nhello world\n$ false\n$ echo $?\n1\n"), tmp_path, env
+    )
+    with pytest.raises(AssertionError, match="did not print 'bye'"):
+        run_block(_block(tmp_path, "$ echo hi\nbye\n"), tmp_path, env)
+    with pytest.raises(AssertionError, match="exit 1"):
+        run_block(_block(tmp_path, "$ false\n$ echo next\n"), tmp_path, env)
+    with pytest.raises(AssertionError, match="exit 3"):
+        run_block(_block(tmp_path, "true\nexit 3\n", lang="bash"), tmp_path, env)
+
+
+def test_markers_are_read_and_judged(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- illustrative: -->\n```bash\nx\n```\n\n"
+        "<!-- illustrative: needs a GPU -->\n```bash\nx\n```\n\n"
+        "```yaml\na: 1\n```\n\n"
+        "<!-- file: gates.yaml -->\n```yaml\na: 1\n```\n\n"
+        "<!-- ilustrative: typo -->\n```bash\nx\n```\n",
+        encoding="utf-8",
+    )
+    found = blocks(doc)
+    assert [(b.marker, b.marker_value) for b in found] == [
+        ("illustrative", ""),
+        ("illustrative", "needs a GPU"),
+        (None, ""),
+        ("file", "gates.yaml"),
+        ("ilustrative", "typo"),
+    ]
+    assert [_problem(b) is None for b in found] == [False, True, False, True, False]
+
+
+def test_anchors_are_githubs(tmp_path: Path) -> None:
+    from doc_links import anchors, slug
+
+    assert slug("Models, specs and plans (`peagle models`, `peagle plan`)") == (
+        "models-specs-and-plans-peagle-models-peagle-plan"
+    )
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n## Set up\n## Set up\n[x](#set-up-1) [y](b.md) [z](#nope)\n")
+    assert anchors(doc) == {"a", "set-up", "set-up-1"}
+    assert broken_links(doc, tmp_path) == [
+        "a.md:4: b.md (no such file)",
+        "a.md:4: #nope (no such heading in a.md)",
+    ]
