@@ -18,7 +18,6 @@ refused otherwise, as the SDK's own deploy does.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 from typing import Any
@@ -110,6 +109,8 @@ def resolve_jumpstart(
     Raises InputError when the id is unknown to JumpStart (or its metadata cannot be read),
     when the instance type has no image, or when an EULA is not accepted.
     """
+    import logging  # here: a catalog key's plan (the first command) never needs it
+
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
     _fresh_cache_for_local_roots()
     specs, config_name = _read_specs(model_id, region, version)

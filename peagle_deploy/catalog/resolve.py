@@ -8,18 +8,18 @@ SDK only when it runs). The spec's overrides are applied by the planner
 
 from __future__ import annotations
 
-import difflib
 import os
 
 from peagle_deploy.catalog.jumpstart import is_jumpstart_candidate, resolve_jumpstart
 from peagle_deploy.catalog.models import MODELS, ModelEntry, get_model
+from peagle_deploy.catalog.near_miss import CUSTOM, near_misses
 from peagle_deploy.catalog.source import ModelSource
 from peagle_deploy.errors import InputError
+from peagle_deploy.extras import require
 from peagle_deploy.spec.empty import check_not_empty
 from peagle_deploy.spec.models import DeploymentSpec
 
 DEFAULT_REGION = "us-east-1"
-CUSTOM = "custom"
 
 
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -105,16 +105,25 @@ CUSTOM_SOURCE = ModelSource(
 
 
 def _jumpstart(spec: DeploymentSpec, region: str) -> ModelSource:
-    """A JumpStart id; a near miss of a catalog key is refused without asking JumpStart."""
-    close = difflib.get_close_matches(spec.model, [*MODELS, CUSTOM], n=1, cutoff=0.85)
-    if close:
+    """A JumpStart id. Refused offline, before the sagemaker SDK is needed: a near miss
+    of a known name (catalog.near_miss), a reference no JumpStart id looks like, and,
+    without the `jumpstart` extra, any id (one line naming the extra)."""
+    meant = near_misses(spec.model)
+    if meant:
         raise InputError(
-            "model", f"unknown model {spec.model!r}; did you mean {close[0]}?", [*MODELS, CUSTOM]
+            "model",
+            f"unknown model {spec.model!r}; did you mean {' or '.join(meant)}?",
+            [*MODELS, CUSTOM],
         )
     if not is_jumpstart_candidate(spec.model):
         raise InputError(
             "model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM, "a JumpStart model id"]
         )
+    require(
+        "sagemaker",
+        f"model {spec.model!r} is not a catalog key ({', '.join(MODELS)}); "
+        "resolving it as a JumpStart model id",
+    )
     return resolve_jumpstart(
         spec.model, region, accept_eula=spec.accept_eula, instance_type=spec.instance_type
     )

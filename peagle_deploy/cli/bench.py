@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 bench_app = typer.Typer(
     name="bench",
     help=(
-        "Measure output tokens/s and latency the way `vllm bench serve` does, over "
-        "concurrency levels (closed loop), against an OpenAI-compatible URL or a "
-        "SageMaker endpoint."
+        "Measure tokens/s and latency over concurrency levels, as `vllm bench serve` does."
+        "\n\nA closed loop per level, against an OpenAI-compatible URL or a SageMaker "
+        "endpoint."
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from peagle_deploy.cli.how_to_run import run_hint
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.extras import require
 from peagle_deploy.promote.gates import GatesFile, parse_gates
@@ -221,6 +222,8 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
         "(Timings are the emulator's.)",
         highlight=False,
     )
+    for line in run_hint():
+        out.print(line, highlight=False, markup=False)
     return summary
 
 
@@ -234,6 +237,7 @@ def _rehearse(
     summary: DemoSummary,
 ) -> None:
     from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+    from peagle_deploy.promote.target import stage_file_for
     from peagle_deploy.sdk import deploy_peagle
 
     out = steps.console
@@ -326,6 +330,7 @@ def _rehearse(
         options = PromoteOptions(
             source_stage="dev",
             target_stage="staging",
+            stage_file=stage_file_for("staging"),  # as `peagle promote` picks it
             region=settings.region,
             bench_logs_delay_s=0.0,
             bench_progress=False,
@@ -346,6 +351,7 @@ def _rehearse(
         options = PromoteOptions(
             source_stage="staging",
             target_stage="prod",
+            stage_file=stage_file_for("prod"),  # as `peagle promote` picks it
             region=settings.region,
             bench_logs_delay_s=0.0,
             bench_progress=False,

@@ -65,12 +65,14 @@ def doctor_command(
     knobs: dict[str, Any] | None = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check, in seconds and read-only, what SageMaker would find 10-20 minutes after
-    CreateEndpoint: model data and drafter in S3 (the container's P-EAGLE rules on the
-    drafter), the execution role's trust and permissions decided as IAM decides them
-    (its policies with the bucket, key and repository policies), the instance quota, the
-    image. `--stage NAME` alone checks cdk.json's stage NAME as `cdk deploy` would
-    deploy it (run it in the CDK app's directory).
+    """Check read-only, in seconds, what SageMaker would refuse after CreateEndpoint.
+
+    What SageMaker would find 10-20 minutes after CreateEndpoint: model data and
+    drafter in S3 (the container's P-EAGLE rules on the drafter), the execution role's
+    trust and permissions decided as IAM decides them (its policies with the bucket, key
+    and repository policies), the instance quota, the image. `--stage NAME` alone checks
+    cdk.json's stage NAME as `cdk deploy` would deploy it (run it in the CDK app's
+    directory).
     """
     from peagle_deploy.doctor import run_doctor
 

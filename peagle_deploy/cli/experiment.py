@@ -35,9 +35,9 @@ Examples:
 experiment_app = typer.Typer(
     name="experiment",
     help=(
-        "Compare a candidate's speculative settings (K, mode, drafter) with the serving "
-        "ones on the endpoint's own traffic, as a shadow or a split variant, and promote "
-        "the winner.\n\n" + EXAMPLES
+        "Try other speculative settings on an endpoint's own traffic; promote the winner."
+        "\n\nThe candidate's settings (K, mode, drafter) run beside the serving ones, as a "
+        "shadow or a split variant.\n\n" + EXAMPLES
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -52,3 +52,24 @@ def usage_error_line(exc: Any) -> str:
     if ctx is not None:
         text += f" (see `{ctx.command_path} --help`)"
     return text
+
+
+def plain_flags(command: Any) -> None:
+    """Show boolean flags in help without a type (typer prints `<bool>` after `--json`,
+    as if the flag took a value), in `command`, its subcommands and their --help."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = ""
+    help_option = getattr(command, "get_help_option", None)
+    if help_option is not None and not getattr(help_option, "_peagle_plain", False):
+
+        def plain_help_option(ctx: Any) -> Any:
+            option = help_option(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        plain_help_option._peagle_plain = True  # type: ignore[attr-defined]
+        command.get_help_option = plain_help_option
+    for sub in getattr(command, "commands", {}).values():
+        plain_flags(sub)

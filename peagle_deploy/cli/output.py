@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import codecs
-import json
+import os
 import sys
 import unicodedata
 from typing import Any
@@ -14,13 +14,23 @@ from rich.markup import escape
 from peagle_deploy.redaction import safe_lines, safe_message
 from peagle_deploy.terminal import CONSOLE_OPTIONS
 
+PIPE_WIDTH = 120
+"""Width of a table off a terminal when COLUMNS does not say (a CI log, a file)."""
+
+
+def pipe_width() -> int:
+    """COLUMNS when it is a positive number, else PIPE_WIDTH."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+
 
 class _Console(Console):
     """Off a terminal (a pipe, a CI log, a file) rich lays output out for 80 columns:
     lines would break mid-sentence and table cells would be wrapped or cut to `…`, so
     greps over `peagle list`, CI logs and `peagle demo > log` would miss names. There,
-    plain-text lines are not wrapped and a table gets the width it needs; panels and
-    rules keep 80 columns. On a terminal everything fits the window as usual."""
+    plain-text lines are not wrapped; a table gets COLUMNS (else PIPE_WIDTH) columns, its
+    long text folded, unless that would cut a cell to `…`: then the width it needs.
+    Panels and rules keep 80 columns. On a terminal everything fits the window as usual."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if self.is_terminal:
@@ -31,17 +41,29 @@ class _Console(Console):
         # No table exists unless rich.table was imported: start-up does not import it.
         table_module = sys.modules.get("rich.table")
         tables = [o for o in objects if table_module and isinstance(o, table_module.Table)]
-        wide = self.options.update_width(4096)
-        needed = max((self.measure(t, options=wide).maximum for t in tables), default=0)
-        if needed <= self.width:
+        width = max((self._table_width(t) for t in tables), default=self.width)
+        if width == self.width:
             super().print(*objects, **kwargs)
             return
-        width = self.width
-        self.width = needed
+        saved = self.width
+        self.width = width
         try:
             super().print(*objects, **kwargs)
         finally:
-            self.width = width
+            self.width = saved
+
+    def _table_width(self, table: RenderableType) -> int:
+        """COLUMNS (else PIPE_WIDTH), or the table's full width if that would cut a cell."""
+        width = pipe_width()
+        full = self.measure(table, options=self.options.update_width(4096)).maximum
+        if full <= width or not self._cuts(table, width):
+            return width
+        return full
+
+    def _cuts(self, table: RenderableType, width: int) -> bool:
+        """Whether laying `table` out in `width` columns ends a cell in `…`."""
+        lines = self.render_lines(table, self.options.update_width(width), pad=False)
+        return any("…" in segment.text for line in lines for segment in line)
 
 
 # Emoji codes off (`aws:x:` stays as typed); see peagle_deploy.terminal.
@@ -129,8 +151,11 @@ def literal(value: object) -> Any:
 
 
 def emit_json(data: Any) -> None:
-    """Machine output: exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Machine output: exactly one JSON document on stdout (cli.json_output, which the
+    fast path of `peagle plan --json` uses without rich)."""
+    from peagle_deploy.cli.json_output import emit_json as emit
+
+    emit(data)
 
 
 def print_table(table: RenderableType) -> None:

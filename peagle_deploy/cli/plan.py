@@ -12,6 +12,7 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
+from peagle_deploy.cli.plan_json import load_cli_spec, plan_document, plan_with_experiment
 from peagle_deploy.cli.spec_options import spec_options
 
 JsonOpt = so.JsonOpt
@@ -68,18 +69,10 @@ def plan_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the exact SageMaker requests a deployment would send (no AWS call)."""
-    from peagle_deploy.plan import build_plan
-
-    spec = so.load_cli_spec(file, model, knobs or {})
-    plan = build_plan(spec)
-    experiment = None
-    if spec.experiment is not None:
-        from peagle_deploy.experiment.plan import experiment_plan
-
-        experiment = experiment_plan(spec).to_json()
+    spec = load_cli_spec(file, model, knobs or {})
+    plan, experiment = plan_with_experiment(spec)
     if as_json:
-        extra = {"experiment": experiment} if experiment is not None else {}
-        output.emit_json({**plan.to_json(), **extra})
+        output.emit_json(plan_document(plan, experiment))
         return
     _print_plan(plan)
     if experiment is not None:

@@ -84,6 +84,7 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """
     from peagle_deploy.promote.gates import load_gates
     from peagle_deploy.promote.runner import PromoteOptions, check_stages, promote, render_result
+    from peagle_deploy.promote.target import stage_file_for
 
     check_stages(source_stage, target_stage)  # the flags first, then the file they pick from
     stage_gates = load_gates(gates).for_stage(target_stage)
@@ -96,7 +97,7 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         region=region,
         dry_run=dry_run,
         write_spec=write_spec,
-        stage_file=stage_file or _default_stage_file(target_stage),
+        stage_file=stage_file_for(target_stage, stage_file),
     )
     progress = output.err_console if as_json else output.console
     result = promote(options, stage_gates, console=progress)
@@ -106,12 +107,6 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         render_result(result, output.console)
     if result.status == "refused":
         raise typer.Exit(_EXIT_REFUSED)
-
-
-def _default_stage_file(stage: str) -> Path | None:
-    """`stages/<stage>.yaml` (the layout of this repository and of `cdk.json`), if present."""
-    candidate = Path("stages") / f"{stage}.yaml"
-    return candidate if candidate.is_file() else None
 
 
 def demo_command(

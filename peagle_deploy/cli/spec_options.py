@@ -14,16 +14,13 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from peagle_deploy.cli.flags import option, take_given
-from peagle_deploy.errors import InputError
+from peagle_deploy.cli.plan_json import load_cli_spec  # noqa: F401  # so.load_cli_spec
 from peagle_deploy.spec.flags import cli_table
-
-if TYPE_CHECKING:
-    from peagle_deploy.spec.models import DeploymentSpec
 
 MODEL_DOC, FLAGS = cli_table()
 KNOBS = "knobs"
@@ -80,12 +77,3 @@ def spec_options(command: F) -> F:
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper  # type: ignore[return-value]
-
-
-def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -> DeploymentSpec:
-    """The spec file (if any) with MODEL and the flags on top; InputError without a model."""
-    from peagle_deploy.spec import load_spec
-
-    if file is None and model is None:
-        raise InputError("model", "no model given", "a MODEL argument or --file with `model:`")
-    return load_spec(file, file_field="--file", model=model, **knobs)

@@ -151,9 +151,13 @@ def quota_name(instance_type: str) -> str:
 
 
 def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
-    """How many instances the endpoint may run at once, and why: with an experiment,
-    the candidate's fleet beside the incumbent's (same instance type)."""
-    spec = ctx.plan.spec
+    """How many instances the endpoint may run at once, and why (`instances_for`)."""
+    return instances_for(ctx.plan.spec)
+
+
+def instances_for(spec: Any) -> tuple[int, str]:
+    """How many instances a spec's endpoint may run at once, and why: with an
+    experiment, the candidate's fleet beside the incumbent's (same instance type)."""
     count = spec.initial_instance_count
     why = "initial_instance_count"
     if spec.scaling is not None and spec.scaling.max_instances > count:
@@ -209,7 +213,7 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
                 denied="the caller may not read Service Quotas",
                 fix="grant the caller servicequotas:ListServiceQuotas and "
                 "servicequotas:ListAWSDefaultServiceQuotas",
-                failed="Service Quotas failed",
+                failed=f"Service Quotas in {ctx.region} did not list SageMaker's quotas",
             )
         ]
     if quota is None:
@@ -218,7 +222,8 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
                 warned(
                     "capacity.quota",
                     resource,
-                    "could not check: Service Quotas lists no SageMaker endpoint quotas here",
+                    "could not check: Service Quotas lists no SageMaker endpoint quota in "
+                    f"{ctx.region}, not even as an AWS default",
                 )
             ]
         return [

@@ -1,8 +1,8 @@
 """`python -m peagle_deploy.emulator`: serve LocalAWS on loopback until Ctrl-C.
 
-For shell-driven rehearsals: prints `export` lines for the environment, then keeps the
-emulated AWS running. Every endpoint gets the scripted lifecycle and stream pacing given
-on the command line.
+The same server as `peagle emulator start` (emulator.shell.serve), with every pacing
+knob on the command line: prints `export` lines for another shell, then keeps the
+emulated AWS running. Every endpoint gets the scripted lifecycle and stream pacing given.
 """
 
 from __future__ import annotations
@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import threading
 
 from peagle_deploy.emulator.chat import StreamSettings
-from peagle_deploy.emulator.local import LocalAWS
-from peagle_deploy.emulator.moto_ext import EndpointScript
+from peagle_deploy.emulator.shell import ServeSettings, serve
+from peagle_deploy.errors import PeagleError
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m peagle_deploy.emulator", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--creating-s", type=float, default=2.0, help="seconds in Creating")
     parser.add_argument("--updating-s", type=float, default=2.0, help="seconds in Updating")
     parser.add_argument("--ttft-s", type=float, default=0.05)
@@ -28,27 +32,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acceptance-rate", type=float, default=None)
     parser.add_argument("--num-speculative-tokens", type=int, default=3)
     args = parser.parse_args(argv)
-    aws = LocalAWS(
+    settings = ServeSettings(
         port=args.port,
-        default_script=EndpointScript(creating_s=args.creating_s, updating_s=args.updating_s),
+        region=args.region,
+        creating_s=args.creating_s,
+        updating_s=args.updating_s,
         stream=StreamSettings(
             ttft_s=args.ttft_s,
             token_delay_s=args.token_delay_s,
             tokens_per_chunk=args.tokens_per_chunk,
         ),
+        acceptance_rate=args.acceptance_rate,
+        num_speculative_tokens=args.num_speculative_tokens,
     )
-    with aws:
-        if args.acceptance_rate is not None:
-            aws.set_acceptance_metrics(
-                None,
-                acceptance_rate=args.acceptance_rate,
-                num_speculative_tokens=args.num_speculative_tokens,
-            )
-        for key, value in aws.env().items():
-            print(f"export {key}={value}")
-        sys.stdout.flush()
+    try:
         with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
+            serve(settings, _say)
+    except PeagleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

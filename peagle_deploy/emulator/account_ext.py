@@ -8,6 +8,10 @@ in place (every patch is undone on exit) to add:
 - Service Quotas: ListServiceQuotas, ListAWSDefaultServiceQuotas, GetServiceQuota and
   GetAWSDefaultServiceQuota for quotas the test sets (`set_quota`,
   `set_endpoint_quota`), with NextToken paging. Services nobody set keep moto's answers.
+- Service Quotas: RequestServiceQuotaIncrease for a quota the test set, approved at once
+  (the emulated account's only departure from a real one: no case, no wait), so that a
+  shell can stage the account through the same API a user would call
+  (`peagle emulator stage`).
 - IAM: SimulatePrincipalPolicy for roles, evaluated by `iam_policy.evaluate` over the
   role's inline and attached managed policies (and its permissions boundary) as moto
   stores them, answered in the shape of botocore's iam model: per-resource results in
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -91,6 +96,7 @@ class AccountExtensions(Installable):
     _quotas: dict[tuple[str, str, str], dict[str, _Quota]] = field(default_factory=dict, init=False)
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    _new_account_types: tuple[str, ...] = field(default=(), init=False)
     _slot: ClassVar[Slot[AccountExtensions]] = _SLOT
 
     # --- control API ------------------------------------------------------------------
@@ -112,6 +118,7 @@ class AccountExtensions(Installable):
             service_code, name, code or fake_quota_code(service_code, name), value, applied
         )
         with self._lock:
+            self.quotas(account, region, service_code)  # a new account's defaults first
             self._quotas.setdefault((account, region, service_code), {})[name] = quota
         return quota.code
 
@@ -123,10 +130,34 @@ class AccountExtensions(Installable):
             SAGEMAKER, endpoint_quota_name(instance_type), value, region=region, **kwargs
         )
 
+    def new_account_endpoint_quotas(self, instance_types: Iterable[str]) -> None:
+        """From now on, in every region, list a hosting quota of 0 for each instance type,
+        as AWS defaults only: an account that was granted no instances yet
+        (CreateEndpoint's refusal reads "is 0 Instances"), so `peagle doctor` names the
+        quota to raise instead of finding none. Quotas set for a region stay as set."""
+        with self._lock:
+            self._new_account_types = tuple(sorted(instance_types))
+
+    def raise_quota(
+        self, account_id: str, region: str, service_code: str, code: str, value: float
+    ) -> _Quota | None:
+        """Apply `value` to the quota with `code` (None: no such quota)."""
+        with self._lock:
+            for quota in self.quotas(account_id, region, service_code) or []:
+                if quota.code == code:
+                    quota.value, quota.applied = value, True
+                    return quota
+        return None
+
     def quotas(self, account_id: str, region: str, service_code: str) -> list[_Quota] | None:
         """The quotas set for a service, sorted by name (None: nothing set, use moto's)."""
         with self._lock:
             table = self._quotas.get((account_id, region, service_code))
+            if table is None and service_code == SAGEMAKER and self._new_account_types:
+                table = self._quotas[(account_id, region, service_code)] = {
+                    name: _Quota(service_code, name, fake_quota_code(service_code, name), 0, False)
+                    for name in map(endpoint_quota_name, self._new_account_types)
+                }
             return None if table is None else [table[k] for k in sorted(table)]
 
     # --- install (see patching.Installable) -------------------------------------------
@@ -148,6 +179,7 @@ class AccountExtensions(Installable):
         self._patch(
             cls, "get_aws_default_service_quota", _get_quota(applied_only=False, fallback=None)
         )
+        self._patch(cls, "request_service_quota_increase", _request_increase)
         self._patch(IamResponse, "simulate_principal_policy", _simulate_principal_policy)
         self._patch(KmsResponse, "get_key_policy", _get_key_policy)
 
@@ -206,6 +238,30 @@ def _get_quota(*, applied_only: bool, fallback: Any) -> Any:
         raise _no_such_resource()
 
     return handler
+
+
+def _request_increase(self: Any) -> str:
+    """RequestServiceQuotaIncrease, approved and applied at once (botocore's shape)."""
+    params = json.loads(self.body or "{}")
+    service = str(params.get("ServiceCode"))
+    desired = float(params.get("DesiredValue", 0))
+    quota = _active().raise_quota(
+        self.current_account, self.region, service, str(params.get("QuotaCode")), desired
+    )
+    if quota is None:
+        raise _no_such_resource()
+    requested = {
+        "Id": hashlib.sha256(f"{quota.code}/{desired}".encode()).hexdigest()[:32],
+        "ServiceCode": service,
+        "QuotaCode": quota.code,
+        "QuotaName": quota.name,
+        "DesiredValue": desired,
+        "Status": "APPROVED",
+        "QuotaArn": quota.shape(self.current_account, self.region)["QuotaArn"],
+        "GlobalQuota": False,
+        "Unit": "None",
+    }
+    return json.dumps({"RequestedQuota": requested})
 
 
 # --- iam:SimulatePrincipalPolicy ------------------------------------------------------

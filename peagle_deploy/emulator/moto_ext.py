@@ -757,7 +757,7 @@ def _validate_instance_type(self: Any, instance_type: str) -> None:
     """Accept every instance type botocore's SageMaker model knows (g6e, g7e, p5, p6...)."""
     from moto.sagemaker.exceptions import ValidationError
 
-    allowed = _known_instance_types()
+    allowed = known_instance_types()
     if instance_type not in allowed:
         raise ValidationError(
             message=(
@@ -768,7 +768,7 @@ def _validate_instance_type(self: Any, instance_type: str) -> None:
 
 
 @functools.cache
-def _known_instance_types() -> frozenset[str]:
+def known_instance_types() -> frozenset[str]:
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")

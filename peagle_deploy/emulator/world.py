@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
-from peagle_deploy.emulator.account_ext import AccountExtensions
+from peagle_deploy.emulator.account_ext import (
+    SAGEMAKER,
+    AccountExtensions,
+    endpoint_quota_name,
+)
 
 TINY_HIDDEN = 64
 """Hidden size of the emulated target; the drafter is built for it."""
@@ -225,10 +229,35 @@ class StagedWorld:
     image_tag: str
 
 
+def applied_endpoint_quota(quotas: Any, instance_type: str) -> float:
+    """The applied hosting quota of `instance_type` (0 when only the default is listed)."""
+    name = endpoint_quota_name(instance_type)
+    for page in quotas.get_paginator("list_service_quotas").paginate(ServiceCode=SAGEMAKER):
+        for quota in page.get("Quotas", []):
+            if quota.get("QuotaName") == name:
+                return float(quota.get("Value", 0))
+    return 0.0
+
+
+def request_endpoint_quota(quotas: Any, instance_type: str, value: float) -> str:
+    """Raise the hosting quota of `instance_type` to `value` through Service Quotas, as a
+    user would (the code read from the AWS defaults list); returns the quota code."""
+    name = endpoint_quota_name(instance_type)
+    pages = quotas.get_paginator("list_aws_default_service_quotas").paginate(ServiceCode=SAGEMAKER)
+    for page in pages:
+        for quota in page.get("Quotas", []):
+            if quota.get("QuotaName") == name:
+                quotas.request_service_quota_increase(
+                    ServiceCode=SAGEMAKER, QuotaCode=quota["QuotaCode"], DesiredValue=value
+                )
+                return str(quota["QuotaCode"])
+    raise LookupError(f"Service Quotas lists no quota '{name}' in {quotas.meta.region_name}")
+
+
 def stage_world(
     plan: Any,
     session: Any,
-    account: AccountExtensions,
+    account: AccountExtensions | None,
     *,
     endpoint_quota: float = 4,
     endpoint_url: str | None = None,
@@ -236,7 +265,8 @@ def stage_world(
     """Create, in the emulator, everything the plan needs to pass `peagle doctor`.
 
     `session` is a boto3 Session for the emulator (its clients honour AWS_ENDPOINT_URL,
-    or pass `endpoint_url`); `account` receives the endpoint quota.
+    or pass `endpoint_url`); `account` receives the endpoint quota, or, None (a server in
+    another process), the quota is requested through Service Quotas.
     """
     from peagle_deploy.doctor.image import parse_image
 
@@ -279,7 +309,10 @@ def stage_world(
         ecr.put_image, repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag
     )
 
-    account.set_endpoint_quota(plan.instance_type, endpoint_quota, region=plan.region)
+    if account is not None:
+        account.set_endpoint_quota(plan.instance_type, endpoint_quota, region=plan.region)
+    else:
+        request_endpoint_quota(client("service-quotas"), plan.instance_type, endpoint_quota)
     return StagedWorld(
         role_name=role_name,
         model_data_uri=model_uri,

@@ -37,6 +37,7 @@ from peagle_deploy.promote.gates import SmokeGate, StageGates
 from peagle_deploy.promote.report import render_report, report_json, verdict
 from peagle_deploy.promote.target import (
     STAGE_OWNED_FIELDS,
+    STAGES_DIR,
     StageSettings,
     derive_target_endpoint_name,
     target_endpoint_name,
@@ -334,7 +335,8 @@ def describe_promotion(
         f"stage settings ({', '.join(STAGE_OWNED_FIELDS)}) from {origin}"
         if origin
         else f"stage settings copied from {options.source_stage} (no {options.target_stage} "
-        "configuration recorded yet, and no stage file)"
+        f"configuration recorded yet, and no stage file: neither --stage-file nor "
+        f"{STAGES_DIR / (options.target_stage + '.yaml')})"
     )
     if options.dry_run and options.write_spec is not None:
         changes.append(f"write {options.write_spec} (instead of deploying)")

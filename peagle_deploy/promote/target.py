@@ -66,6 +66,22 @@ def _load_stage_file(path: Path, flag: str) -> DeploymentSpec:
         ) from None
 
 
+STAGES_DIR = Path("stages")
+"""Where a repository keeps its stage files (`stages/<stage>.yaml`, as cdk.json names them)."""
+
+
+def stage_file_for(stage: str, given: Path | None = None) -> Path | None:
+    """The target stage's spec file: `given`, else `stages/<stage>.yaml` when it exists.
+
+    The one rule `peagle promote` and `peagle demo` both use, so that the two read the
+    same file and report the same stage settings.
+    """
+    if given is not None:
+        return given
+    candidate = STAGES_DIR / f"{stage}.yaml"
+    return candidate if candidate.is_file() else None
+
+
 def check_stage_files(*, write_spec: Path | None, stage_file: Path | None) -> None:
     """Read the stage files `target_stage_settings` may read, before any AWS call: a
     broken file must stop the promotion in a second, not after the source checks."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from rich.table import Table
 
 from peagle_deploy.cli import output
+
+PEAGLE = [sys.executable, "-m", "peagle_deploy.cli.app"]
 
 
 def test_piped_table_is_not_cut_to_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,3 +105,45 @@ def test_peagle_runs_on_an_ascii_console() -> None:
         PYTHONIOENCODING="ascii",
     )
     assert '"Value": "Jurgen"' in out and "+----" in out  # rich's ASCII boxes
+
+
+@pytest.mark.parametrize(("columns", "width"), [("", output.PIPE_WIDTH), ("90", 90)])
+def test_piped_doctor_table_fits_columns_else_a_sane_width(columns: str, width: int) -> None:
+    """`peagle doctor > log`: the table is COLUMNS (else 120) wide, its long findings
+    folded, not one line per finding of several hundred characters (issue 23, item 7)."""
+    import os
+    import subprocess
+
+    from peagle_deploy.emulator import LocalAWS
+
+    with LocalAWS() as aws:  # a bare account: every check fails with a long finding
+        done = subprocess.run(
+            [*PEAGLE, "doctor", "gpt-oss-20b", "--role-arn", "arn:aws:iam::123456789012:role/x"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+                **aws.env(),
+                "COLUMNS": columns,
+            },
+        )
+    assert done.returncode == 1, done.stderr
+    table = [line for line in done.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert len(table) > 10
+    assert max(len(line) for line in table) == width
+    assert "…" not in done.stdout  # folded, never cut
+
+
+def test_a_table_that_would_cut_a_name_gets_the_width_it_needs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    name = "peagle-qwen3-coder-30b-a3b-instruct-staging"
+    table.add_row(name, "x " * 40)
+    output.print_table(table)
+    out = capsys.readouterr().out
+    assert name in out and "…" not in out

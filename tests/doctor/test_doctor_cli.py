@@ -27,8 +27,9 @@ def test_json_lists_every_check(local: LocalAWS, capsys: pytest.CaptureFixture[s
 
 
 def test_failure_exits_1_with_the_resource_and_the_fix(
-    local: LocalAWS, capsys: pytest.CaptureFixture[str]
+    local: LocalAWS, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # each row on one line (piped tables fold at COLUMNS)
     local.account.set_endpoint_quota("ml.g7e.2xlarge", 0, region=REGION)
     code, out, _ = _run(capsys, "doctor", MODEL, "--role-arn", ROLE)
     flat = " ".join(out.replace("│", " ").split())

@@ -144,8 +144,12 @@ def test_account_strings_reach_the_terminal_escaped(
     assert "\\x1b[2J" in shown
 
 
-def test_table_escapes_s3_keys(capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_escapes_s3_keys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from peagle_deploy.cli.doctor import _print_report
+
+    monkeypatch.setenv("COLUMNS", "1000")  # each cell on one line (piped tables fold at COLUMNS)
 
     key = f"s3://bucket/{ESCAPES}[red]x[/]"
     report = DoctorReport("e", "us-east-1", [CheckResult("drafter.config", "warn", key, key, key)])

@@ -187,3 +187,34 @@ def test_get_key_policy_as_the_api_shapes_it(env: tuple[Any, AccountExtensions])
 def test_only_one_installed_at_a_time() -> None:
     with AccountExtensions(), pytest.raises(RuntimeError, match="already installed"):
         AccountExtensions().install()
+
+
+def test_a_new_account_lists_zero_defaults_everywhere_and_grants_increases(
+    env: tuple[Any, AccountExtensions],
+) -> None:
+    """`peagle emulator start`'s account: 0-instance AWS defaults for every instance type
+    in every region; RequestServiceQuotaIncrease applies the value at once."""
+    from peagle_deploy.emulator.world import applied_endpoint_quota, request_endpoint_quota
+
+    session, account = env
+    account.new_account_endpoint_quotas(["ml.g7e.2xlarge", "ml.g6e.xlarge"])
+    for region in (REGION, "eu-west-1"):
+        sq = session.client("service-quotas", region_name=region)
+        assert sq.list_service_quotas(ServiceCode="sagemaker")["Quotas"] == []
+        defaults = sq.list_aws_default_service_quotas(ServiceCode="sagemaker")["Quotas"]
+        assert {q["QuotaName"]: q["Value"] for q in defaults} == {
+            endpoint_quota_name("ml.g6e.xlarge"): 0.0,
+            endpoint_quota_name("ml.g7e.2xlarge"): 0.0,
+        }
+    sq = session.client("service-quotas", region_name="eu-west-1")
+    code = request_endpoint_quota(sq, "ml.g7e.2xlarge", 3)
+    applied = sq.list_service_quotas(ServiceCode="sagemaker")["Quotas"]
+    assert [(q["QuotaCode"], q["Value"]) for q in applied] == [(code, 3.0)]
+    assert applied_endpoint_quota(sq, "ml.g7e.2xlarge") == 3.0
+    assert applied_endpoint_quota(session.client("service-quotas"), "ml.g7e.2xlarge") == 0.0
+    with pytest.raises(sq.exceptions.NoSuchResourceException):
+        sq.request_service_quota_increase(
+            ServiceCode="sagemaker", QuotaCode="L-00000000", DesiredValue=1
+        )
+    with pytest.raises(LookupError, match=r"ml\.p5\.48xlarge for endpoint usage"):
+        request_endpoint_quota(sq, "ml.p5.48xlarge", 1)

@@ -3,10 +3,16 @@ its numbers come from an emulator, refuse the prod promotion, and leave nothing 
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
 from peagle_deploy.cli.demo import DemoSettings, run_demo
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _fast(**changes: object) -> DemoSettings:
@@ -65,3 +71,45 @@ def test_cli_demo_json_summary_and_exit_code(
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True and summary["emulated"] is True
     assert [p["status"] for p in summary["promotions"]] == ["promoted", "refused"]
+
+
+def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the repository's layout (stages/staging.yaml), the demo's promotion and
+    `peagle promote --dry-run` both read that file and say so in the same words; the
+    demo's last lines say how to run `peagle` from the user's shell."""
+    from peagle_deploy.cli.app import main
+    from peagle_deploy.cli.demo import DEMO_INSTANCE, DEMO_MODEL, DEMO_ROLE_ARN
+    from peagle_deploy.cli.how_to_run import run_hint
+    from peagle_deploy.emulator import LocalAWS
+    from peagle_deploy.sdk import deploy_peagle
+
+    (tmp_path / "stages").mkdir()
+    shutil.copy(REPO / "stages" / "staging.yaml", tmp_path / "stages" / "staging.yaml")
+    monkeypatch.chdir(tmp_path)
+    console = Console(record=True, width=120)
+    summary = run_demo(_fast(experiment=False), console=console)
+    text = console.export_text()
+    assert summary.ok, text
+    demo_line = summary.promotions[0]["changes"][-1]
+    assert demo_line.endswith("from stages/staging.yaml"), demo_line
+    assert text.rstrip().splitlines()[-len(run_hint()) :] == run_hint()
+
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("stages:\n  staging:\n    thresholds: {max_error_rate: 0.0}\n")
+    with LocalAWS(region="us-east-1") as aws, aws.patched_environ():
+        deploy_peagle(
+            DEMO_MODEL,
+            instance_type=DEMO_INSTANCE,
+            role_arn=DEMO_ROLE_ARN,
+            region="us-east-1",
+            stage="dev",
+            poll_interval_s=0.05,
+            progress=False,
+        )
+        argv = ["promote", "--from", "dev", "--to", "staging", "--gates", str(gates)]
+        capsys.readouterr()  # the demo's own output
+        assert main([*argv, "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["changes"][-1] == demo_line

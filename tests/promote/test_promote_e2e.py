@@ -362,7 +362,8 @@ def test_dry_run_runs_no_gate_and_changes_nothing(env: Env) -> None:
     assert result.status == "dry-run" and result.action == "create" and result.report is None
     assert f"create endpoint {STAGING}" in result.changes
     assert result.changes[-1] == (
-        "stage settings copied from dev (no staging configuration recorded yet, and no stage file)"
+        "stage settings copied from dev (no staging configuration recorded yet, and no "
+        "stage file: neither --stage-file nor stages/staging.yaml)"
     )
     assert result.gates_planned[:3] == ["smoke", "error_rate@c1", "output_throughput@c1"]
     assert env.aws.invocations == invocations  # no smoke chat, no benchmark

@@ -1,0 +1,43 @@
+"""The spec a command line asks for, and the document `peagle plan --json` prints.
+
+Imports no CLI library: the typer command (peagle_deploy.cli.plan) and the fast path
+(peagle_deploy.cli.fast_plan) both call these, so the two cannot print different plans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from peagle_deploy.errors import InputError
+
+if TYPE_CHECKING:
+    from peagle_deploy.plan import Plan
+    from peagle_deploy.spec.models import DeploymentSpec
+
+
+def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -> DeploymentSpec:
+    """The spec file (if any) with MODEL and the flags on top; InputError without a model."""
+    from peagle_deploy.spec import load_spec
+
+    if file is None and model is None:
+        raise InputError("model", "no model given", "a MODEL argument or --file with `model:`")
+    return load_spec(file, file_field="--file", model=model, **knobs)
+
+
+def plan_with_experiment(spec: DeploymentSpec) -> tuple[Plan, dict[str, Any] | None]:
+    """The plan of `spec` and, when the spec has an experiment, the experiment's requests."""
+    from peagle_deploy.plan import build_plan
+
+    plan = build_plan(spec)
+    if spec.experiment is None:
+        return plan, None
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    return plan, experiment_plan(spec).to_json()
+
+
+def plan_document(plan: Plan, experiment: dict[str, Any] | None) -> dict[str, Any]:
+    """What `peagle plan --json` prints: the plan, and its experiment when there is one."""
+    extra = {"experiment": experiment} if experiment is not None else {}
+    return {**plan.to_json(), **extra}
