@@ -15,7 +15,7 @@ from peagle_deploy.catalog.facts import load
 
 VLLM_REPOSITORY = "vllm"
 OWN_IMAGE_REPOSITORY = "peagle-vllm"
-"""Repository name the README builds the project's own image (Dockerfile) into."""
+"""Repository name docs/container.md builds the project's own image (Dockerfile) into."""
 
 ECR_IMAGE_RE = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.(?P<domain>[a-z0-9.-]+)/"
