@@ -20,10 +20,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from revision_tree import export_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = (["--help"], ["bench", "--help"], ["bench", "compare", "--help"])
@@ -41,18 +42,6 @@ if os.environ.get("PEAGLE_PROBE"):
     print("LOADED", ",".join(loaded), file=sys.stderr)
 sys.exit(code)
 """
-
-
-def _export(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
-    ).stdout
-    with tempfile.TemporaryFile() as f:
-        f.write(archive)
-        f.seek(0)
-        with tarfile.open(fileobj=f) as tar:
-            tar.extractall(into, filter="data")
-    return into
 
 
 def _once(tree: Path, args: list[str]) -> tuple[float, float]:
@@ -82,7 +71,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this": ROOT}
         if ns.baseline:
-            trees[ns.baseline] = _export(ns.baseline, Path(tmp))
+            trees[ns.baseline] = export_revision(ns.baseline, Path(tmp))
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"{ns.runs} runs each, {os.cpu_count()} CPUs, load average {load}")
         for args in COMMANDS:

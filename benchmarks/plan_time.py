@@ -22,10 +22,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from revision_tree import export_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "qwen3-coder-30b-a3b-instruct"
@@ -95,18 +96,6 @@ sys.exit(main(sys.argv[1:]))
 )
 
 
-def _export(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
-    ).stdout
-    with tempfile.TemporaryFile() as f:
-        f.write(archive)
-        f.seek(0)
-        with tarfile.open(fileobj=f) as tar:
-            tar.extractall(into, filter="data")
-    return into
-
-
 def _env(tree: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     return {**env, "PEAGLE_TREE": str(tree), **extra}
@@ -140,7 +129,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this": ROOT}
         if ns.baseline:
-            trees[ns.baseline] = _export(ns.baseline, Path(tmp))
+            trees[ns.baseline] = export_revision(ns.baseline, Path(tmp))
         per_plan: dict[str, dict[str, list[float]]] = {t: {s: [] for s in SPECS} for t in trees}
         whole: dict[str, list[float]] = {t: [] for t in trees}
         for tree in trees.values():

@@ -82,11 +82,8 @@ LOG_ARGS_FUNCTION = "log_non_default_args"
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def fetch_wheel(dist: str, version: str, filename: str | None = None) -> Path:

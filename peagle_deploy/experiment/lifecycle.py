@@ -658,13 +658,12 @@ def conclude_experiment(
     decision = analysis.decision
     summary = analysis.to_json()
     if analysis.breaches:
-        why = "guardrail: " + "; ".join(b.detail for b in analysis.breaches)
         return abort_experiment(
             endpoint_name,
             stage=stage,
             region=region,
             boto_session=boto_session,
-            reason=why,
+            reason=_guardrail_reason(analysis),
             progress=progress,
             timeout_s=timeout_s,
             decision=summary,
@@ -703,6 +702,10 @@ def conclude_experiment(
     return ExperimentOutcome(endpoint_name, action, reason, summary, removed, parameter)
 
 
+def _guardrail_reason(analysis: Analysis) -> str:
+    return "guardrail: " + "; ".join(b.detail for b in analysis.breaches)
+
+
 def watch_experiment(
     endpoint_name: str,
     *,
@@ -731,13 +734,12 @@ def watch_experiment(
             if not act:
                 return status
             if analysis.breaches:
-                why = "guardrail: " + "; ".join(b.detail for b in analysis.breaches)
                 return abort_experiment(
                     endpoint_name,
                     stage=stage,
                     region=region,
                     boto_session=boto_session,
-                    reason=why,
+                    reason=_guardrail_reason(analysis),
                     progress=progress,
                     decision=analysis.to_json(),
                 )

@@ -16,29 +16,19 @@ from typing import Any
 from peagle_deploy.deployment import Deployment
 from peagle_deploy.findings import CdkIncompatibility, PlanWarning
 from peagle_deploy.plan.check import check
-from peagle_deploy.plan.render import render
+from peagle_deploy.plan.render import Requests, render
 from peagle_deploy.plan.resolve import resolve
 from peagle_deploy.spec.models import DeploymentSpec, RolloutSpec
 from peagle_deploy.validation import secrets
 
 
 @dataclass(frozen=True)
-class Plan:
-    """A checked Deployment, its findings, and everything deploy (SDK or CDK) sends."""
+class Plan(Requests):
+    """A checked Deployment, its findings, and everything deploy (SDK or CDK) sends
+    (the rendered `Requests`)."""
 
     deployment: Deployment
     warnings: list[PlanWarning]
-    model_name: str
-    endpoint_config_name: str
-    content_hash: str
-    tags: list[dict[str, str]]
-    create_model: dict[str, Any]
-    create_endpoint_config: dict[str, Any]
-    create_endpoint: dict[str, Any]
-    update_endpoint: dict[str, Any]
-    autoscaling: dict[str, Any] | None = None
-    secret_refs: dict[str, str] = field(default_factory=dict)
-    """Environment variables given by reference (`secrets`): NAME -> ARN[:json-key]."""
     cdk_incompatibilities: list[CdkIncompatibility] = field(default_factory=list)
 
     # Views of the deployment, for readers of a plan (doctor, the CLI, the CDK stack).

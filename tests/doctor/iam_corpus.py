@@ -76,6 +76,9 @@ PULL = doc(allow(["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"], "*"))
 BOUNDARY_S3 = doc(allow("s3:*"))
 BOUNDARY_ECR = doc(allow("ecr:*"))
 KEY_ROOT = doc(allow("kms:*", **to(ROOT)))
+DECRYPT_VIA_S3 = doc(
+    allow("kms:Decrypt", KEY, Condition={"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}})
+)
 
 
 def _s3(id: str, identity: dict[str, Any], bucket: dict[str, Any] | None, **kw: Any) -> Case:
@@ -324,25 +327,13 @@ CASES: list[Case] = [
     ),
     _kms(
         "kms.via-s3.granted",
-        doc(
-            allow(
-                "kms:Decrypt",
-                KEY,
-                Condition={"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
-            )
-        ),
+        DECRYPT_VIA_S3,
         KEY_ROOT,
         context={"kms:ViaService": "s3.us-east-1.amazonaws.com"},
     ),
     _kms(
         "kms.via-s3.other-service",
-        doc(
-            allow(
-                "kms:Decrypt",
-                KEY,
-                Condition={"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}},
-            )
-        ),
+        DECRYPT_VIA_S3,
         KEY_ROOT,
         context={"kms:ViaService": "ec2.us-east-1.amazonaws.com"},
     ),

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from cdk_helpers import Synthesized, decode_json_property
@@ -132,6 +133,23 @@ def fail_first(
 
     client.meta.events.register("provide-client-params.sagemaker.CreateModel", record)
     client.meta.events.register("before-call.sagemaker.CreateModel", answer)
+
+
+def recording_handler(
+    synth: Synthesized, stack: str, monkeypatch: pytest.MonkeyPatch, sent: list[dict[str, Any]]
+) -> ModuleType:
+    """The stack's handler (from its Lambda asset) whose SageMaker clients append the
+    params of every CreateModel they send to `sent`."""
+    module = load_handler(handler_asset(synth, stack))
+    original = module.sagemaker_client
+
+    def recording_client() -> Any:
+        client = original()
+        fail_first(client, 0, "", "", sent)
+        return client
+
+    monkeypatch.setattr(module, "sagemaker_client", recording_client)
+    return module
 
 
 def framework_asset(synth: Synthesized, stack: str) -> Path:

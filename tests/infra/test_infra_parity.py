@@ -22,10 +22,10 @@ from cdk_helpers import ROLE_PLACEHOLDER, ROOT, Synthesized
 from model_provider_kit import (
     FakeContext,
     event,
-    fail_first,
     handler_asset,
     load_handler,
     model_properties,
+    recording_handler,
 )
 from moto import mock_aws
 
@@ -107,15 +107,7 @@ def test_the_custom_resource_and_deploy_peagle_send_the_same_create_model(
     monkeypatch.setenv("AWS_DEFAULT_REGION", region)
     sent: dict[str, list[dict[str, Any]]] = {"cdk": [], "sdk": []}
 
-    module = load_handler(handler_asset(stage_synth, stack))
-    original = module.sagemaker_client
-
-    def recording_client() -> Any:
-        client = original()
-        fail_first(client, 0, "", "", sent["cdk"])
-        return client
-
-    monkeypatch.setattr(module, "sagemaker_client", recording_client)
+    module = recording_handler(stage_synth, stack, monkeypatch, sent["cdk"])
     with mock_aws():
         properties = model_properties(stage_synth, stack, ROLE_PLACEHOLDER)
         module.on_event(event("Create", properties), FakeContext())

@@ -23,11 +23,9 @@ from iam_oracle import ACCOUNT, Ask, TemplateRoles
 from model_provider_kit import (
     FakeContext,
     event,
-    fail_first,
     framework_asset,
-    handler_asset,
-    load_handler,
     model_properties,
+    recording_handler,
     run_framework,
 )
 from moto import mock_aws
@@ -94,15 +92,7 @@ def test_both_paths_send_the_value_and_nothing_written_holds_it(
 
     # The stack's handler (its Lambda asset), behind the real framework.js.
     sent: dict[str, list[dict[str, Any]]] = {"cdk": [], "sdk": []}
-    module = load_handler(handler_asset(synth, STACK))
-    original = module.sagemaker_client
-
-    def recording_client() -> Any:
-        client = original()
-        fail_first(client, 0, "", "", sent["cdk"])
-        return client
-
-    monkeypatch.setattr(module, "sagemaker_client", recording_client)
+    module = recording_handler(synth, STACK, monkeypatch, sent["cdk"])
     properties = model_properties(synth, STACK, ROLE_PLACEHOLDER)
     properties["Secrets"] = resource["Properties"]["Secrets"]
     create = event("Create", properties)
