@@ -8,9 +8,10 @@ script `peagle plan MODEL --json`, and `python -c 'import sagemaker.serve'` (the
 import every SageMaker deploy script pays first; docs/platform-facts.md). The machine
 is shared, so absolute seconds drift with its load; a pair's two runs see about the
 same load, and the ratio of the two medians is what is quoted (issue 23: target
-<= 0.08). One unmeasured warm-up of each first, so the OS file cache is warm, as it is
-for a user's second command. CPU time (user + sys of the child) is shown beside wall
-time: on a loaded machine wall time includes waiting for a core, CPU time does not.
+<= 0.08). One unmeasured warm-up of each first, so the OS file cache is warm and the
+bytecode written, as they are for a user's second command. CPU time (user + sys of the
+child) is shown beside wall time: on a loaded machine wall time includes waiting for a
+core, CPU time does not.
 
 Then runs the plan once more in-process under a `sys.modules` probe and reports whether
 boto3, botocore, typer, rich, pydantic or any sagemaker module was loaded (the plan must
@@ -92,8 +93,14 @@ def main() -> int:
     if ns.pairs < 1:
         parser.error("--pairs must be at least 1")
 
-    # No AWS credentials, no region: the plan path must not need either.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # No AWS credentials, no region: the plan path must not need either. Bytecode is
+    # written (the warm-up writes what an edited checkout lacks), as pip writes it at
+    # install: a PYTHONDONTWRITEBYTECODE shell would compile every edited module per run.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     plan_args = ["plan", ns.model, "--json"]
     commands = {
         "plan": [_peagle(), *plan_args],

@@ -18,8 +18,6 @@ A recorded JumpStart id itself is no near miss: it goes to JumpStart.
 
 from __future__ import annotations
 
-import difflib
-
 from peagle_deploy.catalog.models import MODELS
 
 CUSTOM = "custom"
@@ -37,6 +35,8 @@ def _truncation_of(reference: str, name: str) -> bool:
 
 
 def _similarity(reference: str, name: str) -> float:
+    import difflib  # only for a model reference that is no known name: not on a plan's path
+
     return difflib.SequenceMatcher(None, reference, name).ratio()
 
 

@@ -85,5 +85,9 @@ def cli_table() -> tuple[str, tuple[FlagRow, ...]]:
 
 
 if __name__ == "__main__":
+    # The field docs first: the table's help is read from the models, which read them.
+    from peagle_deploy.spec.field_docs import DOCS_FILE, docs_json
+
+    DOCS_FILE.write_text(docs_json(), encoding="utf-8")
     TABLE_FILE.write_text(spec_table_json(), encoding="utf-8")
-    print(f"wrote {TABLE_FILE}", file=sys.stderr)
+    print(f"wrote {DOCS_FILE} and {TABLE_FILE}", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 Fields left as None are filled from the catalog (or JumpStart) when the plan is built,
 so a spec stays short and every default remains overridable. Field docstrings become
-the JSON-schema descriptions (`use_attribute_docstrings`) and the help of the CLI flags.
+the JSON-schema descriptions and the help of the CLI flags, read from `field_docs.json`
+(peagle_deploy.spec.field_docs), which `python -m peagle_deploy.spec.flags` writes from
+this file.
 
 A field annotated with `Flag(...)` is a knob of `peagle plan` / `peagle deploy` and a
 keyword of `deploy_peagle()`: the flag table (`peagle_deploy.spec.flags`) is derived
@@ -12,12 +14,13 @@ panel is shown in the first (`PANEL_MODEL`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from peagle_deploy.spec.empty import EMPTY_ALLOWED, EMPTY_PROBLEM, is_empty
+from peagle_deploy.spec.field_docs import describe
 from peagle_deploy.spec.flag_table import Flag
 from peagle_deploy.spec.stage import StageName
 
@@ -48,9 +51,8 @@ Auto Scaling's RegisterScalableTarget), so this is their upper bound."""
 
 _CONFIG = ConfigDict(
     extra="forbid",
-    use_attribute_docstrings=True,
     frozen=True,
-    defer_build=True,
+    defer_build=True,  # also lets `describe` add the descriptions before the build
     allow_inf_nan=False,  # `weights_gb=float("nan")` from the SDK is a mistake, not a size
 )
 
@@ -67,6 +69,11 @@ class _Strict(BaseModel):
     model_config = _CONFIG
 
     _no_empty_strings = field_validator("*", mode="before")(refuse_empty)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        describe(cls)
 
 
 class CustomModel(_Strict):

@@ -94,14 +94,17 @@ def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(
 
 
 def test_cli_start_up_builds_no_bench_model() -> None:
-    """The bench options come from flag_table.json: importing the CLI (what `peagle
-    --help` does) loads neither the settings models nor pydantic."""
+    """The bench options come from flag_table.json: `peagle --help` builds every command
+    (the typer app, cli.root) and loads neither the settings models nor pydantic."""
     import subprocess
     import sys
 
     probe = (
-        "import sys\n"
-        "import peagle_deploy.cli.app\n"
+        "import contextlib, io, sys\n"
+        "from peagle_deploy.cli.app import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(['--help'])\n"
+        "assert code == 0 and 'peagle_deploy.cli.bench' in sys.modules, code\n"
         "print(sorted(m for m in ('pydantic', 'peagle_deploy.bench.settings') "
         "if m in sys.modules))\n"
     )
