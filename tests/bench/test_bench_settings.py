@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from start_up_probe import modules_loaded
 
 from peagle_deploy.bench.settings import DEFAULT_LEVELS, BenchSettings
 from peagle_deploy.errors import InputError
@@ -96,19 +97,6 @@ def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(
 def test_cli_start_up_builds_no_bench_model() -> None:
     """The bench options come from flag_table.json: `peagle --help` builds every command
     (the typer app, cli.root) and loads neither the settings models nor pydantic."""
-    import subprocess
-    import sys
 
-    probe = (
-        "import contextlib, io, sys\n"
-        "from peagle_deploy.cli.app import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    code = main(['--help'])\n"
-        "assert code == 0 and 'peagle_deploy.cli.bench' in sys.modules, code\n"
-        "print(sorted(m for m in ('pydantic', 'peagle_deploy.bench.settings') "
-        "if m in sys.modules))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    names = ("pydantic", "peagle_deploy.bench.settings", "peagle_deploy.cli.bench")
+    assert modules_loaded(["--help"], names) == ["peagle_deploy.cli.bench"]

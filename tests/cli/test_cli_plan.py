@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from start_up_probe import modules_loaded
 
 from peagle_deploy.catalog import INSTANCE_TYPES, MODELS
 from peagle_deploy.cli.app import main
@@ -204,21 +205,9 @@ def test_spec_options_pass_only_given_flags_as_spec_paths() -> None:
 
 def test_plan_of_a_catalog_model_imports_no_aws_sdk() -> None:
     """The cold-start budget: catalog keys never load sagemaker, boto3, botocore or yaml."""
-    import subprocess
-    import sys
 
-    probe = (
-        "import contextlib, io, sys\n"
-        "from peagle_deploy.cli.app import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    assert main(['plan', 'gpt-oss-20b', '--json']) == 0\n"
-        "heavy = ('sagemaker', 'aws_cdk', 'boto3', 'botocore', 'yaml')\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    heavy = ("sagemaker", "aws_cdk", "boto3", "botocore", "yaml")
+    assert modules_loaded(["plan", "gpt-oss-20b", "--json"], heavy, top_level=True) == []
 
 
 def test_human_plan_redacts_secret_env_values(capsys: pytest.CaptureFixture[str]) -> None:

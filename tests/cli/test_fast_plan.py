@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from start_up_probe import modules_loaded
 
 from peagle_deploy.cli import app as entry
 from peagle_deploy.cli import fast_plan
@@ -187,18 +188,8 @@ def test_fast_path_knows_exactly_the_typer_commands_options() -> None:
 
 
 def test_fast_path_loads_neither_typer_nor_rich_nor_an_aws_sdk() -> None:
-    probe = (
-        "import contextlib, io, sys\n"
-        "from peagle_deploy.cli.app import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main(['plan', {MODEL!r}, '--json']) == 0\n"
-        "heavy = ('typer', 'rich', 'click', 'boto3', 'botocore', 'sagemaker', 'yaml')\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    heavy = ("typer", "rich", "click", "boto3", "botocore", "sagemaker", "yaml")
+    assert modules_loaded(["plan", MODEL, "--json"], heavy, top_level=True) == []
 
 
 def test_an_error_on_the_fast_path_is_one_line_in_a_fresh_process() -> None:

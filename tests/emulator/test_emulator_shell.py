@@ -4,6 +4,7 @@ start` in one process, then plan, stage, doctor, deploy, invoke and delete as se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -56,10 +57,12 @@ def _parse_exports(lines: list[str]) -> dict[str, str]:
     return exports
 
 
-@pytest.fixture
-def emulator() -> Iterator[Emulator]:
+@contextlib.contextmanager
+def _served(*options: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`peagle emulator start` on a free port, once it says it is ready; killed if the
+    test did not stop it."""
     process = subprocess.Popen(
-        [*PEAGLE, "emulator", "start", "--port", "0", "--creating-s", "0.2"],
+        [*PEAGLE, "emulator", "start", "--port", "0", *options],
         env=_clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -73,17 +76,23 @@ def emulator() -> Iterator[Emulator]:
             if line.startswith("# then:"):
                 break
         assert banner and banner[-1].startswith("# then:"), process.stderr.read()
-        yield Emulator(process, _parse_exports(banner), banner)
-        # Ctrl-C stops it cleanly: exit 0, the port released, one line said.
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
-        assert "emulator stopped" in process.stderr.read()
+        yield process, banner
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         process.stdout.close()
         process.stderr.close()
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with _served("--creating-s", "0.2") as (process, banner):
+        yield Emulator(process, _parse_exports(banner), banner)
+        # Ctrl-C stops it cleanly: exit 0, the port released, one line said.
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert process.stderr is not None and "emulator stopped" in process.stderr.read()
 
 
 def test_start_prints_the_exports_a_shell_needs(emulator: Emulator) -> None:
@@ -227,24 +236,8 @@ def test_emulator_endpoint_refusal_is_an_input_error() -> None:
 
 def test_sigterm_stops_the_emulator_cleanly_too() -> None:
     """A supervisor's SIGTERM unwinds like Ctrl-C: the server is stopped, exit 0."""
-    process = subprocess.Popen(
-        [*PEAGLE, "emulator", "start", "--port", "0"],
-        env=_clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        for line in process.stdout:
-            if line.startswith("# then:"):
-                break
+    with _served() as (process, _):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+        assert process.stderr is not None
         assert process.stderr.read().strip() == "emulator stopped"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdout.close()
-        process.stderr.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from start_up_probe import modules_loaded
 
 from peagle_deploy.errors import InputError
 from peagle_deploy.spec import DeploymentSpec, load_spec
@@ -110,18 +111,6 @@ def test_the_clis_table_is_the_models_table() -> None:
 def test_cli_start_up_does_not_build_the_spec_models() -> None:
     """`peagle --help` builds every command (the typer app, cli.root) from flag_table.json,
     without the pydantic models."""
-    import subprocess
-    import sys
 
-    probe = (
-        "import contextlib, io, sys\n"
-        "from peagle_deploy.cli.app import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        "    code = main(['--help'])\n"
-        "assert code == 0 and 'peagle_deploy.cli.plan' in sys.modules, code\n"
-        "print(sorted(m for m in ('pydantic', 'peagle_deploy.spec.models') if m in sys.modules))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    names = ("pydantic", "peagle_deploy.spec.models", "peagle_deploy.cli.plan")
+    assert modules_loaded(["--help"], names) == ["peagle_deploy.cli.plan"]
