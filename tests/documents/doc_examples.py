@@ -167,6 +167,18 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+
+
 def run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
     """Run each command in one shell; check the output shown and that every command not
     followed by `echo $?` exits 0."""
@@ -176,15 +188,7 @@ def run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
     for n, command in enumerate(commands):
         # the marker line keeps the command's status for an `echo $?` that follows
         script += [command.line, f"rc=$?; printf '\\n@@example %d %d\\n' {n} $rc; (exit $rc)"]
-    result = subprocess.run(
-        ["bash", "-c", "\n".join(script)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
+    result = _run(["bash", "-c", "\n".join(script)], cwd, env)
     outputs: dict[int, tuple[int, str]] = {}
     chunk: list[str] = []
     for line in result.stdout.splitlines():
@@ -206,15 +210,7 @@ def run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
 
 
 def run_script(argv: list[str], block: Block, cwd: Path, env: dict[str, str]) -> None:
-    result = subprocess.run(
-        argv,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
+    result = _run(argv, cwd, env)
     assert result.returncode == 0, (
         f"{block.where}: exit {result.returncode}\n{block.text}\n"
         f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
