@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
+from peagle_deploy.cli.plan_json import load_cli_spec
 from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.errors import InputError, PeagleError
 
@@ -104,7 +105,7 @@ def deploy_command(
     from peagle_deploy.plan import build_plan
     from peagle_deploy.sdk import Interrupted, check_deployable_role, deploy_peagle
 
-    plan = build_plan(so.load_cli_spec(file, model, knobs or {}))
+    plan = build_plan(load_cli_spec(file, model, knobs or {}))
     if not dry_run:
         check_deployable_role(plan)  # before any AWS call, one clear line
     if not as_json:

@@ -15,6 +15,7 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
+from peagle_deploy.cli.plan_json import load_cli_spec
 from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.errors import InputError
 
@@ -41,7 +42,7 @@ def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[
     from peagle_deploy.plan import build_plan
 
     if file is not None or model is not None or STAGE_KNOB not in knobs:
-        return build_plan(so.load_cli_spec(file, model, knobs)), None, None
+        return build_plan(load_cli_spec(file, model, knobs)), None, None
     others = sorted(k for k in knobs if k != STAGE_KNOB)
     if others:
         raise InputError(

@@ -11,6 +11,8 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
+# Machine output lives apart so the fast path of `peagle plan --json` needs no rich.
+from peagle_deploy.cli.json_output import emit_json  # noqa: F401  (output.emit_json)
 from peagle_deploy.redaction import safe_lines, safe_message
 from peagle_deploy.terminal import CONSOLE_OPTIONS
 
@@ -148,14 +150,6 @@ def literal(value: object) -> Any:
     from peagle_deploy.terminal import literal as as_text
 
     return as_text(value)
-
-
-def emit_json(data: Any) -> None:
-    """Machine output: exactly one JSON document on stdout (cli.json_output, which the
-    fast path of `peagle plan --json` uses without rich)."""
-    from peagle_deploy.cli.json_output import emit_json as emit
-
-    emit(data)
 
 
 def print_table(table: RenderableType) -> None:

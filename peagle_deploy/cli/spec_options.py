@@ -19,7 +19,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from peagle_deploy.cli.flags import option, take_given
-from peagle_deploy.cli.plan_json import load_cli_spec  # noqa: F401  # so.load_cli_spec
 from peagle_deploy.spec.flags import cli_table
 
 MODEL_DOC, FLAGS = cli_table()

@@ -229,29 +229,36 @@ class StagedWorld:
     image_tag: str
 
 
-def applied_endpoint_quota(quotas: Any, instance_type: str) -> float:
-    """The applied hosting quota of `instance_type` (0 when only the default is listed)."""
+def _endpoint_quota(quotas: Any, operation: str, instance_type: str) -> dict[str, Any] | None:
+    """The hosting quota of `instance_type` as the Service Quotas listing `operation`
+    gives it (None: not listed)."""
     name = endpoint_quota_name(instance_type)
-    for page in quotas.get_paginator("list_service_quotas").paginate(ServiceCode=SAGEMAKER):
+    for page in quotas.get_paginator(operation).paginate(ServiceCode=SAGEMAKER):
         for quota in page.get("Quotas", []):
             if quota.get("QuotaName") == name:
-                return float(quota.get("Value", 0))
-    return 0.0
+                return dict(quota)
+    return None
+
+
+def applied_endpoint_quota(quotas: Any, instance_type: str) -> float:
+    """The applied hosting quota of `instance_type` (0 when only the default is listed)."""
+    quota = _endpoint_quota(quotas, "list_service_quotas", instance_type)
+    return 0.0 if quota is None else float(quota.get("Value", 0))
 
 
 def request_endpoint_quota(quotas: Any, instance_type: str, value: float) -> str:
     """Raise the hosting quota of `instance_type` to `value` through Service Quotas, as a
     user would (the code read from the AWS defaults list); returns the quota code."""
-    name = endpoint_quota_name(instance_type)
-    pages = quotas.get_paginator("list_aws_default_service_quotas").paginate(ServiceCode=SAGEMAKER)
-    for page in pages:
-        for quota in page.get("Quotas", []):
-            if quota.get("QuotaName") == name:
-                quotas.request_service_quota_increase(
-                    ServiceCode=SAGEMAKER, QuotaCode=quota["QuotaCode"], DesiredValue=value
-                )
-                return str(quota["QuotaCode"])
-    raise LookupError(f"Service Quotas lists no quota '{name}' in {quotas.meta.region_name}")
+    quota = _endpoint_quota(quotas, "list_aws_default_service_quotas", instance_type)
+    if quota is None:
+        raise LookupError(
+            f"Service Quotas lists no quota '{endpoint_quota_name(instance_type)}' in "
+            f"{quotas.meta.region_name}"
+        )
+    quotas.request_service_quota_increase(
+        ServiceCode=SAGEMAKER, QuotaCode=quota["QuotaCode"], DesiredValue=value
+    )
+    return str(quota["QuotaCode"])
 
 
 def stage_world(
