@@ -8,7 +8,9 @@ escaped (`literal`) before it goes into a marked-up line or a table cell.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,6 +23,30 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u
 
 CONSOLE_OPTIONS: dict[str, Any] = {"emoji": False}
 """What every peagle-deploy console is built with."""
+
+SIZE_HINTS = ("COLUMNS", "LINES")
+"""The environment's terminal size hints, which rich, typer and the tables read."""
+_SIZE_HINT = re.compile(r"[1-9][0-9]{0,4}")
+
+
+def size_hint(name: str, environ: MutableMapping[str, str] | None = None) -> int | None:
+    """COLUMNS or LINES as a number of cells (1-99999), None when unset or anything else."""
+    raw = (os.environ if environ is None else environ).get(name, "")
+    return int(raw) if _SIZE_HINT.fullmatch(raw) else None
+
+
+def drop_unreadable_size_hints(environ: MutableMapping[str, str] | None = None) -> None:
+    """Remove a COLUMNS or LINES that is set but no plain number of cells.
+
+    rich converts them with `int()` after `str.isdigit()`, which a Unicode digit (`²`)
+    passes, so such a value is a traceback in every console (typer's help included); a
+    5000-digit one asks for a table that wide. No terminal sets either: unset is what
+    such a value means.
+    """
+    environ = os.environ if environ is None else environ
+    for name in SIZE_HINTS:
+        if name in environ and size_hint(name, environ) is None:
+            del environ[name]
 
 
 def plain_console(*, stderr: bool = False) -> Console:

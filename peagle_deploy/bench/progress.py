@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+from peagle_deploy.terminal import plain_console
+
 
 class SweepProgress(Protocol):
     """Callbacks of one sweep; all are optional to act on.
@@ -54,9 +56,7 @@ class RichProgress:
 
     def __init__(self, console: Any = None, *, bars: bool = True, waits: bool = True) -> None:
         if console is None:
-            from rich.console import Console
-
-            console = Console(stderr=True)
+            console = plain_console(stderr=True)
         self.console = console
         self.bars = bars
         self.waits = waits

@@ -14,6 +14,7 @@ from typing import Any
 from peagle_deploy.cli import fast_plan
 from peagle_deploy.cli.interrupts import interrupt_code, interrupted, sigterm_unwinds
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.terminal import drop_unreadable_size_hints
 
 
 def aws_error_message(exc: BaseException) -> str | None:
@@ -50,6 +51,7 @@ def _run(argv: list[str] | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: PeagleError becomes one line on stderr, no traceback,
     and so does an AWS failure; Ctrl-C and SIGTERM say what was interrupted."""
+    drop_unreadable_size_hints()  # before any console (ours, typer's) reads them
     try:
         with sigterm_unwinds():
             return _run(argv)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import os
 import sys
 import unicodedata
 from typing import Any
@@ -14,16 +13,15 @@ from rich.markup import escape
 # Machine output lives apart so the fast path of `peagle plan --json` needs no rich.
 from peagle_deploy.cli.json_output import emit_json  # noqa: F401  (output.emit_json)
 from peagle_deploy.redaction import safe_lines, safe_message
-from peagle_deploy.terminal import CONSOLE_OPTIONS
+from peagle_deploy.terminal import CONSOLE_OPTIONS, size_hint
 
 PIPE_WIDTH = 120
 """Width of a table off a terminal when COLUMNS does not say (a CI log, a file)."""
 
 
 def pipe_width() -> int:
-    """COLUMNS when it is a positive number, else PIPE_WIDTH."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+    """COLUMNS when it is a number of cells, else PIPE_WIDTH."""
+    return size_hint("COLUMNS") or PIPE_WIDTH
 
 
 class _Console(Console):

@@ -8,6 +8,7 @@ import pytest
 from rich.table import Table
 
 from peagle_deploy.cli import output
+from peagle_deploy.terminal import drop_unreadable_size_hints
 
 PEAGLE = [sys.executable, "-m", "peagle_deploy.cli.app"]
 
@@ -147,3 +148,31 @@ def test_a_table_that_would_cut_a_name_gets_the_width_it_needs(
     output.print_table(table)
     out = capsys.readouterr().out
     assert name in out and "…" not in out
+
+
+@pytest.mark.parametrize(
+    ("value", "width"),
+    [
+        ("90", 90),
+        ("", output.PIPE_WIDTH),
+        ("\u00b2", output.PIPE_WIDTH),
+        ("0", output.PIPE_WIDTH),
+        ("9" * 5000, output.PIPE_WIDTH),
+        (" 90", output.PIPE_WIDTH),
+        ("-5", output.PIPE_WIDTH),
+    ],
+)
+def test_pipe_width_takes_only_a_plain_number_of_columns(
+    value: str, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", value)
+    assert output.pipe_width() == width
+
+
+def test_unreadable_size_hints_are_dropped_and_readable_ones_kept() -> None:
+    environ = {"COLUMNS": "\u00b2", "LINES": "40", "TERM": "xterm"}
+    drop_unreadable_size_hints(environ)
+    assert environ == {"LINES": "40", "TERM": "xterm"}
+    environ = {"COLUMNS": "9" * 6, "LINES": "\u0663"}
+    drop_unreadable_size_hints(environ)
+    assert environ == {}

@@ -176,3 +176,40 @@ def test_sigint_while_describe_endpoint_is_in_flight(
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert f"peagle status {name} --wait" in err.strip().splitlines()[-1]
+
+
+SIZE_HINT_CASES = [
+    ("columns-unicode-digit", {"COLUMNS": "\u00b2"}),
+    ("lines-unicode-digit", {"LINES": "\u0663"}),
+    ("columns-5000-digits", {"COLUMNS": "9" * 5000}),
+]
+
+
+@pytest.mark.parametrize("argv", [("models",), ("--help",)], ids=["models", "help"])
+@pytest.mark.parametrize(
+    ("name", "env"), SIZE_HINT_CASES, ids=[case[0] for case in SIZE_HINT_CASES]
+)
+def test_unreadable_terminal_size_is_ignored(
+    name: str, env: dict[str, str], argv: tuple[str, ...]
+) -> None:
+    """rich reads COLUMNS/LINES with `isdigit()` then `int()`: `²` was a traceback in
+    every command, `peagle --help` included. Such a value now counts as unset: the
+    output is that of a run without it."""
+
+    def run(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        environ = {k: v for k, v in _environment().items() if k not in env}
+        return subprocess.run(
+            peagle(*argv),
+            env={**environ, **extra},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    done = run(env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    unset = run({})
+    assert (done.stdout, done.stderr) == (unset.stdout, unset.stderr)
