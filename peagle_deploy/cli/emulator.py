@@ -64,22 +64,15 @@ def start_command(
 def _load(reference: str, stage: str | None) -> tuple[Any, bool, bool]:
     """(spec, from a file, role added): the spec with the emulator's role when it has none."""
     from peagle_deploy.emulator.shell import EMULATOR_ROLE_ARN
-    from peagle_deploy.spec import load_spec
+    from peagle_deploy.spec import load_spec, spec_with
 
     path = Path(reference)
     from_file = path.suffix.lower() in SPEC_EXTENSIONS or path.is_file()
-    knobs: dict[str, Any] = {"stage": stage} if stage else {}
-    source: dict[str, Any] = {"file": path} if from_file else {"model": reference}
-
-    def load(**more: Any) -> Any:
-        file = source.get("file")
-        model = source.get("model")
-        return load_spec(file, file_field="MODEL_OR_SPEC_FILE", model=model, **knobs, **more)
-
-    spec = load()
-    if spec.execution_role_arn is None:
-        return load(execution_role_arn=EMULATOR_ROLE_ARN), from_file, True
-    return spec, from_file, False
+    file, model = (path, None) if from_file else (None, reference)
+    spec = load_spec(file, file_field="MODEL_OR_SPEC_FILE", model=model, stage=stage)
+    if spec.execution_role_arn is not None:
+        return spec, from_file, False
+    return spec_with(spec, execution_role_arn=EMULATOR_ROLE_ARN), from_file, True
 
 
 def _next_commands(
