@@ -104,6 +104,7 @@ def stage_command(
 ) -> None:
     """Ready the running emulator's account for a spec: role, data, image, quota."""
     from peagle_deploy.doctor.capacity import instances_for
+    from peagle_deploy.emulator.account_ext import endpoint_quota_name
     from peagle_deploy.emulator.shell import emulator_endpoint, stage_account
     from peagle_deploy.plan import build_plan
 
@@ -127,7 +128,7 @@ def stage_command(
         f"  model data    {world.model_data_uri}",
         f"  drafter       {world.drafter_uri or '-'}",
         f"  image         {plan.image_uri}",
-        f"  quota         {plan.instance_type} for endpoint usage = {staged.quota:g} "
+        f"  quota         {endpoint_quota_name(plan.instance_type)} = {staged.quota:g} "
         f"(+{needed} for {why})",
         "next:",
     ]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.doctor.context import (
     DoctorContext,
@@ -42,6 +42,9 @@ from peagle_deploy.doctor.context import (
 )
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
 from peagle_deploy.doctor.workers import run_all
+
+if TYPE_CHECKING:
+    from peagle_deploy.spec.models import DeploymentSpec
 
 SERVICE_CODE = "sagemaker"
 ENDPOINT_USAGE = " for endpoint usage"
@@ -155,7 +158,7 @@ def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
     return instances_for(ctx.plan.spec)
 
 
-def instances_for(spec: Any) -> tuple[int, str]:
+def instances_for(spec: DeploymentSpec) -> tuple[int, str]:
     """How many instances a spec's endpoint may run at once, and why: with an
     experiment, the candidate's fleet beside the incumbent's (same instance type)."""
     count = spec.initial_instance_count
