@@ -8,7 +8,7 @@ Two checks (issue 7):
    single-process Python server on 2 cores makes single runs noisy).
 2. Concurrency 8 with a configured TTFT: our median TTFT must be within 2 ms of it.
 
-The server runs in its own process (`python -m peagle_deploy.emulator.loopback`) so that
+The server runs in its own process (`python -m peagle_local.emulator.loopback`) so that
 it does not share an interpreter with either client. `vllm bench serve` comes from the
 contract-test environment (${PEAGLE_VLLM_VENV:-~/.cache/peagle-deploy/vllm-0.30.0});
 its random dataset needs a tokenizer, so the script writes a tiny word-level one with
@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from peagle_local.emulator.loopback import LoopbackProcess
+
 from peagle_deploy.bench import BenchSettings, SweepConfig, run_sweep, target_from_string
-from peagle_deploy.emulator.loopback import LoopbackProcess
 
 MODEL = "loopback"
 TOKENIZER_SCRIPT = """

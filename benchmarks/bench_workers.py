@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from peagle_local.emulator.loopback import LoopbackProcess, sagemaker_runtime_env
+
 from peagle_deploy.bench import BenchSettings, OpenAITarget, SageMakerTarget, SweepConfig, run_sweep
-from peagle_deploy.emulator.loopback import LoopbackProcess, sagemaker_runtime_env
 
 TTFT_MS = 50.0
 TOKEN_DELAY_MS = 2.0

@@ -76,8 +76,8 @@ class CallCounter:
 
 def measure(runs: int, poll_interval_s: float, boto3_waiter: bool) -> dict[str, Any]:
     import boto3
+    from peagle_local.emulator import LocalAWS
 
-    from peagle_deploy.emulator import LocalAWS
     from peagle_deploy.sdk import PeagleEndpoint, deploy_peagle
 
     results: dict[str, Any] = {"poll_interval_s": poll_interval_s, "runs": []}

@@ -32,9 +32,9 @@ HELD_S = 60.0
 
 def measure(runs: int) -> dict[str, Any]:
     from moto.s3 import models as s3_models
+    from peagle_local.emulator import LocalAWS
+    from peagle_local.emulator.world import stage_world
 
-    from peagle_deploy.emulator import LocalAWS
-    from peagle_deploy.emulator.world import stage_world
     from peagle_deploy.plan import build_plan
     from peagle_deploy.spec import load_spec
 

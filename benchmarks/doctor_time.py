@@ -75,8 +75,9 @@ def _cli(env: dict[str, str], runs: int) -> list[float]:
 
 
 def measure(runs: int, latency_ms: float) -> dict[str, Any]:
-    from peagle_deploy.emulator import LocalAWS
-    from peagle_deploy.emulator.world import stage_world
+    from peagle_local.emulator import LocalAWS
+    from peagle_local.emulator.world import stage_world
+
     from peagle_deploy.plan import build_plan
     from peagle_deploy.spec import load_spec
 

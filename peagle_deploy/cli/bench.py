@@ -2,8 +2,8 @@
 
 `peagle bench --url URL | --endpoint NAME ...` runs one sweep; `peagle bench compare`
 runs several labelled targets (or reads earlier results) into the published table;
-`peagle bench recommend-k` turns a sweep over K into the spec's speculative settings;
-`peagle bench loopback` serves the loopback test server. The engine (aiohttp, boto3,
+`peagle bench recommend-k` turns a sweep over K into the spec's speculative settings
+(`peagle emulator loopback` serves a stand-in server to try it on). The engine (aiohttp, boto3,
 matplotlib) is imported inside the commands so `peagle --help` stays fast.
 
 Everything a command is given (flags, the targets file, the dataset, the output paths) is
@@ -263,73 +263,6 @@ def recommend_k_command(
         heading = "Spec snippet (one K for every batch size):"
     output.console.print(heading)
     output.console.print(rec.to_yaml(), markup=False, highlight=False)
-
-
-def _ms(flag: str, text: str) -> Any:
-    return typer.Option(
-        flag, help=text, parser=number(flag, float, "0 to 60000 ms", minimum=0, maximum=60_000)
-    )
-
-
-def _count(flag: str, text: str, lo: int, hi: int) -> Any:
-    return typer.Option(
-        flag, help=text, parser=number(flag, int, f"{lo} to {hi}", minimum=lo, maximum=hi)
-    )
-
-
-@bench_app.command("loopback")
-def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
-    port: Annotated[int, _count("--port", "Port (0: any free port).", 0, 65535)] = 8000,
-    host: Annotated[
-        str, typer.Option("--host", help="Bind address.", parser=given("--host", "an address"))
-    ] = "127.0.0.1",
-    ttft_ms: Annotated[float, _ms("--ttft-ms", "Time to first token.")] = 0.0,
-    token_delay_ms: Annotated[
-        float, _ms("--token-delay-ms", "Delay per token (0: as fast as possible).")
-    ] = 0.0,
-    tokens_per_chunk: Annotated[
-        int, _count("--tokens-per-chunk", "Tokens per stream event.", 1, 4096)
-    ] = 1,
-    output_tokens: Annotated[
-        int | None, _count("--output-tokens", "Cap on tokens (default: max_tokens).", 1, 1 << 20)
-    ] = None,
-    draft_tokens: Annotated[
-        int, _count("--draft-tokens", "K for the synthetic /metrics counters (0: off).", 0, 64)
-    ] = 0,
-    acceptance_rate: Annotated[
-        float,
-        typer.Option(
-            "--acceptance-rate",
-            help="Synthetic acceptance rate (0-1).",
-            parser=number("--acceptance-rate", float, "0 to 1", minimum=0, maximum=1),
-        ),
-    ] = 0.6,
-) -> None:
-    """Serve the loopback OpenAI-compatible streaming server (tests, harness checks)."""
-    import asyncio
-    import contextlib
-
-    from peagle_deploy.emulator.loopback import LoopbackConfig, serve
-
-    try:
-        config = LoopbackConfig(
-            ttft_s=ttft_ms / 1000.0,
-            token_delay_s=token_delay_ms / 1000.0,
-            tokens_per_chunk=tokens_per_chunk,
-            output_tokens=output_tokens,
-            draft_tokens=draft_tokens,
-            acceptance_rate=acceptance_rate,
-        )
-    except ValueError as exc:
-        raise InputError("loopback", str(exc)) from None
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(config, host, port))
-    except OSError as exc:  # port in use, address not on this host, no permission
-        raise PeagleError(
-            f"loopback: cannot listen on {host}:{port}: {exc.strerror or exc} "
-            "(--port 0 picks a free port)"
-        ) from None
 
 
 # --- helpers --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""`peagle promote` (stage to stage through gates) and `peagle demo` (the local rehearsal).
+"""`peagle promote`: stage to stage through gates.
 
-Heavy imports (boto3, the SDK, the bench engine, moto) happen inside the commands so
+Heavy imports (boto3, the SDK, the bench engine) happen inside the commands so
 that `peagle --help` stays fast.
 """
 
@@ -109,37 +109,6 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         raise typer.Exit(_EXIT_REFUSED)
 
 
-def demo_command(
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick/--full",
-            help="--quick (default) keeps the benchmark short; --full runs more requests.",
-        ),
-    ] = True,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary at the end.")
-    ] = False,
-) -> None:
-    """Rehearse the whole flow locally, with no AWS account.
-
-    Starts an embedded local AWS (moto server on 127.0.0.1) and the streaming endpoint
-    emulator, then - through the same code as a real run - deploys the P-EAGLE
-    Qwen3-Coder spec to dev, streams a chat answer, benchmarks it, promotes dev ->
-    staging through the gates, shows a refused promotion to prod, and cleans up.
-    Timings come from the emulator, not from a GPU.
-    """
-    from peagle_deploy.cli.demo import DemoSettings, run_demo
-
-    settings = DemoSettings.quick() if quick else DemoSettings.full()
-    summary = run_demo(settings, console=output.err_console if as_json else output.console)
-    if as_json:
-        output.emit_json(summary.model_dump(mode="json"))
-    if not summary.ok:
-        raise typer.Exit(1)
-
-
 def register(app: typer.Typer) -> None:
-    """Add `peagle promote` and `peagle demo` to the root app."""
+    """Add `peagle promote` to the root app."""
     app.command("promote")(promote_command)
-    app.command("demo")(demo_command)

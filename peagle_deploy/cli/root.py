@@ -19,7 +19,6 @@ from peagle_deploy.cli import (
     bench,
     deploy,
     doctor,
-    emulator,
     experiment,
     guards,
     image,
@@ -28,6 +27,7 @@ from peagle_deploy.cli import (
     promote,
 )
 from peagle_deploy.cli.interrupts import interrupt_code, interrupted
+from peagle_deploy.errors import PeagleError
 
 app = typer.Typer(
     name="peagle",
@@ -67,9 +67,28 @@ deploy.register(app)  # deploy, status, invoke, list, delete
 app.add_typer(bench.bench_app, name="bench")
 app.add_typer(experiment.experiment_app, name="experiment")
 app.add_typer(image.image_app, name="image")
-promote.register(app)  # promote, demo
+promote.register(app)
 doctor.register(app)
-emulator.register(app)  # emulator start, emulator stage
+
+
+def _register_installed_commands() -> None:
+    """Commands of other installed packages (`peagle emulator`, `peagle demo` come from
+    peagle_local): each `peagle.commands` entry point is a `register(app)` function, as
+    the modules above have. A package that fails to import is named in one line."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=COMMANDS_GROUP):
+        try:
+            register = entry.load()
+        except ImportError as exc:
+            raise PeagleError(
+                f"the peagle command package {entry.value} does not import: {exc}"
+            ) from None
+        register(app)
+
+
+COMMANDS_GROUP = "peagle.commands"
+_register_installed_commands()
 
 
 def _say_how_to_resume(command: Any) -> None:

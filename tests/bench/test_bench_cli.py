@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from peagle_local.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 
 from peagle_deploy.cli.app import main
-from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +271,7 @@ def test_loopback_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) ->
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        code = main(["bench", "loopback", "--port", str(port)])
+        code = main(["emulator", "loopback", "--port", str(port)])
     err = capsys.readouterr().err
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err

@@ -7,9 +7,9 @@ import json
 import pytest
 from botocore.eventstream import ChecksumMismatch
 from botocore.exceptions import EventStreamError
+from peagle_local.emulator.eventstream import encode_message, model_stream_error, payload_part
 
 from peagle_deploy.bench.eventstream import HeaderMemo, PayloadStream
-from peagle_deploy.emulator.eventstream import encode_message, model_stream_error, payload_part
 
 PAYLOADS = [
     b'data: {"choices": [{"delta": {"role": "assistant", "content": ""}}]}\n\n',

@@ -60,7 +60,8 @@ def test_a_missing_bench_package_names_the_extra(
 
 
 def test_the_demo_names_its_extras(monkeypatch: pytest.MonkeyPatch) -> None:
-    from peagle_deploy.cli.demo import run_demo
+    from peagle_local.demo import run_demo
+
     from peagle_deploy.extras import MissingExtraError
 
     monkeypatch.setitem(__import__("sys").modules, "aiohttp", None)

@@ -1,4 +1,4 @@
-"""Hostile input to `peagle bench`, `bench compare`, `bench recommend-k` and `bench loopback`.
+"""Hostile input to `peagle bench`, `bench compare`, `bench recommend-k` and `emulator loopback`.
 
 Every case must end the same way: exit code 2, one line on stderr that names the flag
 (or the file key), no traceback, no request sent, well under 2 s, under 2 KB of output.
@@ -191,8 +191,8 @@ CASES = [
     Case("empty recommend-k --results", lambda tmp, url: ["bench", "recommend-k", "--results", ""], "--results"),  # noqa: E501
     Case("empty recommend-k --tolerance", lambda tmp, url: ["bench", "recommend-k", "--results", "x", "--tolerance", ""], "--tolerance"),  # noqa: E501
     Case("empty recommend-k --instances", lambda tmp, url: ["bench", "recommend-k", "--results", "x", "--instances", ""], "--instances"),  # noqa: E501
-    Case("empty loopback --host", lambda tmp, url: ["bench", "loopback", "--host", ""], "--host"),
-    Case("empty loopback --port", lambda tmp, url: ["bench", "loopback", "--port", ""], "--port"),
+    Case("empty loopback --host", lambda tmp, url: ["emulator", "loopback", "--host", ""], "--host"),  # noqa: E501
+    Case("empty loopback --port", lambda tmp, url: ["emulator", "loopback", "--port", ""], "--port"),  # noqa: E501
     # --- where the results go: refused before the first request ---------------------------
     Case("json under /proc", _bench("--json", "/proc/peagle-nope/out.json"), "--json"),
     Case("json an existing /proc file", _bench("--json", "/proc/version"), "--json"),
@@ -225,7 +225,7 @@ CASES = [
     Case("request-timeout nan", _bench("--request-timeout", "nan"), "--request-timeout"),
     Case("target with a bad url", lambda tmp, url: ["bench", "compare", "-t", f"a={url}", "-t", "b=http://"], "--target"),  # noqa: E501
     Case("target label twice", lambda tmp, url: ["bench", "compare", "-t", f"a={url}", "-t", f"a={url}"], "--target"),  # noqa: E501
-    Case("loopback port 70000", lambda tmp, url: ["bench", "loopback", "--port", "70000"], "--port"),  # noqa: E501
+    Case("loopback port 70000", lambda tmp, url: ["emulator", "loopback", "--port", "70000"], "--port"),  # noqa: E501
     Case("recommend-k tolerance inf", lambda tmp, url: ["bench", "recommend-k", "--results", "x", "--tolerance", "inf"], "--tolerance"),  # noqa: E501
 ]  # fmt: skip
 

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from peagle_local.emulator.loopback import LoopbackConfig, LoopbackServer
 
 from peagle_deploy.bench import (
     BenchSettings,
@@ -19,7 +20,6 @@ from peagle_deploy.bench.metrics import AcceptanceStats, RequestOutput
 from peagle_deploy.bench.runner import SweepResult, cost_per_million, run_level
 from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.targets import NO_USAGE, SageMakerTarget, split_base_url
-from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer
 from peagle_deploy.errors import InputError
 
 TINY = Dataset("tiny", tuple([[{"role": "user", "content": f"prompt {i} here"}] for i in range(5)]))

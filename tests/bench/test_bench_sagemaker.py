@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from peagle_local.emulator import LocalAWS
+from peagle_local.emulator.eventstream import model_stream_error, payload_part
 
 from peagle_deploy.bench import SageMakerTarget, SweepConfig, run_sweep
 from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.progress import NoProgress
 from peagle_deploy.bench.settings import sweep_config
-from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.eventstream import model_stream_error, payload_part
 
 TINY = Dataset("tiny", tuple([[{"role": "user", "content": f"question {i}"}] for i in range(4)]))
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from peagle_local.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 
 from peagle_deploy.bench import OpenAITarget, SweepConfig, run_sweep
 from peagle_deploy.bench.closed_loop import LevelRun
@@ -15,7 +16,6 @@ from peagle_deploy.bench.datasets import Dataset
 from peagle_deploy.bench.metrics import RequestOutput, level_metrics
 from peagle_deploy.bench.settings import sweep_config
 from peagle_deploy.bench.workers import merge_runs, plan_shares, split_evenly, split_like
-from peagle_deploy.emulator.loopback import LoopbackConfig, LoopbackServer, serve_in_thread
 from peagle_deploy.errors import InputError
 
 PROMPTS = Dataset("p", tuple([[{"role": "user", "content": f"prompt {i}"}] for i in range(10)]))

@@ -115,7 +115,7 @@ def test_piped_doctor_table_fits_columns_else_a_sane_width(columns: str, width: 
     import os
     import subprocess
 
-    from peagle_deploy.emulator import LocalAWS
+    from peagle_local.emulator import LocalAWS
 
     with LocalAWS() as aws:  # a bare account: every check fails with a long finding
         done = subprocess.run(

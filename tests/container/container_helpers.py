@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from peagle_deploy.emulator.world import safetensors_bytes
+from peagle_local.emulator.world import safetensors_bytes
 
 HIDDEN = 64
 

@@ -526,9 +526,8 @@ def test_serving_statistics_read_what_vllm_registers(
 ) -> None:
     """The series peagle-serve's serving statistics read (experiments compare variants on
     them) exist in the pinned vLLM, and the emulator's buckets are vLLM's."""
+    from peagle_local.emulator import vllm_buckets
     from peagle_serve import contract, serving
-
-    from peagle_deploy.emulator import vllm_buckets
 
     _, results = probe
     found = results["serving_metrics"]

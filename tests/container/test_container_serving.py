@@ -10,11 +10,10 @@ from __future__ import annotations
 import io
 import json
 
+from peagle_local.emulator.vllm_buckets import INTER_TOKEN_LATENCY, REQUEST_LATENCY
+from peagle_local.emulator.vllm_buckets import TIME_TO_FIRST_TOKEN as TTFT
 from peagle_serve import contract, serving
 from peagle_serve.metrics import MetricsReporter, parse_prometheus_text
-
-from peagle_deploy.emulator.vllm_buckets import INTER_TOKEN_LATENCY, REQUEST_LATENCY
-from peagle_deploy.emulator.vllm_buckets import TIME_TO_FIRST_TOKEN as TTFT
 
 LABELS = 'engine="0",model_name="m"'
 

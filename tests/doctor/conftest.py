@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from doctor_testkit import REGION, Account, make_plan
 from moto import mock_aws
+from peagle_local.emulator import AccountExtensions, LocalAWS
+from peagle_local.emulator.world import stage_world
 
 from peagle_deploy.aws import make_session
-from peagle_deploy.emulator import AccountExtensions, LocalAWS
-from peagle_deploy.emulator.world import stage_world
 
 
 def _test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:

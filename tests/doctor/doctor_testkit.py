@@ -6,10 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_local.emulator import AccountExtensions
+from peagle_local.emulator.world import StagedWorld, stage_world
+
 from peagle_deploy.doctor import DoctorReport, run_doctor
 from peagle_deploy.doctor.result import CheckResult
-from peagle_deploy.emulator import AccountExtensions
-from peagle_deploy.emulator.world import StagedWorld, stage_world
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import load_spec
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from doctor_testkit import Account, by_check, make_plan, only_failure
-
-from peagle_deploy.emulator.world import (
+from peagle_local.emulator.world import (
     clear_prefix,
     drafter_config,
     drafter_files,

@@ -15,8 +15,7 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from doctor_testkit import ACCOUNT, Account, by_check, make_plan
-
-from peagle_deploy.emulator.world import split_s3_uri
+from peagle_local.emulator.world import split_s3_uri
 
 SQUATTER = "999999999999"
 OWN = {

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from doctor_testkit import REGION, ROLE, Account, by_check, make_plan, only_failure
-
-from peagle_deploy.emulator.account_ext import SAGEMAKER, endpoint_quota_name
+from peagle_local.emulator.account_ext import SAGEMAKER, endpoint_quota_name
 
 
 def test_quota_covering_the_count_passes(account: Account) -> None:
@@ -93,8 +92,7 @@ def test_service_quotas_denied_is_a_warning(inprocess: Account) -> None:
 def hosting_types(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto in-process knows no g7e; the emulator's check takes botocore's instance enum."""
     from moto.sagemaker import models
-
-    from peagle_deploy.emulator import moto_ext
+    from peagle_local.emulator import moto_ext
 
     monkeypatch.setattr(
         models.FakeEndpointConfig, "validate_instance_type", moto_ext._validate_instance_type

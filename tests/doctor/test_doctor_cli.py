@@ -6,9 +6,9 @@ import json
 
 import pytest
 from doctor_testkit import MODEL, REGION, ROLE, make_plan
+from peagle_local.emulator import LocalAWS
 
 from peagle_deploy.cli.app import main
-from peagle_deploy.emulator import LocalAWS
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

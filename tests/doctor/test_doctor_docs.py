@@ -8,11 +8,11 @@ import shlex
 from pathlib import Path
 
 import pytest
+from peagle_local.emulator import LocalAWS
+from peagle_local.emulator.world import stage_world
 
 from peagle_deploy.cli.app import main
 from peagle_deploy.cli.cdk_stage import stage_plan
-from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.world import stage_world
 from peagle_deploy.plan import build_plan
 from peagle_deploy.spec import load_spec
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from doctor_testkit import MODEL, REGION, ROLE, make_plan
+from peagle_local.emulator import LocalAWS
+from peagle_local.emulator.world import clear_prefix
 
 from peagle_deploy.aws import make_session
 from peagle_deploy.cli.app import main
 from peagle_deploy.doctor import DoctorFailedError
-from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.world import clear_prefix
 from peagle_deploy.sdk import deploy_peagle
 
 pytestmark = pytest.mark.doctor_gate

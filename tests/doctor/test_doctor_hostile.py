@@ -11,10 +11,10 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from doctor_testkit import Account, by_check, make_plan, only_failure
+from peagle_local.emulator.world import drafter_config, put_files
 
 from peagle_deploy.doctor import capacity
 from peagle_deploy.doctor.result import CheckResult, DoctorReport
-from peagle_deploy.emulator.world import drafter_config, put_files
 
 
 def _answer(parsed: dict[str, Any]) -> Any:

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 from iam_corpus import ACCOUNT, CASES, ROLE, SESSION, Case
+from peagle_local.emulator.account_ext import simulation_result
+from peagle_local.emulator.iam_policy import NamedPolicy
 
 from peagle_deploy.doctor.decision import ResourceSide, decide, no_policy
 from peagle_deploy.doctor.policy_eval import Principal, Request, evaluate
 from peagle_deploy.doctor.simulation import role_side
-from peagle_deploy.emulator.account_ext import simulation_result
-from peagle_deploy.emulator.iam_policy import NamedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(__file__).with_name("iam_oracle.cjs")

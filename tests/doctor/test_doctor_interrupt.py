@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 from doctor_testkit import MODEL, ROLE
-
-from peagle_deploy.emulator import LocalAWS
+from peagle_local.emulator import LocalAWS
 
 HANG_GUARD_S = 30
 HELD_S = 60

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from doctor_testkit import ACCOUNT, ROLE, Account, by_check, make_plan
+from peagle_local.emulator.world import ROLE_POLICY_NAME, execution_policy
 
 from peagle_deploy.doctor.role import SCP_NOTE
-from peagle_deploy.emulator.world import ROLE_POLICY_NAME, execution_policy
 
 ROLE_NAME = ROLE.rsplit("/", 1)[-1]
 BUCKET = "acme-models"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from doctor_testkit import ACCOUNT, ROLE, Account, by_check, make_plan, only_failure
+from peagle_local.emulator.world import ROLE_POLICY_NAME, execution_policy
 
 from peagle_deploy.doctor.role import ECR_PULL_ACTIONS
-from peagle_deploy.emulator.world import ROLE_POLICY_NAME, execution_policy
 
 ROLE_NAME = ROLE.rsplit("/", 1)[-1]
 

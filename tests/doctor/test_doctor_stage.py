@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from doctor_testkit import ACCOUNT, REGION
+from peagle_local.emulator import LocalAWS
+from peagle_local.emulator.world import stage_world
 
 from peagle_deploy.cli.app import main
 from peagle_deploy.cli.cdk_stage import stage_plan
-from peagle_deploy.emulator import LocalAWS
-from peagle_deploy.emulator.world import stage_world
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "acme-stage-models"

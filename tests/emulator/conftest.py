@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from peagle_deploy.emulator import LocalAWS
+from peagle_local.emulator import LocalAWS
 
 
 class ManualClock:

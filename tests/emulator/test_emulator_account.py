@@ -9,9 +9,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-
-from peagle_deploy.emulator import AccountExtensions, LocalAWS
-from peagle_deploy.emulator.account_ext import endpoint_quota_name
+from peagle_local.emulator import AccountExtensions, LocalAWS
+from peagle_local.emulator.account_ext import endpoint_quota_name
 
 REGION = "us-east-1"
 
@@ -194,7 +193,7 @@ def test_a_new_account_lists_zero_defaults_everywhere_and_grants_increases(
 ) -> None:
     """`peagle emulator start`'s account: 0-instance AWS defaults for every instance type
     in every region; RequestServiceQuotaIncrease applies the value at once."""
-    from peagle_deploy.emulator.world import applied_endpoint_quota, request_endpoint_quota
+    from peagle_local.emulator.world import applied_endpoint_quota, request_endpoint_quota
 
     session, account = env
     account.new_account_endpoint_quotas(["ml.g7e.2xlarge", "ml.g6e.xlarge"])

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from peagle_deploy.emulator.iam_policy import NamedPolicy, UnsupportedPolicyError, evaluate
+from peagle_local.emulator.iam_policy import NamedPolicy, UnsupportedPolicyError, evaluate
 
 BUCKET = "arn:aws:s3:::weights"
 

@@ -8,10 +8,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from peagle_local.emulator import LocalAWS, MotoExtensions
+from peagle_local.emulator.moto_ext import log_group_name
 from peagle_serve.contract import parse_metric_line
-
-from peagle_deploy.emulator import LocalAWS, MotoExtensions
-from peagle_deploy.emulator.moto_ext import log_group_name
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-test"
 

@@ -9,6 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from peagle_local.emulator.loopback import (
+    TTFT_PATH,
+    LoopbackConfig,
+    LoopbackServer,
+    sagemaker_runtime_env,
+    serve_in_thread,
+)
 
 from peagle_deploy.bench import (
     BenchSettings,
@@ -18,13 +25,6 @@ from peagle_deploy.bench import (
     run_sweep,
 )
 from peagle_deploy.bench.datasets import Dataset
-from peagle_deploy.emulator.loopback import (
-    TTFT_PATH,
-    LoopbackConfig,
-    LoopbackServer,
-    sagemaker_runtime_env,
-    serve_in_thread,
-)
 
 TINY = Dataset("tiny", tuple([[{"role": "user", "content": f"q {i}"}] for i in range(3)]))
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from peagle_local.emulator.shell import EMULATOR_ROLE_ARN, emulator_endpoint
 
-from peagle_deploy.emulator.shell import EMULATOR_ROLE_ARN, emulator_endpoint
 from peagle_deploy.errors import InputError
 
 MODEL = "gpt-oss-20b"

@@ -11,8 +11,7 @@ import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from botocore.exceptions import ClientError
 from moto import mock_aws
-
-from peagle_deploy.emulator import (
+from peagle_local.emulator import (
     ChatRequest,
     LocalAWS,
     MotoExtensions,
@@ -23,6 +22,7 @@ from peagle_deploy.emulator import (
     split_awkwardly,
     sse_events,
 )
+
 from peagle_deploy.streaming import SSEParser, iter_chat_chunks
 
 MESSAGES = [{"role": "user", "content": "Write a haiku about speculative decoding."}]

@@ -10,10 +10,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from peagle_local.emulator import LocalAWS, MotoExtensions
+from peagle_local.emulator.traffic import VariantBehaviour
 from peagle_serve.contract import SERVING_KEY, VARIANT_DIMENSION, parse_metric_line
-
-from peagle_deploy.emulator import LocalAWS, MotoExtensions
-from peagle_deploy.emulator.traffic import VariantBehaviour
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-test"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:x"

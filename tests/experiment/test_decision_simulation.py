@@ -1,8 +1,8 @@
 """The decision rule over emulated experiments: power at a true +10 %, false winners at 0 %.
 
 Each scenario runs 200 emulated experiments with a candidate that truly decodes 10 %
-faster and 200 with no true difference (`peagle_deploy.emulator.experiments`; the noise
-model is stated in `peagle_deploy.emulator.traffic`). The figures are quoted in
+faster and 200 with no true difference (`peagle_local.emulator.experiments`; the noise
+model is stated in `peagle_local.emulator.traffic`). The figures are quoted in
 docs/experiments.md; print them with `pytest tests/experiment/test_decision_simulation.py -s`.
 
 Bounds (issue 22): with +10 % the better variant is chosen in at least 90 % of the runs;
@@ -13,9 +13,9 @@ difference is checked too: it holds the true value in at least 95 % of the runs.
 from __future__ import annotations
 
 import pytest
+from peagle_local.emulator.experiments import simulate_decisions
+from peagle_local.emulator.traffic import TrafficPlan, VariantBehaviour
 
-from peagle_deploy.emulator.experiments import simulate_decisions
-from peagle_deploy.emulator.traffic import TrafficPlan, VariantBehaviour
 from peagle_deploy.spec.models import ExperimentSpec
 
 RUNS = 200

@@ -16,9 +16,9 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from peagle_local.emulator import MotoExtensions
+from peagle_local.emulator.traffic import VariantBehaviour
 
-from peagle_deploy.emulator import MotoExtensions
-from peagle_deploy.emulator.traffic import VariantBehaviour
 from peagle_deploy.experiment import lifecycle
 from peagle_deploy.experiment.lifecycle import (
     ExperimentError,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from hostile_kit import billion_laughs
+from peagle_local.emulator import LocalAWS
 
 from peagle_deploy.cli.app import main
-from peagle_deploy.emulator import LocalAWS
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-hostile"
 MODEL = "qwen3-coder-30b-a3b-instruct"

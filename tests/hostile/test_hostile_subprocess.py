@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from hostile_kit import HF_TOKEN, MAX_OUTPUT_BYTES, billion_laughs
-
-from peagle_deploy.emulator import LocalAWS
+from peagle_local.emulator import LocalAWS
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "gpt-oss-20b"

@@ -17,11 +17,11 @@ from cdk_helpers import ROOT, cdk_context, synthesize_once
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 from iam_oracle import ACCOUNT, Ask, TemplateRoles, run
+from peagle_local.emulator.iam_policy import NamedPolicy, evaluate
 
 from infra.ci_stack import CI_STACK_ID, CiRolesStack
 from infra.github_oidc import GITHUB_OIDC_HOST, GitHubRepo, check_provider_choice
 from infra.stages import STAGES_CONTEXT_KEY, stage_configs
-from peagle_deploy.emulator.iam_policy import NamedPolicy, evaluate
 from peagle_deploy.errors import InputError
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
@@ -236,7 +236,7 @@ def _assume(
     `token.actions.githubusercontent.com:ref` for AssumeRoleWithWebIdentity) but attaches
     the classic `sub` and `aud` keys to no action, so it can only say "allowed if they
     match" (Discovery mode, `ref` declared known). The project's own evaluator
-    (peagle_deploy.emulator.iam_policy, StringEquals as IAM applies it) decides the
+    (peagle_local.emulator.iam_policy, StringEquals as IAM applies it) decides the
     statement's conditions, `sub`, `aud` and `ref`. Both must allow; on `ref`, which both
     decide, they must agree.
     """

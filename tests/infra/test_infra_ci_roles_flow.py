@@ -93,8 +93,8 @@ class Recorder:
 
 def _flow(recorder: Recorder) -> None:
     from botocore.client import BaseClient
+    from peagle_local.emulator import LocalAWS
 
-    from peagle_deploy.emulator import LocalAWS
     from peagle_deploy.plan import build_plan
     from peagle_deploy.promote.runner import PromoteOptions, promote
     from peagle_deploy.sdk import deploy_peagle

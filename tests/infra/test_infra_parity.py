@@ -28,10 +28,10 @@ from model_provider_kit import (
     recording_handler,
 )
 from moto import mock_aws
+from peagle_local.emulator import MotoExtensions
 
 from infra.model import MODEL_RESOURCE_TYPE
 from infra.model_provider.handler import PROPERTY
-from peagle_deploy.emulator import MotoExtensions
 from peagle_deploy.plan import SPEC_HASH_TAG, build_plan
 from peagle_deploy.sdk import deploy_peagle
 from peagle_deploy.spec import load_spec

@@ -8,9 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from peagle_local.demo import DemoSettings, run_demo
 from rich.console import Console
-
-from peagle_deploy.cli.demo import DemoSettings, run_demo
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,10 +78,11 @@ def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(
     """In the repository's layout (stages/staging.yaml), the demo's promotion and
     `peagle promote --dry-run` both read that file and say so in the same words; the
     demo's last lines say how to run `peagle` from the user's shell."""
+    from peagle_local.demo import DEMO_INSTANCE, DEMO_MODEL, DEMO_ROLE_ARN
+    from peagle_local.emulator import LocalAWS
+
     from peagle_deploy.cli.app import main
-    from peagle_deploy.cli.demo import DEMO_INSTANCE, DEMO_MODEL, DEMO_ROLE_ARN
     from peagle_deploy.cli.how_to_run import run_hint
-    from peagle_deploy.emulator import LocalAWS
     from peagle_deploy.sdk import deploy_peagle
 
     (tmp_path / "stages").mkdir()

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from peagle_local.emulator import LocalAWS
 from rich.console import Console
 
-from peagle_deploy.emulator import LocalAWS
 from peagle_deploy.errors import DeployError, InputError, PeagleError
 from peagle_deploy.promote.gates import GatesFile, parse_gates
 from peagle_deploy.promote.runner import PromoteOptions, PromotionResult, promote

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 from moto import mock_aws
+from peagle_local.emulator import LocalAWS, MotoExtensions
 from sdk_testkit import REGION, AwsEnv, ManualClock, make_session
 
-from peagle_deploy.emulator import LocalAWS, MotoExtensions
 from peagle_deploy.sdk import waiter
 
 

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from peagle_local.emulator import MotoExtensions
+
 from peagle_deploy.aws import make_session as aws_session
-from peagle_deploy.emulator import MotoExtensions
 
 ROLE = "arn:aws:iam::123456789012:role/peagle-sdk-test"
 MODEL = "qwen3-coder-30b-a3b-instruct"

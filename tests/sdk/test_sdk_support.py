@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from moto import mock_aws
+from peagle_local.emulator import LocalAWS
 from sdk_testkit import MODEL, REGION, ROLE, AwsEnv
 
 from peagle_deploy.aws import make_client, retry_settings
-from peagle_deploy.emulator import LocalAWS
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.sdk import (
     DeploymentManifest,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from peagle_deploy.emulator.logs import write_endpoint_logs
-from peagle_deploy.emulator.traffic import ContainerWindow, ServedRequest, VariantBehaviour, serve
+from peagle_local.emulator.logs import write_endpoint_logs
+from peagle_local.emulator.traffic import ContainerWindow, ServedRequest, VariantBehaviour, serve
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 

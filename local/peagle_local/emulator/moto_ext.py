@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 from urllib.parse import unquote
 
-from peagle_deploy.emulator.chat import (
+from peagle_local.emulator.chat import (
     ChatRequest,
     ChatRequestError,
     StreamSettings,
@@ -45,11 +45,11 @@ from peagle_deploy.emulator.chat import (
     generate,
     sse_events,
 )
-from peagle_deploy.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
-from peagle_deploy.emulator.logs import log_group_name, write_endpoint_logs
-from peagle_deploy.emulator.patching import Installable, Patches, Slot
-from peagle_deploy.emulator.traffic import VariantBehaviour
-from peagle_deploy.emulator.variants import EndpointRef, Route, route, serve_and_report
+from peagle_local.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
+from peagle_local.emulator.logs import log_group_name, write_endpoint_logs
+from peagle_local.emulator.patching import Installable, Patches, Slot
+from peagle_local.emulator.traffic import VariantBehaviour
+from peagle_local.emulator.variants import EndpointRef, Route, route, serve_and_report
 
 DEFAULT_VARIANT = "AllTraffic"
 STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from peagle_deploy.emulator.account_ext import AccountExtensions
-from peagle_deploy.emulator.moto_ext import MotoExtensions
-from peagle_deploy.emulator.world import StagedWorld, stage_world
+from peagle_local.emulator.account_ext import AccountExtensions
+from peagle_local.emulator.moto_ext import MotoExtensions
+from peagle_local.emulator.world import StagedWorld, stage_world
 
 FAKE_ACCESS_KEY = "testing"
 FAKE_SECRET_KEY = "testing"  # moto accepts any credentials

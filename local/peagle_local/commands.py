@@ -1,9 +1,12 @@
-"""`peagle emulator start` and `peagle emulator stage`: the local AWS, driven from a shell.
+"""The `peagle` commands of the local stand-ins: `peagle emulator ...` and `peagle demo`.
 
-`start` serves the emulator (peagle_deploy.emulator.shell) in the foreground and prints
-the export lines for another shell; `stage` readies that running emulator's account for
-one spec and prints the commands to run next (doctor, deploy, invoke, delete), which
-then run exactly as they would against AWS.
+`emulator start` serves the emulator (peagle_local.emulator.shell) in the foreground and
+prints the export lines for another shell; `emulator stage` readies that running
+emulator's account for one spec and prints the commands to run next (doctor, deploy,
+invoke, delete), which then run exactly as they would against AWS; `emulator loopback`
+serves a stand-in OpenAI-compatible server for `peagle bench`; `demo` rehearses the
+whole flow. The `peagle` CLI finds `register` through the `peagle.commands` entry point
+(pyproject.toml), as it would a command of any other installed package.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
-from peagle_deploy.errors import PeagleError
+from peagle_deploy.cli.bench_flags import given, number
+from peagle_deploy.errors import InputError, PeagleError
 
 emulator_app = typer.Typer(
     help="A local stand-in for AWS on 127.0.0.1: deploy and invoke without an account.\n\n"
@@ -50,8 +54,8 @@ def start_command(
     from peagle_deploy.extras import require
 
     require("moto", "peagle emulator start")
-    from peagle_deploy.emulator.shell import ServeSettings, serve
     from peagle_deploy.validation.aws_shapes import check_region
+    from peagle_local.emulator.shell import ServeSettings, serve
 
     check_region(region, "--region")
     settings = ServeSettings(port=port, region=region, creating_s=creating_s, updating_s=creating_s)
@@ -63,8 +67,8 @@ def start_command(
 
 def _load(reference: str, stage: str | None) -> tuple[Any, bool, bool]:
     """(spec, from a file, role added): the spec with the emulator's role when it has none."""
-    from peagle_deploy.emulator.shell import EMULATOR_ROLE_ARN
     from peagle_deploy.spec import load_spec, spec_with
+    from peagle_local.emulator.shell import EMULATOR_ROLE_ARN
 
     path = Path(reference)
     from_file = path.suffix.lower() in SPEC_EXTENSIONS or path.is_file()
@@ -104,9 +108,9 @@ def stage_command(
 ) -> None:
     """Ready the running emulator's account for a spec: role, data, image, quota."""
     from peagle_deploy.doctor.capacity import instances_for
-    from peagle_deploy.emulator.account_ext import endpoint_quota_name
-    from peagle_deploy.emulator.shell import emulator_endpoint, stage_account
     from peagle_deploy.plan import build_plan
+    from peagle_local.emulator.account_ext import endpoint_quota_name
+    from peagle_local.emulator.shell import emulator_endpoint, stage_account
 
     url = emulator_endpoint()  # refused before anything is read or written
     spec, from_file, role_added = _load(reference, stage)
@@ -140,6 +144,104 @@ def stage_command(
         _say(line)
 
 
+def _ms(flag: str, text: str) -> Any:
+    return typer.Option(
+        flag, help=text, parser=number(flag, float, "0 to 60000 ms", minimum=0, maximum=60_000)
+    )
+
+
+def _count(flag: str, text: str, lo: int, hi: int) -> Any:
+    return typer.Option(
+        flag, help=text, parser=number(flag, int, f"{lo} to {hi}", minimum=lo, maximum=hi)
+    )
+
+
+@emulator_app.command("loopback")
+def loopback_command(  # noqa: PLR0917 (one parameter per CLI flag)
+    port: Annotated[int, _count("--port", "Port (0: any free port).", 0, 65535)] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", help="Bind address.", parser=given("--host", "an address"))
+    ] = "127.0.0.1",
+    ttft_ms: Annotated[float, _ms("--ttft-ms", "Time to first token.")] = 0.0,
+    token_delay_ms: Annotated[
+        float, _ms("--token-delay-ms", "Delay per token (0: as fast as possible).")
+    ] = 0.0,
+    tokens_per_chunk: Annotated[
+        int, _count("--tokens-per-chunk", "Tokens per stream event.", 1, 4096)
+    ] = 1,
+    output_tokens: Annotated[
+        int | None, _count("--output-tokens", "Cap on tokens (default: max_tokens).", 1, 1 << 20)
+    ] = None,
+    draft_tokens: Annotated[
+        int, _count("--draft-tokens", "K for the synthetic /metrics counters (0: off).", 0, 64)
+    ] = 0,
+    acceptance_rate: Annotated[
+        float,
+        typer.Option(
+            "--acceptance-rate",
+            help="Synthetic acceptance rate (0-1).",
+            parser=number("--acceptance-rate", float, "0 to 1", minimum=0, maximum=1),
+        ),
+    ] = 0.6,
+) -> None:
+    """Serve a stand-in OpenAI-compatible streaming server (for `peagle bench`, tests)."""
+    import asyncio
+    import contextlib
+
+    from peagle_local.emulator.loopback import LoopbackConfig, serve
+
+    try:
+        config = LoopbackConfig(
+            ttft_s=ttft_ms / 1000.0,
+            token_delay_s=token_delay_ms / 1000.0,
+            tokens_per_chunk=tokens_per_chunk,
+            output_tokens=output_tokens,
+            draft_tokens=draft_tokens,
+            acceptance_rate=acceptance_rate,
+        )
+    except ValueError as exc:
+        raise InputError("loopback", str(exc)) from None
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(config, host, port))
+    except OSError as exc:  # port in use, address not on this host, no permission
+        raise PeagleError(
+            f"loopback: cannot listen on {host}:{port}: {exc.strerror or exc} "
+            "(--port 0 picks a free port)"
+        ) from None
+
+
+def demo_command(
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick/--full",
+            help="--quick (default) keeps the benchmark short; --full runs more requests.",
+        ),
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON summary at the end.")
+    ] = False,
+) -> None:
+    """Rehearse the whole flow locally, with no AWS account.
+
+    Starts an embedded local AWS (moto server on 127.0.0.1) and the streaming endpoint
+    emulator, then - through the same code as a real run - deploys the P-EAGLE
+    Qwen3-Coder spec to dev, streams a chat answer, benchmarks it, promotes dev ->
+    staging through the gates, shows a refused promotion to prod, and cleans up.
+    Timings come from the emulator, not from a GPU.
+    """
+    from peagle_local.demo import DemoSettings, run_demo
+
+    settings = DemoSettings.quick() if quick else DemoSettings.full()
+    summary = run_demo(settings, console=output.err_console if as_json else output.console)
+    if as_json:
+        output.emit_json(summary.model_dump(mode="json"))
+    if not summary.ok:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `peagle emulator` to the root app."""
+    """Add `peagle emulator` and `peagle demo` to the root app."""
     app.add_typer(emulator_app, name="emulator")
+    app.command("demo")(demo_command)

@@ -7,7 +7,7 @@ InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framin
 `peagle doctor` reads, and `world.stage_world` an account a plan would deploy into;
 `LocalAWS` runs them behind a moto server on 127.0.0.1.
 
-    from peagle_deploy.emulator import LocalAWS
+    from peagle_local.emulator import LocalAWS
     with LocalAWS() as aws:
         aws.script_endpoint("my-endpoint", creating_s=2.0)
         aws.set_stream(ttft_s=0.2, token_delay_s=0.01, tokens_per_chunk=3)
@@ -16,8 +16,8 @@ InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framin
 
 from __future__ import annotations
 
-from peagle_deploy.emulator.account_ext import AccountExtensions
-from peagle_deploy.emulator.chat import (
+from peagle_local.emulator.account_ext import AccountExtensions
+from peagle_local.emulator.chat import (
     DEFAULT_MODEL_ID,
     ChatRequest,
     ChatRequestError,
@@ -26,14 +26,14 @@ from peagle_deploy.emulator.chat import (
     generate,
     sse_events,
 )
-from peagle_deploy.emulator.eventstream import (
+from peagle_local.emulator.eventstream import (
     encode_message,
     model_stream_error,
     payload_part,
     split_awkwardly,
 )
-from peagle_deploy.emulator.local import LocalAWS, reset_moto_state
-from peagle_deploy.emulator.moto_ext import (
+from peagle_local.emulator.local import LocalAWS, reset_moto_state
+from peagle_local.emulator.moto_ext import (
     AcceptanceMetrics,
     EndpointScript,
     MotoExtensions,

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from peagle_deploy.emulator.chat import StreamSettings
-from peagle_deploy.emulator.local import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, LocalAWS
-from peagle_deploy.emulator.moto_ext import EndpointScript, known_instance_types
-from peagle_deploy.emulator.world import (
+from peagle_deploy.errors import InputError
+from peagle_local.emulator.chat import StreamSettings
+from peagle_local.emulator.local import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, LocalAWS
+from peagle_local.emulator.moto_ext import EndpointScript, known_instance_types
+from peagle_local.emulator.world import (
     EMULATED_ACCOUNT,
     StagedWorld,
     applied_endpoint_quota,
     stage_world,
 )
-from peagle_deploy.errors import InputError
 
 DEFAULT_PORT = 5599
 """`peagle emulator start`'s port: fixed, so that the quickstart's export lines are the

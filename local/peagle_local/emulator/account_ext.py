@@ -33,12 +33,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from peagle_deploy.emulator.iam_policy import (
+from peagle_local.emulator.iam_policy import (
     NamedPolicy,
     UnsupportedPolicyError,
     evaluate,
 )
-from peagle_deploy.emulator.patching import Installable, Patches, Slot
+from peagle_local.emulator.patching import Installable, Patches, Slot
 
 SAGEMAKER = "sagemaker"
 

@@ -24,11 +24,11 @@ Behaviour (all configurable through LoopbackConfig):
   `PayloadPart` event-stream message (`application/vnd.amazon.eventstream`). A stand-in,
   not an emulator: it only requires a SigV4 `Authorization` header (403 otherwise, as
   AWS answers a request without one) and turns an injected failure into SageMaker's
-  `ModelError` (424). `peagle_deploy.emulator` is the faithful emulator; this one is
+  `ModelError` (424). `peagle_local.emulator` is the faithful emulator; this one is
   fast enough to measure a client at 50k events/s.
 
 Run standalone (prints the base URL on the first line of stdout):
-    python -m peagle_deploy.emulator.loopback --port 0 --ttft-ms 20 --token-delay-ms 0
+    python -m peagle_local.emulator.loopback --port 0 --ttft-ms 20 --token-delay-ms 0
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from peagle_deploy.emulator.eventstream import payload_part
+from peagle_local.emulator.eventstream import payload_part
 
 CRLF = b"\r\n"
 HEADER_END = b"\r\n\r\n"
@@ -615,7 +615,7 @@ class LoopbackProcess:
         import os
         import subprocess
 
-        cmd = [sys.executable, "-m", "peagle_deploy.emulator.loopback", "--port", "0", *args]
+        cmd = [sys.executable, "-m", "peagle_local.emulator.loopback", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -643,7 +643,7 @@ class LoopbackProcess:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m peagle_deploy.emulator.loopback")
+    p = argparse.ArgumentParser(prog="python -m peagle_local.emulator.loopback")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ttft-ms", type=float, default=0.0)

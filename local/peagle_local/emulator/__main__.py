@@ -1,4 +1,4 @@
-"""`python -m peagle_deploy.emulator`: serve LocalAWS on loopback until Ctrl-C.
+"""`python -m peagle_local.emulator`: serve LocalAWS on loopback until Ctrl-C.
 
 The same server as `peagle emulator start` (emulator.shell.serve), with every pacing
 knob on the command line: prints `export` lines for another shell, then keeps the
@@ -11,9 +11,9 @@ import argparse
 import contextlib
 import sys
 
-from peagle_deploy.emulator.chat import StreamSettings
-from peagle_deploy.emulator.shell import ServeSettings, serve
 from peagle_deploy.errors import PeagleError
+from peagle_local.emulator.chat import StreamSettings
+from peagle_local.emulator.shell import ServeSettings, serve
 
 
 def _say(line: str) -> None:
@@ -21,7 +21,7 @@ def _say(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m peagle_deploy.emulator", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m peagle_local.emulator", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--creating-s", type=float, default=2.0, help="seconds in Creating")

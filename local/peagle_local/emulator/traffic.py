@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from peagle_serve.contract import format_metric_line
 
-from peagle_deploy.emulator.vllm_buckets import BY_LINE_KEY
 from peagle_deploy.experiment.histogram import Histogram
+from peagle_local.emulator.vllm_buckets import BY_LINE_KEY
 
 
 @dataclass(frozen=True)

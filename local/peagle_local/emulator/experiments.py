@@ -13,10 +13,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from peagle_deploy.emulator.traffic import TrafficPlan, VariantBehaviour, simulate
 from peagle_deploy.experiment.analysis import Analysis, analyse
 from peagle_deploy.experiment.observations import InvocationCounts, observation_from_line
 from peagle_deploy.spec.models import ExperimentSpec
+from peagle_local.emulator.traffic import TrafficPlan, VariantBehaviour, simulate
 
 INCUMBENT = "AllTraffic"
 CANDIDATE = "Candidate"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
-from peagle_deploy.emulator.account_ext import (
+from peagle_local.emulator.account_ext import (
     SAGEMAKER,
     AccountExtensions,
     endpoint_quota_name,
