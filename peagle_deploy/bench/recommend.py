@@ -138,6 +138,35 @@ def recommend_k(
         raise InputError("--tolerance", f"{tolerance} is out of range", "0 <= tolerance < 1")
     if instances < 1:
         raise InputError("--instances", f"{instances} is below 1", ">= 1")
+    kind, pool = _runs_of_kind(comparison, kind)
+    choices = _level_choices(comparison, pool, tolerance, instances)
+    notes: list[str] = []
+    ks = sorted({run.k for run in pool if run.k is not None})
+    if len(ks) == 1:
+        notes.append(
+            f"only K={ks[0]} was measured ({kind}): there is nothing to choose between; "
+            f"sweep several K (e.g. {kind.replace('-', '')}-k3, -k5, -k7) to get a "
+            "recommendation"
+        )
+    if kind == PEAGLE:
+        k = one_k(choices)
+        schedule = None
+        if len({ch.k for ch in choices}) > 1:
+            notes.append(f"{peagle_one_k_note()}; K={k} keeps the most of each level's best")
+    else:
+        k = max(ch.k for ch in choices)
+        schedule = build_schedule(choices)
+    return KRecommendation(
+        kind=kind,
+        choices=tuple(choices),
+        num_speculative_tokens=k,
+        schedule=schedule,
+        notes=tuple(notes),
+    )
+
+
+def _runs_of_kind(comparison: Comparison, kind: str | None) -> tuple[str, list[SweepResult]]:
+    """The kind to recommend for (P-EAGLE before EAGLE-3 when not given) and its runs."""
     with_k = [r for r in comparison.runs if r.k is not None]
     if kind is None:
         kinds = {r.kind for r in with_k}
@@ -149,6 +178,14 @@ def recommend_k(
             "no P-EAGLE or EAGLE-3 runs with a K (label them like peagle-k7, or give k)",
             "runs labelled <kind>-k<N>",
         )
+    return kind or PEAGLE, pool
+
+
+def _level_choices(
+    comparison: Comparison, pool: Sequence[SweepResult], tolerance: float, instances: int
+) -> list[LevelChoice]:
+    """Per concurrency, the K of the highest throughput (ties: the smaller K), kept from
+    the level below while it stays within `tolerance` of the best."""
     choices: list[LevelChoice] = []
     previous: int | None = None
     for c in comparison.concurrencies:
@@ -179,30 +216,7 @@ def recommend_k(
                 candidates={k: v for k, (v, _) in candidates.items()},
             )
         )
-    kind = kind or PEAGLE
-    notes: list[str] = []
-    ks = sorted({run.k for run in pool if run.k is not None})
-    if len(ks) == 1:
-        notes.append(
-            f"only K={ks[0]} was measured ({kind}): there is nothing to choose between; "
-            f"sweep several K (e.g. {kind.replace('-', '')}-k3, -k5, -k7) to get a "
-            "recommendation"
-        )
-    if kind == PEAGLE:
-        k = one_k(choices)
-        schedule = None
-        if len({ch.k for ch in choices}) > 1:
-            notes.append(f"{peagle_one_k_note()}; K={k} keeps the most of each level's best")
-    else:
-        k = max(ch.k for ch in choices)
-        schedule = build_schedule(choices)
-    return KRecommendation(
-        kind=kind,
-        choices=tuple(choices),
-        num_speculative_tokens=k,
-        schedule=schedule,
-        notes=tuple(notes),
-    )
+    return choices
 
 
 def one_k(choices: Sequence[LevelChoice]) -> int:

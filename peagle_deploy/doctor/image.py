@@ -112,63 +112,73 @@ def check_image(ctx: DoctorContext) -> list[CheckResult]:
     wrong_registry = _dlc_problem(ctx, image)
     if wrong_registry is not None:
         return [wrong_registry]
-    ecr = ctx.client("ecr", image.region)
     own = image.account == ctx.account_id
     try:
-        if own:
-            ecr.describe_images(
-                registryId=image.account, repositoryName=image.repository, imageIds=[image.image_id]
-            )
-        else:
-            response = ecr.batch_get_image(
-                registryId=image.account,
-                repositoryName=image.repository,
-                imageIds=[image.image_id],
-                acceptedMediaTypes=[
-                    "application/vnd.docker.distribution.manifest.v2+json",
-                    "application/vnd.oci.image.manifest.v1+json",
-                    "application/vnd.oci.image.index.v1+json",
-                    "application/vnd.docker.distribution.manifest.list.v2+json",
-                ],
-            )
-            failures = response.get("failures") or []
-            if failures and not response.get("images"):
-                code = str(failures[0].get("failureCode", ""))
-                if code in ("ImageNotFound", "ImageTagDoesNotMatchDigest"):
-                    return [_tag_missing(image, uri)]
-                return [
-                    warned(
-                        "image.exists",
-                        uri,
-                        f"could not check: {code}: {failures[0].get('failureReason', '')}",
-                    )
-                ]
+        problem = _look_up(ctx, image, uri, own)
     except Exception as exc:
-        code = error_code(exc)
-        if code == "ImageNotFoundException":
-            return [_tag_missing(image, uri)]
-        if code == "RepositoryNotFoundException":
-            return [
-                failed(
-                    "image.exists",
-                    uri,
-                    f"repository {image.repository} does not exist in registry {image.account}",
-                    "push the image, or fix the image URI",
-                )
-            ]
-        what = "ecr:DescribeImages" if own else "ecr:BatchGetImage"
-        return [
-            could_not_check(
-                "image.exists",
-                uri,
-                exc,
-                denied=f"the caller may not call {what} on the repository",
-                fix=f"grant the caller {what} on {image.repository_arn(ctx.partition)}",
-                failed=f"{what} failed",
-            )
-        ]
+        return [_lookup_failed(exc, image, uri, ctx, own)]
+    if problem is not None:
+        return [problem]
     where = "private image" if own else f"image in registry {image.account}"
     return [passed("image.exists", uri, f"{where}; {image.reference} resolves")]
+
+
+_MANIFEST_TYPES = [
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+]
+
+
+def _look_up(ctx: DoctorContext, image: ImageRef, uri: str, own: bool) -> CheckResult | None:
+    """Resolve the tag or digest in ECR: DescribeImages in the account's own registry,
+    BatchGetImage (what a pull needs) in another's. None when it resolves."""
+    ecr = ctx.client("ecr", image.region)
+    if own:
+        ecr.describe_images(
+            registryId=image.account, repositoryName=image.repository, imageIds=[image.image_id]
+        )
+        return None
+    response = ecr.batch_get_image(
+        registryId=image.account,
+        repositoryName=image.repository,
+        imageIds=[image.image_id],
+        acceptedMediaTypes=_MANIFEST_TYPES,
+    )
+    failures = response.get("failures") or []
+    if not failures or response.get("images"):
+        return None
+    code = str(failures[0].get("failureCode", ""))
+    if code in ("ImageNotFound", "ImageTagDoesNotMatchDigest"):
+        return _tag_missing(image, uri)
+    return warned(
+        "image.exists", uri, f"could not check: {code}: {failures[0].get('failureReason', '')}"
+    )
+
+
+def _lookup_failed(
+    exc: Exception, image: ImageRef, uri: str, ctx: DoctorContext, own: bool
+) -> CheckResult:
+    code = error_code(exc)
+    if code == "ImageNotFoundException":
+        return _tag_missing(image, uri)
+    if code == "RepositoryNotFoundException":
+        return failed(
+            "image.exists",
+            uri,
+            f"repository {image.repository} does not exist in registry {image.account}",
+            "push the image, or fix the image URI",
+        )
+    what = "ecr:DescribeImages" if own else "ecr:BatchGetImage"
+    return could_not_check(
+        "image.exists",
+        uri,
+        exc,
+        denied=f"the caller may not call {what} on the repository",
+        fix=f"grant the caller {what} on {image.repository_arn(ctx.partition)}",
+        failed=f"{what} failed",
+    )
 
 
 def _tag_missing(image: ImageRef, uri: str) -> CheckResult:
