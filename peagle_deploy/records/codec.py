@@ -62,15 +62,9 @@ def encoded_size(record: StoredRecord) -> int:
     return len(encode(record).encode())
 
 
-_HINTS = {
-    "manifest": "redeploy {stage} to rewrite it (peagle deploy ... --stage {stage})",
-    "experiment": "delete it to forget that experiment (aws ssm delete-parameter --name {name})",
-}
-
-
 def refusal(path: RecordPath, problem: str) -> RecordError:
     """The one-line error for a record at `path` that cannot be trusted."""
-    hint = _HINTS[path.kind].format(stage=path.stage, name=path.name)
+    hint = RECORD_TYPES[path.kind].REFUSAL_HINT.format(stage=path.stage, name=path.name)
     return RecordError(f"{path.name} {problem}; {hint}")
 
 

@@ -30,6 +30,8 @@ class StoredRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     KIND: ClassVar[Kind]
+    REFUSAL_HINT: ClassVar[str]
+    """What to do about a record of this kind that cannot be trusted (`{stage}`, `{name}`)."""
 
     endpoint_name: str
     stage: str
@@ -59,6 +61,9 @@ class DeploymentManifest(StoredRecord):
     """What one endpoint serves, where it came from, and the gates that let it in."""
 
     KIND: ClassVar[Kind] = "manifest"
+    REFUSAL_HINT: ClassVar[str] = (
+        "redeploy {stage} to rewrite it (peagle deploy ... --stage {stage})"
+    )
 
     content_hash: str
     """The plan's content hash (also the endpoint's `peagle:spec-hash` tag)."""
@@ -128,6 +133,9 @@ class ExperimentRecord(StoredRecord):
     (`peagle_deploy.records.serving.running_experiment`)."""
 
     KIND: ClassVar[Kind] = "experiment"
+    REFUSAL_HINT: ClassVar[str] = (
+        "delete it to forget that experiment (aws ssm delete-parameter --name {name})"
+    )
 
     state: State
     incumbent_variant: str
