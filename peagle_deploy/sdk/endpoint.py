@@ -292,7 +292,8 @@ class PeagleEndpoint:
                 result.models.append(model)
         try:
             result.manifest_parameter = self._delete_manifest(stage)
-        except ClientError as exc:  # e.g. no ssm:DeleteParameter: the endpoint is gone anyway
+        except (ClientError, PeagleError) as exc:  # no ssm:DeleteParameter, a stage tag
+            # that is no path segment: the endpoint is gone anyway
             result.manifest_error = f"{type(exc).__name__}: {exc}"
         return result
 
