@@ -46,7 +46,7 @@ from infra.nag import acknowledge, nag_text
 from infra.role import endpoint_log_group_name
 from peagle_deploy.access import bucket_owner, ecr_repositories, owner_condition, s3_reads
 from peagle_deploy.naming import DIGEST_LEN, derived_prefix
-from peagle_deploy.sdk.manifest import PARAMETER_ROOT
+from peagle_deploy.records.paths import PARAMETER_ROOT
 
 STAGE_TAG = "peagle:stage"
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"

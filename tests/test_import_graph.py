@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"deployment"}),
     frozenset({"validation"}),
     frozenset({"plan", "access", "stages"}),
-    frozenset({"aws", "doctor"}),
+    frozenset({"aws", "doctor", "records"}),
     frozenset({"sdk", "bench", "experiment"}),
     frozenset({"promote"}),
     frozenset({"cli"}),
@@ -46,10 +46,10 @@ made, so none imports another; `plan.pipeline` runs them in a row."""
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
     return found
@@ -78,8 +78,8 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
                 yield known
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _modules()
+def _graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = _modules(package)
     return {name: set(_imported(name, path, modules)) for name, path in modules.items()}
 
 
@@ -118,6 +118,25 @@ def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
+def _package(module: str) -> str:
+    """The part of peagle_deploy a module belongs to (`peagle_deploy.sdk.deploy` ->
+    `peagle_deploy.sdk`; a top-level module is its own part)."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to the parts of the package (imports within one dropped)."""
+    collapsed: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        collapsed.setdefault(_package(module), set()).update(
+            _package(t) for t in targets if _package(t) != _package(module)
+        )
+    for targets in list(collapsed.values()):
+        for target in targets:
+            collapsed.setdefault(target, set())
+    return collapsed
+
+
 def _layer(module: str) -> int:
     parts = module.split(".")
     part = parts[1] if len(parts) > 1 else "__init__"
@@ -140,6 +159,36 @@ def test_the_reader_sees_the_imports_it_must() -> None:
 
 def test_no_import_circles() -> None:
     assert [sorted(c) for c in _cycles(_graph())] == []
+
+
+def test_no_two_parts_of_the_package_import_each_other() -> None:
+    """Modules collapsed to their part (`sdk`, `experiment`, ...): no circle between parts,
+    not even one closed by a lazy import in a function or under TYPE_CHECKING."""
+    assert [sorted(c) for c in _cycles(_package_graph(_graph()))] == []
+
+
+def test_the_package_graph_sees_a_circle_through_lazy_imports(tmp_path: Path) -> None:
+    """sdk imports experiment in a function body (as sdk/deploy.py once did), experiment
+    imports sdk under TYPE_CHECKING: no circle between the modules, one between the parts."""
+    package = tmp_path / "peagle_deploy"
+    for part in ("sdk", "experiment"):
+        (package / part).mkdir(parents=True)
+        (package / part / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "sdk" / "deploy.py").write_text(
+        "def decide():\n    from peagle_deploy.experiment.record import running\n"
+    )
+    (package / "sdk" / "waiter.py").write_text("")
+    (package / "experiment" / "record.py").write_text("running = None\n")
+    (package / "experiment" / "lifecycle.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from peagle_deploy.sdk.waiter import wait\n"
+    )
+    graph = _graph(package)
+    assert _cycles(graph) == []
+    assert _cycles(_package_graph(graph)) == [
+        frozenset({"peagle_deploy.sdk", "peagle_deploy.experiment"})
+    ]
 
 
 def test_no_import_runs_back_up_the_layers() -> None:

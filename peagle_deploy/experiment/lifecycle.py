@@ -13,8 +13,9 @@
 
 Every transition is a plain UpdateEndpoint (see `experiment.plan` for why), which SageMaker
 performs on a new fleet with no availability loss; a failed start leaves the incumbent
-serving and removes what it created. The record (`experiment.record`) says where an
-experiment stands; the endpoint's own variants are checked against it at every step.
+serving and removes what it created. The record (`peagle_deploy.records`, kind
+`experiment`) says where an experiment stands; the endpoint's own variants are checked
+against it at every step.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from peagle_deploy.experiment.analysis import Analysis, analyse
 from peagle_deploy.experiment.fetch import fetch_counts, fetch_lines
 from peagle_deploy.experiment.observations import LineObservation
 from peagle_deploy.experiment.plan import ExperimentPlan, candidate_spec, experiment_plan
-from peagle_deploy.experiment.record import (
+from peagle_deploy.records import (
     OPEN_STATES,
     ExperimentRecord,
     read_record,
@@ -104,7 +105,7 @@ class ExperimentStatus:
 
 
 def _record_or_refuse(stage: str, endpoint_name: str, clients: _Clients) -> ExperimentRecord:
-    record = read_record(stage, endpoint_name, clients.client("ssm"))
+    record = read_record(clients.client("ssm"), ExperimentRecord, stage, endpoint_name)
     if record is None:
         raise ExperimentError(
             f"no experiment on {endpoint_name} in stage {stage} (start one with "
@@ -124,7 +125,7 @@ def _settle_start(record: ExperimentRecord, desc: dict[str, Any] | None, ssm: An
         started = desc.get("LastModifiedTime")
         record.started_at = started if isinstance(started, datetime) else _now()
         record.state = "running"
-        write_record(record, ssm)
+        write_record(ssm, record)
 
 
 def _analyse(
@@ -213,7 +214,7 @@ def experiment_status(
     with its experiment block) says what runs.
     """
     clients = _Clients(region or _region(boto_session), boto_session)
-    stored = read_record(stage, endpoint_name, clients.client("ssm"))
+    stored = read_record(clients.client("ssm"), ExperimentRecord, stage, endpoint_name)
     desc = describe_endpoint_or_none(clients.sm, endpoint_name)
     if stored is None and spec is not None and spec.experiment is not None:
         record = _record_from_spec(spec, endpoint_name, desc)
@@ -257,7 +258,7 @@ def _experiment_spec(
     if spec is None:
         if endpoint_name is None:
             raise InputError("ENDPOINT", "is required without a spec file")
-        from peagle_deploy.sdk.manifest import read_manifest
+        from peagle_deploy.records import read_manifest
 
         manifest = read_manifest(
             stage or "dev", endpoint_name, region=region, boto_session=boto_session
@@ -318,7 +319,9 @@ def start_experiment(
     clients = _Clients(inc.region, boto_session)
     ssm = clients.client("ssm")
     desc = describe_endpoint_or_none(clients.sm, inc.endpoint_name)
-    _check_startable(xp, desc, read_record(inc.spec.stage, inc.endpoint_name, ssm))
+    _check_startable(
+        xp, desc, read_record(ssm, ExperimentRecord, inc.spec.stage, inc.endpoint_name)
+    )
     record = ExperimentRecord(
         endpoint_name=inc.endpoint_name,
         stage=inc.spec.stage,
@@ -334,7 +337,7 @@ def start_experiment(
         requested_at=_now(),
     )
     created = _create_and_update(xp, clients, show)
-    write_record(record, ssm, tags=inc.tags)
+    write_record(ssm, record, tags=inc.tags)
     if not wait:
         return ExperimentStatus(record, "Updating", None)
     limit = timeout_s or float(
@@ -362,7 +365,7 @@ def start_experiment(
             "action": "failed",
             "reason": str(result.description.get("FailureReason") or result.status),
         }
-        write_record(record, ssm)
+        write_record(ssm, record)
         raise ExperimentError(
             f"the experiment on {inc.endpoint_name} did not start: the endpoint is "
             f"{result.status} on {serving} ({record.outcome['reason']}); it still serves the "
@@ -370,7 +373,7 @@ def start_experiment(
         )
     record.state = "running"
     record.started_at = _now()
-    write_record(record, ssm)
+    write_record(ssm, record)
     _say(show, f"[green]{inc.endpoint_name}: experiment running[/] ({xp.settings.mode})")
     return ExperimentStatus(record, "InService", None)
 
@@ -572,17 +575,17 @@ def _close(
     record.ended_at = _now()
     record.outcome = {"action": action, "reason": reason, "decision": decision}
     ssm = clients.client("ssm")
-    write_record(record, ssm)
+    write_record(ssm, record)
     return removed
 
 
 def _note_in_manifest(record: ExperimentRecord, clients: _Clients) -> str | None:
-    from peagle_deploy.sdk.manifest import ManifestError, read_manifest, write_manifest
+    from peagle_deploy.records import DeploymentManifest, RecordError
 
     ssm = clients.client("ssm")
     try:
-        manifest = read_manifest(record.stage, record.endpoint_name, ssm_client=ssm)
-    except ManifestError:
+        manifest = read_record(ssm, DeploymentManifest, record.stage, record.endpoint_name)
+    except RecordError:
         return None
     if manifest is None:
         return None
@@ -593,7 +596,7 @@ def _note_in_manifest(record: ExperimentRecord, clients: _Clients) -> str | None
         "ended_at": record.ended_at.isoformat() if record.ended_at else None,
         **(record.outcome or {}),
     }
-    return write_manifest(manifest.model_copy(update={"experiment": note}), ssm_client=ssm)
+    return write_record(ssm, manifest.model_copy(update={"experiment": note}))
 
 
 def abort_experiment(

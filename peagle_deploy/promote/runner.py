@@ -43,6 +43,7 @@ from peagle_deploy.promote.target import (
     target_endpoint_name,
     target_stage_settings,
 )
+from peagle_deploy.records import manifest_parameter_name, running_experiment
 from peagle_deploy.sdk.waiter import Interrupted, resume_hint
 from peagle_deploy.spec.stage import check_stage_name
 from peagle_deploy.terminal import escaped, literal, plain_console
@@ -50,7 +51,7 @@ from peagle_deploy.validation.secrets import refuse_plaintext_secrets
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
-    from peagle_deploy.sdk.manifest import DeploymentManifest
+    from peagle_deploy.records import DeploymentManifest
 
 PromotionStatus = Literal["promoted", "unchanged", "refused", "dry-run", "spec-written"]
 TargetAction = Literal["create", "update", "none"]
@@ -229,7 +230,7 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
     if described is None:
         raise PeagleError(
             f"source endpoint {name} ({stage}) is not deployed; its manifest "
-            f"{store.parameter_name(stage, name)} is stale. Deploy {stage} first (peagle "
+            f"{manifest_parameter_name(stage, name)} is stale. Deploy {stage} first (peagle "
             f"deploy ... --stage {stage}); nothing was changed."
         )
     status = str(described.get("EndpointStatus"))
@@ -315,8 +316,6 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
 def _refuse_experiment(described: dict[str, Any] | None, who: str) -> None:
     """No promotion from or onto an endpoint that runs an experiment: its gates would
     measure two variants, and the deploy would end the experiment unrecorded."""
-    from peagle_deploy.experiment.record import running_experiment
-
     why = running_experiment(described)
     if why:
         raise PeagleError(
@@ -347,7 +346,9 @@ def describe_promotion(
         "target_names": target.plan.names,
         "changes": changes,
         "gates_planned": _planned_gates(gates),
-        "manifest_parameter": store.parameter_name(options.target_stage, target.plan.endpoint_name),
+        "manifest_parameter": manifest_parameter_name(
+            options.target_stage, target.plan.endpoint_name
+        ),
     }
 
 

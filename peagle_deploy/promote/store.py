@@ -1,10 +1,10 @@
-"""Where promotion reads and writes state: SSM manifests (via the SDK) and deployments.
+"""What a promotion reads and records: manifests (`peagle_deploy.records`) and deployments.
 
-A thin layer over `peagle_deploy.sdk.manifest` and `deploy_peagle` that turns their
-results into what a promotion needs to say: "no manifest -> deploy the source first",
-"corrupted manifest -> redeploy to rewrite it", and the gate report round trip through
-the manifest's `gate_results` list (one entry per gate, plus one `level` entry per
-benchmark level so the next promotion has a throughput baseline).
+Over the record store and `deploy_peagle`, in what a promotion needs to say: "no
+manifest -> deploy the source first", "a manifest that cannot be trusted -> redeploy to
+rewrite it" (the store's one-line refusal), and the promotion record: the gate report's
+round trip through the manifest's `gate_results` list (one entry per gate, plus one
+`level` entry per benchmark level so the next promotion has a throughput baseline).
 """
 
 from __future__ import annotations
@@ -14,10 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.promote.evaluate import GateReport, GateResult, LevelMeasurement
+from peagle_deploy.records import (
+    MAX_PARAMETER_BYTES,
+    DeploymentManifest,
+    RecordError,
+    encoded_size,
+    find_records,
+    manifest_parameter_name,
+    read_record,
+    write_record,
+)
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
-    from peagle_deploy.sdk.manifest import DeploymentManifest
 
 LEVEL_KIND = "level"
 """`kind` of the gate_results entries that carry a benchmark level's measurements."""
@@ -53,30 +62,9 @@ class Clients:
         )
 
 
-def parameter_name(stage: str, endpoint_name: str) -> str:
-    from peagle_deploy.sdk.manifest import manifest_parameter_name
-
-    return manifest_parameter_name(stage, endpoint_name)
-
-
 def endpoints_in_stage(clients: Clients, stage: str) -> list[str]:
     """Endpoint names that have a manifest under `/peagle-deploy/<stage>/`."""
-    from peagle_deploy.sdk.manifest import PARAMETER_ROOT
-
-    prefix = f"{PARAMETER_ROOT}/{stage}/"
-    names: list[str] = []
-    kwargs: dict[str, Any] = {"Path": prefix, "Recursive": True}
-    while True:
-        page = clients.ssm.get_parameters_by_path(**kwargs)
-        for parameter in page.get("Parameters", []):
-            rest = str(parameter["Name"])[len(prefix) :]
-            endpoint, _, leaf = rest.partition("/")
-            if leaf == "manifest":
-                names.append(endpoint)
-        token = page.get("NextToken")
-        if not token:
-            return sorted(set(names))
-        kwargs["NextToken"] = token
+    return [path.endpoint_name for path in find_records(clients.ssm, "manifest", stage=stage)]
 
 
 def _existing(clients: Clients, names: list[str]) -> list[str]:
@@ -123,27 +111,18 @@ def only_endpoint_in_stage(clients: Clients, stage: str) -> str:
 
 
 def read_source_manifest(clients: Clients, stage: str, endpoint_name: str) -> DeploymentManifest:
-    """The source's manifest; missing or unreadable -> PeagleError, nothing touched."""
-    from peagle_deploy.sdk.manifest import ManifestError, read_manifest
-
-    name = parameter_name(stage, endpoint_name)
+    """The source's manifest; missing or untrusted -> PeagleError, nothing touched."""
     try:
-        manifest = read_manifest(stage, endpoint_name, ssm_client=clients.ssm)
-    except ManifestError as exc:
+        manifest = read_record(clients.ssm, DeploymentManifest, stage, endpoint_name)
+    except RecordError as exc:
         raise PeagleError(
-            f"the manifest of {stage}/{endpoint_name} is corrupted ({exc}); redeploy "
-            f"{stage} to rewrite it. Nothing was changed."
+            f"the manifest of {stage}/{endpoint_name} is corrupted: {exc}. Nothing was changed."
         ) from None
     if manifest is None:
         raise PeagleError(
-            f"no deployment manifest for {stage}/{endpoint_name} (SSM parameter {name} not "
-            f"found): was it deployed with peagle (peagle deploy ... --stage {stage})? "
-            "Nothing was changed."
-        )
-    if manifest.stage != stage or manifest.endpoint_name != endpoint_name:
-        raise PeagleError(
-            f"the manifest at {name} describes {manifest.stage}/{manifest.endpoint_name}, "
-            f"not {stage}/{endpoint_name}; redeploy {stage} to rewrite it. Nothing was changed."
+            f"no deployment manifest for {stage}/{endpoint_name} (SSM parameter "
+            f"{manifest_parameter_name(stage, endpoint_name)} not found): was it deployed "
+            f"with peagle (peagle deploy ... --stage {stage})? Nothing was changed."
         )
     return manifest
 
@@ -156,16 +135,10 @@ def read_optional_manifest(
     The target's manifest only provides the throughput baseline; a damaged one must not
     block a promotion that would rewrite it, so it is treated as "no baseline".
     """
-    from peagle_deploy.sdk.manifest import ManifestError, read_manifest
-
     try:
-        return read_manifest(stage, endpoint_name, ssm_client=clients.ssm)
-    except ManifestError:
+        return read_record(clients.ssm, DeploymentManifest, stage, endpoint_name)
+    except RecordError:
         return None
-
-
-MAX_PARAMETER_BYTES = 8192
-"""SSM's limit for an Advanced-tier String parameter (Standard: 4096)."""
 
 
 def report_to_gate_results(
@@ -217,7 +190,6 @@ def promotion_manifest(
     Built (and size-checked) before the target is touched, so a report that cannot be
     recorded stops the promotion instead of leaving an unrecorded deployment.
     """
-    from peagle_deploy.sdk.manifest import DeploymentManifest
 
     def build(compact: bool) -> DeploymentManifest:
         return DeploymentManifest.from_plan(
@@ -229,10 +201,10 @@ def promotion_manifest(
         )
 
     manifest = build(compact=False)
-    if len(manifest.model_dump_json().encode()) <= MAX_PARAMETER_BYTES:
+    if encoded_size(manifest) <= MAX_PARAMETER_BYTES:
         return manifest
     manifest = build(compact=True)
-    size = len(manifest.model_dump_json().encode())
+    size = encoded_size(manifest)
     if size > MAX_PARAMETER_BYTES:
         raise PeagleError(
             f"the {report.target_stage} manifest would be {size} bytes, over SSM's "
@@ -300,7 +272,5 @@ def deploy(
 
 def record_promotion(clients: Clients, plan: Plan, report: GateReport, origin: str) -> str:
     """Write the target's manifest once the target serves (timestamped now)."""
-    from peagle_deploy.sdk.manifest import write_manifest
-
     manifest = promotion_manifest(plan, report, origin)
-    return write_manifest(manifest, ssm_client=clients.ssm, tags=plan.tags)
+    return write_record(clients.ssm, manifest, tags=plan.tags)

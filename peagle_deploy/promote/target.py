@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from peagle_deploy.errors import InputError
 
 if TYPE_CHECKING:
-    from peagle_deploy.sdk.manifest import DeploymentManifest
+    from peagle_deploy.records import DeploymentManifest
     from peagle_deploy.spec.models import DeploymentSpec
 
 STAGE_OWNED_FIELDS: tuple[str, ...] = (

@@ -10,6 +10,13 @@ for delta in endpoint.stream([{"role": "user", "content": "hi"}]):
 
 from __future__ import annotations
 
+from peagle_deploy.records import (
+    DeploymentManifest,
+    ManifestError,
+    manifest_parameter_name,
+    read_manifest,
+    write_manifest,
+)
 from peagle_deploy.sdk.deploy import check_deployable_role, deploy_peagle, plan_for
 from peagle_deploy.sdk.endpoint import (
     ChatResult,
@@ -20,13 +27,6 @@ from peagle_deploy.sdk.endpoint import (
     PeagleEndpoint,
 )
 from peagle_deploy.sdk.listing import EndpointSummary, list_endpoints
-from peagle_deploy.sdk.manifest import (
-    DeploymentManifest,
-    ManifestError,
-    manifest_parameter_name,
-    read_manifest,
-    write_manifest,
-)
 from peagle_deploy.sdk.outcome import DeployOutcome
 from peagle_deploy.sdk.waiter import (
     EndpointGoneError,

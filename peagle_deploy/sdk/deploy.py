@@ -28,13 +28,14 @@ from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, endpoin
 from peagle_deploy.errors import DeployError, EndpointFailedError, InputError
 from peagle_deploy.naming import derived_name_pattern
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
-from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
-from peagle_deploy.sdk.manifest import (
+from peagle_deploy.records import (
     DeploymentManifest,
-    ManifestError,
+    RecordError,
     read_manifest,
+    running_experiment,
     write_manifest,
 )
+from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
 from peagle_deploy.sdk.outcome import Action, DeployOutcome
 from peagle_deploy.sdk.waiter import (
     IN_PROGRESS,
@@ -413,8 +414,6 @@ class _Deployer:
         pending = (current.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         if status == "Failed":
             return "recreate", config
-        from peagle_deploy.experiment.record import running_experiment
-
         experiment = running_experiment(current)
         if experiment:
             raise DeployError(
@@ -625,7 +624,7 @@ class _Deployer:
             if only_if_stale:
                 try:
                     existing = read_manifest(p.spec.stage, p.endpoint_name, ssm_client=ssm)
-                except ManifestError:
+                except RecordError:
                     existing = None  # unreadable: rewrite it from the plan
                 if existing is not None and existing.content_hash == p.content_hash:
                     return existing.parameter_name

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.naming import DerivedKind, derived_name_pattern, name_contains, sweepable
-from peagle_deploy.sdk.manifest import manifest_parameter_name
+from peagle_deploy.records.paths import RecordPath
 from peagle_deploy.streaming import ChatChunk, iter_chat_chunks
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
-    from peagle_deploy.sdk.manifest import DeploymentManifest
+    from peagle_deploy.records import DeploymentManifest
     from peagle_deploy.sdk.outcome import DeployOutcome
     from peagle_deploy.sdk.waiter import WaitResult
 
@@ -212,7 +212,7 @@ class PeagleEndpoint:
     def manifest(self) -> DeploymentManifest | None:
         """The deployment manifest recorded for this endpoint (None if none or untagged)."""
         from peagle_deploy.plan import STAGE_TAG
-        from peagle_deploy.sdk.manifest import read_manifest
+        from peagle_deploy.records import read_manifest
 
         stage = self.tags().get(STAGE_TAG)
         if stage is None:
@@ -292,7 +292,8 @@ class PeagleEndpoint:
                 result.models.append(model)
         try:
             result.manifest_parameter = self._delete_manifest(stage)
-        except ClientError as exc:  # e.g. no ssm:DeleteParameter: the endpoint is gone anyway
+        except (ClientError, PeagleError) as exc:  # no ssm:DeleteParameter, a stage tag
+            # that is no path segment: the endpoint is gone anyway
             result.manifest_error = f"{type(exc).__name__}: {exc}"
         return result
 
@@ -308,15 +309,15 @@ class PeagleEndpoint:
         The stage comes from the endpoint's tag; when the endpoint is already gone, the
         manifests of every stage are searched for this endpoint's.
         """
-        from peagle_deploy.sdk.manifest import delete_manifest, find_manifest_parameters
+        from peagle_deploy.records import delete_record, find_records
 
         ssm = self._client("ssm")
-        names = (
-            [manifest_parameter_name(stage, self.endpoint_name)]
+        paths = (
+            [RecordPath(stage, self.endpoint_name, "manifest")]
             if stage is not None
-            else find_manifest_parameters(self.endpoint_name, ssm_client=ssm)
+            else find_records(ssm, "manifest", endpoint_name=self.endpoint_name)
         )
-        deleted = [name for name in names if delete_manifest(name, ssm_client=ssm)]
+        deleted = [path.name for path in paths if delete_record(ssm, path)]
         return deleted[0] if deleted else None
 
     def _deregister_autoscaling(self, variants: list[str]) -> list[str]:

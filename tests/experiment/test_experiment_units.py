@@ -10,9 +10,9 @@ import pytest
 
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.experiment.histogram import Histogram
-from peagle_deploy.experiment.record import running_experiment
 from peagle_deploy.experiment.stats import Minimums, decide, sequential_test
 from peagle_deploy.promote.runner import _refuse_experiment
+from peagle_deploy.records import running_experiment
 
 
 def test_histogram_quantiles_are_read_inside_the_bucket() -> None:

@@ -127,7 +127,7 @@ def test_both_paths_send_the_value_and_nothing_written_holds_it(
     assert TOKEN not in framework_log + out + err
     assert _grep(tmp_path / "cdk.out", TOKEN) == []
     # the manifest deploy_peagle() records once the endpoint is InService
-    from peagle_deploy.sdk.manifest import DeploymentManifest
+    from peagle_deploy.sdk import DeploymentManifest
 
     manifest = DeploymentManifest.from_plan(plan, deployed_by="test").model_dump_json()
     assert arn in manifest and TOKEN not in manifest
