@@ -23,6 +23,7 @@ from infra.github_oidc import GITHUB_OIDC_HOST, GitHubRepo, check_provider_choic
 from infra.stages import STAGES_CONTEXT_KEY, stage_configs
 from peagle_deploy.emulator.iam_policy import NamedPolicy, evaluate
 from peagle_deploy.errors import InputError
+from peagle_deploy.naming import derived_name
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
 
@@ -195,8 +196,9 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
                 if statement["Resource"] == "*":
                     actions = statement["Action"]
                     star_actions |= {actions} if isinstance(actions, str) else set(actions)
-    # Only actions without resource-level permissions (Service Authorization Reference),
-    # or whose resources are ids generated at creation (scalable targets).
+    # Only actions without resource-level permissions (Service Authorization Reference).
+    # Application Auto Scaling's writes are on the account's scalable targets, with
+    # conditions (test_autoscaling_writes_only_sagemaker_endpoint_variants).
     assert star_actions == {
         "sagemaker:ListEndpointConfigs",
         "sagemaker:ListEndpoints",
@@ -204,13 +206,72 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
         "cloudwatch:DescribeAlarms",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "servicequotas:ListServiceQuotas",
-        "application-autoscaling:DeleteScalingPolicy",
-        "application-autoscaling:DeregisterScalableTarget",
         "application-autoscaling:DescribeScalableTargets",
         "application-autoscaling:DescribeScalingPolicies",
-        "application-autoscaling:PutScalingPolicy",
-        "application-autoscaling:RegisterScalableTarget",
     }
+
+
+# --- the Lows of issue 29: configs of own models, autoscaling of SageMaker only ----------
+
+
+def _model(ci: CiSynth, stage: str, digest: str = "0123abcd") -> str:
+    return _arn(f"model/{derived_name(ci.endpoints[stage], 'm', digest)}")
+
+
+def test_an_endpoint_config_only_of_the_stages_own_models(ci: CiSynth) -> None:
+    """CreateEndpointConfig is bound to the stage's own models (`sagemaker:ModelArn`): a
+    config of dev's name that serves prod's model (and so prod's environment) is denied."""
+    config = _arn(f"endpoint-config/{derived_name(ci.endpoints['dev'], 'c', '0123abcd')}")
+
+    def ask(model: str) -> Ask:
+        return Ask("sagemaker:CreateEndpointConfig", config, {"sagemaker:ModelArn": model})
+
+    cases = [
+        (ask(_model(ci, "dev")), "Allowed"),
+        (ask(_model(ci, "dev", "ffffffff")), "Allowed"),  # a next spec's model
+        (ask(_model(ci, "prod")), "ImplicitlyDenied"),
+        (ask(_model(ci, "staging")), "ImplicitlyDenied"),
+        (ask(_arn(f"model/{ci.endpoints['dev']}-mirror")), "ImplicitlyDenied"),
+        (Ask("sagemaker:CreateEndpointConfig", config), "ImplicitlyDenied"),  # no model
+    ]
+    assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
+
+
+def test_autoscaling_writes_only_sagemaker_endpoint_variants(ci: CiSynth) -> None:
+    target = _arn("scalable-target/0123456789abcdef0123456789abcdef", "application-autoscaling")
+    other = f"arn:aws:application-autoscaling:{REGION}:210987654321:scalable-target/0123"
+
+    def ask(action: str, namespace: str, dimension: str, resource: str = target) -> Ask:
+        return Ask(
+            f"application-autoscaling:{action}",
+            resource,
+            {
+                "application-autoscaling:service-namespace": namespace,
+                "application-autoscaling:scalable-dimension": dimension,
+            },
+        )
+
+    variant = "sagemaker:variant:DesiredInstanceCount"
+    cases = [
+        (ask("RegisterScalableTarget", "sagemaker", variant), "Allowed"),
+        (ask("PutScalingPolicy", "sagemaker", variant), "Allowed"),
+        (ask("DeregisterScalableTarget", "sagemaker", variant), "Allowed"),
+        (ask("RegisterScalableTarget", "ecs", "ecs:service:DesiredCount"), "ImplicitlyDenied"),
+        (
+            ask("DeleteScalingPolicy", "dynamodb", "dynamodb:table:ReadCapacityUnits"),
+            "ImplicitlyDenied",
+        ),
+        (
+            ask(
+                "RegisterScalableTarget",
+                "sagemaker",
+                "sagemaker:inference-component:DesiredCopyCount",
+            ),
+            "ImplicitlyDenied",
+        ),
+        (ask("RegisterScalableTarget", "sagemaker", variant, other), "ImplicitlyDenied"),
+    ]
+    assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
 
 
 # --- trust: only the stage's GitHub environment, on main ---------------------------------

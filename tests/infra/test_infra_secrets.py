@@ -30,7 +30,7 @@ from model_provider_kit import (
 )
 from moto import mock_aws
 
-from infra.deploy_role import Arns, StageResources, deploy_statements
+from infra.deploy_policy import Arns, StageResources, deploy_statements
 from infra.stages import StageConfig
 from peagle_deploy.emulator import MotoExtensions
 from peagle_deploy.plan import SPEC_HASH_TAG
