@@ -49,9 +49,7 @@ def test_every_grant_comes_from_the_identity() -> None:
     assert grants.endpoint.arn("aws", "us-east-1", "123456789012") == (
         f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{SHARED_53}-prod"
     )
-    assert grants.log_streams.resource == (
-        f"log-group:/aws/sagemaker/Endpoints/{SHARED_53}-prod:*"
-    )
+    assert grants.log_streams.resource == (f"log-group:/aws/sagemaker/Endpoints/{SHARED_53}-prod:*")
 
 
 @pytest.mark.parametrize(

@@ -179,7 +179,7 @@ def _build(outdir: Path) -> Synth:
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return synthesize_once("stage-identity", tmp_path_factory, _build)  # type: ignore[arg-type]
+    return synthesize_once("stage-identity", tmp_path_factory, _build)  # type: ignore[arg-type, return-value]
 
 
 def _asks(own: Names, other: Names) -> list[Ask]:
