@@ -30,7 +30,13 @@ from infra import provider_bundle
 from infra.model_provider import handler
 from infra.nag import acknowledge, nag_text
 from peagle_deploy.access import endpoint_grants
-from peagle_deploy.naming import DIGEST_LEN, derived_name_pattern, provider_log_group_name
+from peagle_deploy.naming import (
+    DIGEST_LEN,
+    derived_head,
+    derived_name_pattern,
+    name_digest,
+    provider_log_group_name,
+)
 
 MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
 # The newest Python runtime aws-cdk-lib 2.275 offers (aws_lambda.Runtime.PYTHON_3_14).
@@ -179,9 +185,13 @@ class PeagleModel(Construct):
         if not derived_name_pattern(self.endpoint_name, "m").fullmatch(name):
             raise ValueError(f"model name {name!r} is not a model name of {self.endpoint_name!r}")
         parameters = create_model_parameters(create_model, self.execution_role.role_arn)
+        # A cut endpoint name's head changed with its identity (issue 29): its models get
+        # new resources (CreateModel of the new names), never an in-place rename, which
+        # the handler refuses; a name that fits keeps the id it always had.
+        cut = derived_head(self.endpoint_name) != self.endpoint_name
         resource = CustomResource(
             self,
-            f"Model{name[-DIGEST_LEN:]}",
+            f"Model{name_digest(self.endpoint_name) if cut else ''}{name[-DIGEST_LEN:]}",
             service_token=self.provider.service_token,
             resource_type=MODEL_RESOURCE_TYPE,
             # JSON, so that CloudFormation passes booleans and numbers through unchanged

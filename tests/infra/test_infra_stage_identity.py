@@ -365,3 +365,20 @@ def test_the_ci_roles_stack_refuses_them_too() -> None:
             plans=[s.plan() for s in stages],
             account=ACCOUNT,
         )
+
+
+def test_a_cut_names_models_are_new_resources_and_a_fitting_names_keep_their_id(
+    synth: Synth,
+) -> None:
+    """An existing stack of a long endpoint name gets new model names: CloudFormation must
+    create them as new resources (the handler refuses a rename in place), so their
+    logical ids carry the name's digest; names that fit keep the ids they had."""
+    from peagle_deploy.naming import name_digest
+
+    for stage in ("dev", "prod"):
+        names = synth.names["Shared53"][stage]
+        template = synth.templates[f"EndpointShared53{stage}"]
+        (model_id,) = [
+            lid for lid, r in template["Resources"].items() if r["Type"] == "Custom::PeagleModel"
+        ]
+        assert f"Model{name_digest(names.endpoint)}{names.models[0][-8:]}" in model_id
