@@ -23,17 +23,18 @@
 #   DOCKER_BUILDKIT=1 docker build \
 #     --build-arg BASE_IMAGE="$(peagle image base --region us-west-2)@sha256:<digest>" \
 #     -t peagle-vllm .
-# A base from a registry must be pinned by digest (`repository@sha256:...`): a tag can be
-# moved to other content. `make image` reads the tag's digest and pins it; the check
-# below refuses a tag for any name with a path (`registry/repo`, `user/repo`). A bare
-# local name (`peagle-standin:3f2a`, as the tests' stand-in is named) is what is on the
-# machine and passes.
+# A base must be pinned by digest (`repository@sha256:...`): a tag can be moved to other
+# content. `make image` reads the tag's digest and pins it. The check below refuses every
+# tag, Docker Hub's short names too (`python:3.12` is docker.io/library/python:3.12),
+# except names under `localhost/`: images built on this machine (the tests' stand-ins,
+# `localhost/peagle-deploy-test-standin-base:3f2a`), which no remote registry serves.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
 RUN case "${BASE_IMAGE}" in \
-      */*@sha256:*) ;; \
-      */*) echo "BASE_IMAGE ${BASE_IMAGE} is a tag; pin it by digest (make image)" >&2; exit 1 ;; \
+      *@sha256:*) ;; \
+      localhost/*) ;; \
+      *) echo "BASE_IMAGE ${BASE_IMAGE} is a tag; pin it by digest (make image), or build it here as localhost/NAME:TAG" >&2; exit 1 ;; \
     esac
 
 LABEL org.opencontainers.image.title="peagle-deploy vLLM server" \

@@ -5,14 +5,16 @@ Only wiring: what each stage deploys is its spec (stages/<stage>.yaml plus conte
 overrides), validated and rendered by peagle_deploy exactly as `peagle deploy` would.
 `-c peagle:github_repo=OWNER/REPO` adds PeagleCiRoles: the GitHub OIDC provider and one
 deploy role per stage, for runs of `-c peagle:github_branch` (default main);
-`-c peagle:github_oidc_provider=existing|<arn>` imports the account's provider.
+`-c peagle:github_oidc_provider=existing|<arn>` imports the account's provider;
+`-c peagle:github_repository_id=ID -c peagle:github_repository_owner_id=ID` pins the
+repository's numeric ids in the roles' trust.
 `-c peagle:nag=true` runs the cdk-nag AwsSolutions checks.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,40 @@ from infra.stack import PeagleStack
 from infra.stages import (
     GITHUB_BRANCH_CONTEXT_KEY,
     GITHUB_OIDC_CONTEXT_KEY,
+    GITHUB_OWNER_ID_CONTEXT_KEY,
     GITHUB_REPO_CONTEXT_KEY,
+    GITHUB_REPOSITORY_ID_CONTEXT_KEY,
     NAG_CONTEXT_KEY,
     STAGES_CONTEXT_KEY,
+    StageConfig,
+    check_distinct_stages,
     stage_configs,
 )
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.plan import Plan
+
+
+def add_ci_roles(app: cdk.App, stages: Sequence[StageConfig], plans: Sequence[Plan]) -> None:
+    """PeagleCiRoles, when `-c peagle:github_repo` names the repository."""
+    repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
+    if repo is None:
+        return
+    context = app.node.try_get_context
+    CiRolesStack(
+        app,
+        CI_STACK_ID,
+        repo=GitHubRepo.parse(repo, f"-c {GITHUB_REPO_CONTEXT_KEY}").with_ids(
+            context(GITHUB_REPOSITORY_ID_CONTEXT_KEY),
+            context(GITHUB_OWNER_ID_CONTEXT_KEY),
+            (f"-c {GITHUB_REPOSITORY_ID_CONTEXT_KEY}", f"-c {GITHUB_OWNER_ID_CONTEXT_KEY}"),
+        ),
+        stages=stages,
+        plans=plans,
+        provider=check_provider_choice(
+            context(GITHUB_OIDC_CONTEXT_KEY), f"-c {GITHUB_OIDC_CONTEXT_KEY}"
+        ),
+        branch=check_branch(context(GITHUB_BRANCH_CONTEXT_KEY), f"-c {GITHUB_BRANCH_CONTEXT_KEY}"),
+    )
 
 
 def main(context: Mapping[str, Any] | None = None) -> int:
@@ -46,25 +76,10 @@ def main(context: Mapping[str, Any] | None = None) -> int:
             app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
         )
         plans = [stage.plan() for stage in stages]
+        check_distinct_stages(stages, plans)
         for stage, plan in zip(stages, plans, strict=True):
             PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
-        repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
-        if repo is not None:
-            CiRolesStack(
-                app,
-                CI_STACK_ID,
-                repo=GitHubRepo.parse(repo, f"-c {GITHUB_REPO_CONTEXT_KEY}"),
-                stages=stages,
-                plans=plans,
-                provider=check_provider_choice(
-                    app.node.try_get_context(GITHUB_OIDC_CONTEXT_KEY),
-                    f"-c {GITHUB_OIDC_CONTEXT_KEY}",
-                ),
-                branch=check_branch(
-                    app.node.try_get_context(GITHUB_BRANCH_CONTEXT_KEY),
-                    f"-c {GITHUB_BRANCH_CONTEXT_KEY}",
-                ),
-            )
+        add_ci_roles(app, stages, plans)
     except PeagleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from infra.deploy_role import Arns, StageDeployRole, StageResources
 from infra.github_oidc import CREATE, DEFAULT_BRANCH, GitHubOidcProvider, GitHubRepo
-from infra.stages import StageConfig
+from infra.stages import StageConfig, check_distinct_stages
 from peagle_deploy.plan import Plan
 
 CI_STACK_ID = "PeagleCiRoles"
@@ -38,7 +38,11 @@ def stage_resources(stage: StageConfig, plan: Plan) -> StageResources:
 
 
 class CiRolesStack(Stack):
-    """GitHubOidcProvider -> one StageDeployRole per stage (IAM is global: one stack)."""
+    """GitHubOidcProvider -> one StageDeployRole per stage (IAM is global: one stack).
+
+    Two stages that would share an endpoint or a grant are refused first
+    (`check_distinct_stages`): their roles could not be kept apart.
+    """
 
     def __init__(
         self,
@@ -52,6 +56,7 @@ class CiRolesStack(Stack):
         branch: str = DEFAULT_BRANCH,
         account: str | None = None,
     ) -> None:
+        check_distinct_stages(stages, plans)
         super().__init__(
             scope,
             construct_id,

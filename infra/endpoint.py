@@ -16,13 +16,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
-from infra.model import PeagleModel, provider_log_group_name
+from infra.model import PeagleModel
 from infra.role import ExecutionRole
 from peagle_deploy.access import s3_reads
 from peagle_deploy.catalog import get_instance
 from peagle_deploy.errors import InputError, PeagleError
 from peagle_deploy.experiment.plan import ExperimentPlan
-from peagle_deploy.naming import derived_prefix
 from peagle_deploy.plan import Plan
 from peagle_deploy.spec.models import CFN_ROUTING_STRATEGIES
 
@@ -248,9 +247,8 @@ class PeagleEndpoint(Construct):
             "Model",
             create_model=plan.create_model,
             execution_role=self.execution_role.role,
-            name_prefix=derived_prefix(plan.endpoint_name, "m"),
+            endpoint_name=plan.endpoint_name,
             key=key,
-            log_group_name=provider_log_group_name(plan.endpoint_name),
             removal_policy=removal_policy,
             secret_refs=plan.secret_refs,
         )

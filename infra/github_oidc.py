@@ -12,7 +12,7 @@ is imported instead of created.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
@@ -39,6 +39,9 @@ _GITHUB_REPO = re.compile(
 _PROVIDER_ARN = re.compile(
     rf"^arn:aws(?:-cn|-us-gov)?:iam::\d{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$"
 )
+# GitHub's numeric ids of a repository and of its owner (the `repository_id` and
+# `repository_owner_id` claims; the ids of the immutable subject format).
+_GITHUB_ID = re.compile(r"^[0-9]{1,20}$")
 # A branch name as git allows it, kept to what needs no quoting in a condition value.
 _BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
 DEFAULT_BRANCH = "main"
@@ -49,10 +52,15 @@ EXISTING = "existing"
 @dataclass(frozen=True)
 class GitHubRepo:
     """`OWNER/REPO` (or `OWNER@ORG_ID/REPO@REPO_ID` where GitHub emits immutable subject
-    claims), exactly as GitHub spells it: the `sub` claim is compared as is."""
+    claims), exactly as GitHub spells it: the `sub` claim is compared as is. With
+    `repository_id` / `owner_id` (GitHub's numeric ids), the trust also compares the
+    token's `repository_id` / `repository_owner_id` claims: a repository re-created under
+    the same name, or a name taken over after a rename or transfer, has other ids."""
 
     owner: str
     name: str
+    repository_id: str | None = None
+    owner_id: str | None = None
 
     @classmethod
     def parse(cls, value: object, field: str) -> GitHubRepo:
@@ -70,9 +78,35 @@ class GitHubRepo:
             )
         return cls(match["owner"], match["name"])
 
+    def with_ids(
+        self, repository_id: object, owner_id: object, fields: tuple[str, str]
+    ) -> GitHubRepo:
+        """This repository with its numeric ids pinned (None: not pinned). An id that the
+        immutable form (`OWNER@ORG_ID/REPO@REPO_ID`) names otherwise is refused: no token
+        could match both."""
+        given = []
+        for value, field, named in zip(
+            (repository_id, owner_id),
+            fields,
+            (self.name.partition("@")[2], self.owner.partition("@")[2]),
+            strict=True,
+        ):
+            text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+            if text is not None and not (isinstance(text, str) and _GITHUB_ID.fullmatch(text)):
+                raise InputError(field, f"{value!r} is not a GitHub id", "1-20 digits")
+            if text is not None and named and text != named:
+                raise InputError(field, f"{text} is not the id {self} names ({named})", named)
+            given.append(text)
+        return replace(self, repository_id=given[0], owner_id=given[1])
+
     def environment_subject(self, environment: str) -> str:
         """The `sub` claim of a job that runs in GitHub environment `environment`."""
         return f"repo:{self.owner}/{self.name}:environment:{environment}"
+
+    def id_claims(self) -> dict[str, str]:
+        """The token claims the trust pins to this repository's ids, when they are known."""
+        claims = {"repository_id": self.repository_id, "repository_owner_id": self.owner_id}
+        return {f"{GITHUB_OIDC_HOST}:{k}": v for k, v in claims.items() if v is not None}
 
     def __str__(self) -> str:
         return f"{self.owner}/{self.name}"

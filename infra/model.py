@@ -29,7 +29,14 @@ from constructs import Construct
 from infra import provider_bundle
 from infra.model_provider import handler
 from infra.nag import acknowledge, nag_text
-from peagle_deploy.naming import DIGEST_LEN
+from peagle_deploy.access import endpoint_grants
+from peagle_deploy.naming import (
+    DIGEST_LEN,
+    derived_head,
+    derived_name_pattern,
+    name_digest,
+    provider_log_group_name,
+)
 
 MODEL_RESOURCE_TYPE = "Custom::PeagleModel"
 # The newest Python runtime aws-cdk-lib 2.275 offers (aws_lambda.Runtime.PYTHON_3_14).
@@ -37,16 +44,52 @@ PROVIDER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 HANDLER = "handler.on_event"
 
 
-def provider_log_group_name(endpoint_name: str) -> str:
-    """The model provider's log group: a fixed name, so the stack key's policy can name it."""
-    return f"/peagle-deploy/{endpoint_name}/model-provider"
-
-
 def create_model_parameters(create_model: Mapping[str, Any], role_arn: str) -> dict[str, Any]:
     """The renderer's CreateModel request with the stack's execution role in it."""
     params = copy.deepcopy(dict(create_model))
     params["ExecutionRoleArn"] = role_arn
     return params
+
+
+def provider_statements(
+    models_arn: str, execution_role_arn: str, secret_refs: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """What the model handler may do: create, describe, delete and tag the endpoint's own
+    models (`models_arn`, the endpoint's grant: exactly the digest's characters after its
+    head, so the old model of a replaced spec stays deletable and `<endpoint>-mirror` or
+    another endpoint's models never match), pass the execution role only to SageMaker,
+    and read exactly the secrets the spec gives by reference."""
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "ManagePeagleModels",
+            "Effect": "Allow",
+            "Action": [
+                "sagemaker:AddTags",
+                "sagemaker:CreateModel",
+                "sagemaker:DeleteModel",
+                "sagemaker:DescribeModel",
+            ],
+            "Resource": models_arn,
+        },
+        {
+            "Sid": "PassExecutionRoleToSageMaker",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": execution_role_arn,
+            "Condition": {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+        },
+    ]
+    secret_arns = sorted({":".join(r.split(":")[:7]) for r in secret_refs.values()})
+    if secret_arns:
+        statements.append(
+            {
+                "Sid": "ReadTheModelsSecrets",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": secret_arns,
+            }
+        )
+    return statements
 
 
 class PeagleModel(Construct):
@@ -58,29 +101,97 @@ class PeagleModel(Construct):
     endpoint has moved on. An update of the same resource can only be a change of tags
     (everything else is in the digest), which the handler applies with AddTags.
 
-    Two roles, each with only what it needs: the handler's may
-    Create/Describe/Delete/AddTags models named `name_prefix` plus exactly the digest's
-    8 characters (the stable part of the content-derived name, so the old model of a
-    replaced spec is still deletable, and nothing else: not `<endpoint>-mirror`), read
-    exactly the secrets the spec gives by reference, and pass only the execution role,
-    only to SageMaker; the framework's may only invoke the handler. Both log to one
-    encrypted log group.
+    Two roles, each with only what it needs: the handler's (`provider_statements`, on
+    the endpoint's model grant from `peagle_deploy.access.endpoint_grants`) and the
+    framework's, which may only invoke the handler. Both log to one encrypted log group.
     """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        create_model: Mapping[str, Any],
+        execution_role: iam.IRole,
+        endpoint_name: str,
+        key: kms.IKey,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        secret_refs: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.endpoint_name = endpoint_name
+        self.secret_refs = dict(sorted((secret_refs or {}).items()))
+        self.execution_role = execution_role
+        self.model_name: str = create_model["ModelName"]
+        self.parameters = create_model_parameters(create_model, execution_role.role_arn)
+        self.model_arn = stack.format_arn(
+            service="sagemaker", resource="model", resource_name=self.model_name
+        )
+        provider_logs = logs.LogGroup(
+            self,
+            "ProviderLogs",
+            log_group_name=provider_log_group_name(endpoint_name),
+            encryption_key=key,
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        provider_role = self._logging_lambda_role(
+            "ProviderRole", "Creates and deletes the P-EAGLE SageMaker model", provider_logs
+        )
+        models = endpoint_grants(endpoint_name).models
+        # A policy of its own (not the custom resource's), so that it outlives a
+        # replaced model resource: the old model's DeleteModel runs after the new one.
+        self.provider_policy = iam.Policy(
+            self,
+            "ProviderPolicy",
+            roles=[provider_role],
+            statements=[
+                iam.PolicyStatement.from_json(s)
+                for s in provider_statements(
+                    models.arn(stack.partition, stack.region, stack.account),
+                    execution_role.role_arn,
+                    self.secret_refs,
+                )
+            ],
+        )
+        self.on_event = self._handler_function(provider_role, provider_logs)
+        framework_role = self._logging_lambda_role(
+            "FrameworkRole", "Runs the CDK provider framework of the P-EAGLE model", provider_logs
+        )
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.on_event,
+            framework_on_event_role=framework_role,
+            log_group=provider_logs,
+        )
+        self.resource = self.add_model(create_model)
+        acknowledge(
+            framework_role.node.find_child("DefaultPolicy"),
+            "AwsSolutions-IAM5",
+            "The CDK provider framework (Provider.addPermissions -> grantInvoke) lets its "
+            "function invoke the model handler and the handler's versions and aliases "
+            "(`<handler arn>:*`); that is one function, not a wildcard over functions.",
+            "Resource::" + nag_text(stack, f"{self.on_event.function_arn}:*"),
+        )
 
     def add_model(self, create_model: Mapping[str, Any]) -> CustomResource:
         """One more model on this provider (an experiment's candidate): same role, same
-        name prefix, same secrets by reference, its own resource (named by its digest, so
+        name head, same secrets by reference, its own resource (named by its digest, so
         a change replaces it)."""
         name = str(create_model["ModelName"])
-        if not name.startswith(self.name_prefix) or name == self.name_prefix:
-            raise ValueError(f"model name {name!r} does not extend {self.name_prefix!r}")
-        digest = name[len(self.name_prefix) :]
-        if len(digest) != DIGEST_LEN:
-            raise ValueError(f"model name {name!r} is not {self.name_prefix!r} + a digest")
+        if not derived_name_pattern(self.endpoint_name, "m").fullmatch(name):
+            raise ValueError(f"model name {name!r} is not a model name of {self.endpoint_name!r}")
         parameters = create_model_parameters(create_model, self.execution_role.role_arn)
+        # A cut endpoint name's head changed with its identity (issue 29): its models get
+        # new resources (CreateModel of the new names), never an in-place rename, which
+        # the handler refuses; a name that fits keeps the id it always had.
+        cut = derived_head(self.endpoint_name) != self.endpoint_name
         resource = CustomResource(
             self,
-            f"Model{digest}",
+            f"Model{name_digest(self.endpoint_name) if cut else ''}{name[-DIGEST_LEN:]}",
             service_token=self.provider.service_token,
             resource_type=MODEL_RESOURCE_TYPE,
             # JSON, so that CloudFormation passes booleans and numbers through unchanged
@@ -110,88 +221,12 @@ class PeagleModel(Construct):
         log.grant_write(role)
         return role
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        create_model: Mapping[str, Any],
-        execution_role: iam.IRole,
-        name_prefix: str,
-        key: kms.IKey,
-        log_group_name: str | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
-        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
-        secret_refs: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        stack = Stack.of(self)
-        self.name_prefix = name_prefix
-        self.secret_refs = dict(sorted((secret_refs or {}).items()))
-        self.execution_role = execution_role
-        self.model_name: str = create_model["ModelName"]
-        self.parameters = create_model_parameters(create_model, execution_role.role_arn)
-        # Exactly DIGEST_LEN characters after the stable prefix: every content-derived
-        # name of this endpoint, never `<endpoint>-mirror` or another endpoint's models.
-        model_arns = stack.format_arn(
-            service="sagemaker",
-            resource="model",
-            resource_name=name_prefix + "?" * DIGEST_LEN,
-        )
-        self.model_arn = stack.format_arn(
-            service="sagemaker", resource="model", resource_name=self.model_name
-        )
-
-        provider_logs = logs.LogGroup(
-            self,
-            "ProviderLogs",
-            log_group_name=log_group_name,
-            encryption_key=key,
-            retention=log_retention,
-            removal_policy=removal_policy,
-        )
-        provider_role = self._logging_lambda_role(
-            "ProviderRole", "Creates and deletes the P-EAGLE SageMaker model", provider_logs
-        )
-        # A policy of its own (not the custom resource's), so that it outlives a
-        # replaced model resource: the old model's DeleteModel runs after the new one.
-        self.provider_policy = iam.Policy(
-            self,
-            "ProviderPolicy",
-            roles=[provider_role],
-            statements=[
-                iam.PolicyStatement(
-                    sid="ManagePeagleModels",
-                    actions=[
-                        "sagemaker:AddTags",
-                        "sagemaker:CreateModel",
-                        "sagemaker:DeleteModel",
-                        "sagemaker:DescribeModel",
-                    ],
-                    resources=[model_arns],
-                ),
-                iam.PolicyStatement(
-                    sid="PassExecutionRoleToSageMaker",
-                    actions=["iam:PassRole"],
-                    resources=[execution_role.role_arn],
-                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
-                ),
-            ],
-        )
-        # Secrets by reference: the handler reads exactly these secrets, nothing else.
-        secret_arns = sorted({":".join(r.split(":")[:7]) for r in self.secret_refs.values()})
-        if secret_arns:
-            self.provider_policy.add_statements(
-                iam.PolicyStatement(
-                    sid="ReadTheModelsSecrets",
-                    actions=["secretsmanager:GetSecretValue"],
-                    resources=secret_arns,
-                )
-            )
+    def _handler_function(self, role: iam.IRole, log: logs.ILogGroup) -> lambda_.Function:
+        """The project's handler (infra/model_provider/handler.py) from the bundled asset."""
         stage = Stage.of(self)
         if stage is None:
             raise ValueError("PeagleModel must be inside a CDK App or Stage")
-        self.on_event = lambda_.Function(
+        return lambda_.Function(
             self,
             "OnEvent",
             description=f"Creates and deletes SageMaker model {self.model_name} (peagle-deploy)",
@@ -201,28 +236,7 @@ class PeagleModel(Construct):
             code=lambda_.Code.from_asset(str(provider_bundle.stage(stage.outdir))),
             timeout=Duration.seconds(handler.LAMBDA_TIMEOUT_S),
             memory_size=256,
-            role=provider_role,
-            log_group=provider_logs,
+            role=role,
+            log_group=log,
             logging_format=lambda_.LoggingFormat.JSON,
-        )
-        framework_role = self._logging_lambda_role(
-            "FrameworkRole", "Runs the CDK provider framework of the P-EAGLE model", provider_logs
-        )
-        self.provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=self.on_event,
-            framework_on_event_role=framework_role,
-            log_group=provider_logs,
-        )
-        self.resource = self.add_model(create_model)
-
-        framework_policy = framework_role.node.find_child("DefaultPolicy")
-        acknowledge(
-            framework_policy,
-            "AwsSolutions-IAM5",
-            "The CDK provider framework (Provider.addPermissions -> grantInvoke) lets its "
-            "function invoke the model handler and the handler's versions and aliases "
-            "(`<handler arn>:*`); that is one function, not a wildcard over functions.",
-            "Resource::" + nag_text(stack, f"{self.on_event.function_arn}:*"),
         )

@@ -10,13 +10,12 @@ from constructs import Construct
 
 from infra.encryption import EndpointKey
 from infra.endpoint import PeagleEndpoint
-from infra.model import provider_log_group_name
 from infra.monitoring import AcceptanceMetrics, AlarmThresholds, EndpointAlarms, EndpointDashboard
-from infra.role import endpoint_log_group_name
 from infra.scaling import EndpointAutoscaling
 from infra.stages import StageConfig
 from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.plan import experiment_plan
+from peagle_deploy.naming import endpoint_log_group_name, provider_log_group_name
 from peagle_deploy.plan import Plan
 
 # RetentionDays members in declaration order, and the days each one stands for.
@@ -69,11 +68,57 @@ class PeagleStack(Stack):
             termination_protection=stage.termination_protection,
         )
         self.plan = plan
-        # The plan's tags (peagle:managed, peagle:stage, peagle:spec-hash, the spec's own)
-        # on every taggable resource of the stack, as the SDK tags what it creates.
+        removal = RemovalPolicy.RETAIN if stage.retain else RemovalPolicy.DESTROY
+        self._tag_and_annotate(plan)
+        self._key_and_logs(stage, plan, removal)
+        variant_name = plan.create_endpoint_config["ProductionVariants"][0]["VariantName"]
+        self.alarms = EndpointAlarms(
+            self,
+            "Alarms",
+            endpoint_name=plan.endpoint_name,
+            variant_name=variant_name,
+            thresholds=AlarmThresholds(**stage.alarms),
+        )
+        # The stage's spec may carry an experiment: the candidate's model and the
+        # two-variant config, exactly as `peagle experiment start` sends them.
+        self.experiment = experiment_plan(stage.load_spec()) if plan.spec.experiment else None
+        self.endpoint = PeagleEndpoint(
+            self,
+            "Endpoint",
+            plan=plan,
+            key=self.key.key,
+            rollback_alarm_names=[a.alarm_name for a in self.alarms.alarms],
+            log_group=self.log_group,
+            removal_policy=removal,
+            experiment=self.experiment,
+        )
+        self.autoscaling: EndpointAutoscaling | None = None
+        if plan.autoscaling is not None:
+            self.autoscaling = EndpointAutoscaling(
+                self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
+            )
+        self.acceptance = AcceptanceMetrics(
+            # the construct id keeps its first name: it is part of deployed stacks' logical ids
+            self,
+            "SpecDecodeMetrics",
+            log_group=self.log_group,
+            endpoint_name=plan.endpoint_name,
+        )
+        self.dashboard = EndpointDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=plan.endpoint_name,
+            alarms=self.alarms,
+            acceptance=self.acceptance,
+        )
+        self._outputs(plan)
+
+    def _tag_and_annotate(self, plan: Plan) -> None:
+        """The plan's tags (peagle:managed, peagle:stage, peagle:spec-hash, the spec's
+        own) on every taggable resource of the stack, as the SDK tags what it creates;
+        the plan's warnings as synth warnings."""
         for tag in plan.tags:
             Tags.of(self).add(tag["Key"], tag["Value"])
-        removal = RemovalPolicy.RETAIN if stage.retain else RemovalPolicy.DESTROY
         for warning in plan.warnings:
             if warning.field == "execution_role_arn":
                 continue  # the stack creates its own role
@@ -85,6 +130,8 @@ class PeagleStack(Stack):
                 "least-privilege execution role",
             )
 
+    def _key_and_logs(self, stage: StageConfig, plan: Plan, removal: RemovalPolicy) -> None:
+        """The stack's key and the endpoint's log group it encrypts."""
         self.key = EndpointKey(
             self,
             "Key",
@@ -107,49 +154,7 @@ class PeagleStack(Stack):
             removal_policy=removal,
         )
 
-        variant_name = plan.create_endpoint_config["ProductionVariants"][0]["VariantName"]
-        self.alarms = EndpointAlarms(
-            self,
-            "Alarms",
-            endpoint_name=plan.endpoint_name,
-            variant_name=variant_name,
-            thresholds=AlarmThresholds(**stage.alarms),
-        )
-        # The stage's spec may carry an experiment: the candidate's model and the
-        # two-variant config, exactly as `peagle experiment start` sends them.
-        self.experiment = experiment_plan(stage.load_spec()) if plan.spec.experiment else None
-        self.endpoint = PeagleEndpoint(
-            self,
-            "Endpoint",
-            plan=plan,
-            key=self.key.key,
-            rollback_alarm_names=[a.alarm_name for a in self.alarms.alarms],
-            log_group=self.log_group,
-            removal_policy=removal,
-            experiment=self.experiment,
-        )
-
-        self.autoscaling: EndpointAutoscaling | None = None
-        if plan.autoscaling is not None:
-            self.autoscaling = EndpointAutoscaling(
-                self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
-            )
-
-        self.acceptance = AcceptanceMetrics(
-            # the construct id keeps its first name: it is part of deployed stacks' logical ids
-            self,
-            "SpecDecodeMetrics",
-            log_group=self.log_group,
-            endpoint_name=plan.endpoint_name,
-        )
-        self.dashboard = EndpointDashboard(
-            self,
-            "Dashboard",
-            dashboard_name=plan.endpoint_name,
-            alarms=self.alarms,
-            acceptance=self.acceptance,
-        )
-
+    def _outputs(self, plan: Plan) -> None:
         CfnOutput(self, "EndpointName", value=plan.endpoint_name, description="SageMaker endpoint")
         CfnOutput(
             self,

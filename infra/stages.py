@@ -9,6 +9,7 @@ from peagle_deploy.stages import (
     NAG_CONTEXT_KEY,
     STAGES_CONTEXT_KEY,
     StageConfig,
+    check_distinct_stages,
     check_synthesizable_model,
     stage_configs,
 )
@@ -16,15 +17,20 @@ from peagle_deploy.stages import (
 GITHUB_REPO_CONTEXT_KEY = "peagle:github_repo"
 GITHUB_OIDC_CONTEXT_KEY = "peagle:github_oidc_provider"
 GITHUB_BRANCH_CONTEXT_KEY = "peagle:github_branch"
+GITHUB_REPOSITORY_ID_CONTEXT_KEY = "peagle:github_repository_id"
+GITHUB_OWNER_ID_CONTEXT_KEY = "peagle:github_repository_owner_id"
 
 __all__ = [
     "CUSTOM_MODEL",
     "GITHUB_BRANCH_CONTEXT_KEY",
     "GITHUB_OIDC_CONTEXT_KEY",
+    "GITHUB_OWNER_ID_CONTEXT_KEY",
+    "GITHUB_REPOSITORY_ID_CONTEXT_KEY",
     "GITHUB_REPO_CONTEXT_KEY",
     "NAG_CONTEXT_KEY",
     "STAGES_CONTEXT_KEY",
     "StageConfig",
+    "check_distinct_stages",
     "check_synthesizable_model",
     "stage_configs",
 ]

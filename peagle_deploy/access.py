@@ -6,6 +6,11 @@ their output into policy statements, and the emulator grants a staged account's 
 same access. Everything the execution role may read is derived from the
 exact request the model is created with: the role can never grant more (or less) than
 the model uses.
+
+What an endpoint's own roles may change (the CI deploy role, the CDK model provider, the
+execution role's log group) is derived from its identity (`peagle_deploy.naming`) by
+`endpoint_grants`, once; `grants_overlap` says whether two endpoints' grants could ever
+name one resource.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from peagle_deploy.catalog.buckets import is_jumpstart_bucket
 from peagle_deploy.errors import InputError
+from peagle_deploy.naming import derived_grant, endpoint_log_group_name, provider_log_group_name
 
 _S3_URI = re.compile(r"^(?:s3|https)://(?P<bucket>[^/]+)/?(?P<key>.*)$")
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>[:tag|@digest]
@@ -256,3 +262,110 @@ def model_access_policy(
             }
         )
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One IAM resource pattern (`*` and `?` as IAM reads them) of one service."""
+
+    service: str
+    resource: str
+    """The ARN's resource part, e.g. `model/<head>-m????????`."""
+
+    def arn(self, partition: str, region: str, account: str) -> str:
+        """The ARN pattern in one partition, region and account (CDK tokens welcome)."""
+        return f"arn:{partition}:{self.service}:{region}:{account}:{self.resource}"
+
+
+@dataclass(frozen=True)
+class EndpointGrants:
+    """Everything a role that manages one endpoint is granted by name, derived from
+    the endpoint's identity (`peagle_deploy.naming`) and nothing else."""
+
+    endpoint_name: str
+
+    @property
+    def endpoint(self) -> Grant:
+        return Grant("sagemaker", f"endpoint/{self.endpoint_name}")
+
+    @property
+    def configs(self) -> Grant:
+        """Every endpoint config the planner can name for this endpoint."""
+        return Grant("sagemaker", f"endpoint-config/{derived_grant(self.endpoint_name, 'c')}")
+
+    @property
+    def models(self) -> Grant:
+        """Every model the planner can name for this endpoint (experiment candidates too)."""
+        return Grant("sagemaker", f"model/{derived_grant(self.endpoint_name, 'm')}")
+
+    @property
+    def log_group(self) -> Grant:
+        return Grant("logs", f"log-group:{endpoint_log_group_name(self.endpoint_name)}")
+
+    @property
+    def log_streams(self) -> Grant:
+        """The log group's streams (SageMaker names them per instance)."""
+        return Grant("logs", f"{self.log_group.resource}:*")
+
+    @property
+    def provider_log_group(self) -> Grant:
+        return Grant("logs", f"log-group:{provider_log_group_name(self.endpoint_name)}")
+
+    @property
+    def scaling_alarms(self) -> Grant:
+        """The target-tracking alarms Application Auto Scaling makes for the endpoint."""
+        return Grant("cloudwatch", f"alarm:TargetTracking-endpoint/{self.endpoint_name}/*")
+
+    def all(self) -> tuple[Grant, ...]:
+        return (
+            self.endpoint,
+            self.configs,
+            self.models,
+            self.log_group,
+            self.log_streams,
+            self.provider_log_group,
+            self.scaling_alarms,
+        )
+
+
+def endpoint_grants(endpoint_name: str) -> EndpointGrants:
+    """The grants of the roles that manage endpoint `endpoint_name`."""
+    return EndpointGrants(endpoint_name)
+
+
+def patterns_intersect(a: str, b: str) -> bool:
+    """Whether some resource name matches both IAM patterns (`*`: any run of characters,
+    `?`: one character), compared case-insensitively: SageMaker takes names so, and a
+    wider test only refuses more.
+
+    A walk over pairs of positions (how far each pattern has read one common name).
+    """
+    a, b = a.casefold(), b.casefold()
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        i, j = todo.pop()
+        if (i, j) in seen:
+            continue
+        seen.add((i, j))
+        if i == len(a) and j == len(b):
+            return True
+        if i < len(a) and a[i] == "*":
+            todo.append((i + 1, j))
+        if j < len(b) and b[j] == "*":
+            todo.append((i, j + 1))
+        if i < len(a) and j < len(b) and (a[i] in "*?" or b[j] in "*?" or a[i] == b[j]):
+            todo.append((i if a[i] == "*" else i + 1, j if b[j] == "*" else j + 1))
+    return False
+
+
+def grants_overlap(a: str, b: str) -> str | None:
+    """What endpoints `a` and `b` would share (`service:pattern` of each), or None when
+    no resource either's roles are granted by name could be the other's."""
+    for mine in endpoint_grants(a).all():
+        for theirs in endpoint_grants(b).all():
+            if mine.service == theirs.service and patterns_intersect(
+                mine.resource, theirs.resource
+            ):
+                return f"{mine.service}:{mine.resource} and {theirs.service}:{theirs.resource}"
+    return None

@@ -21,11 +21,12 @@ Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peagle_deploy.access import grants_overlap
 from peagle_deploy.catalog import MODELS
 from peagle_deploy.documents import check_tree, parse_document
 from peagle_deploy.errors import InputError
@@ -178,3 +179,35 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             )
         )
     return configs
+
+
+def check_distinct_stages(stages: Sequence[StageConfig], plans: Sequence[Plan]) -> None:
+    """Refuse two stages that would share an endpoint or any resource their roles are
+    granted by name, in one line naming both.
+
+    Endpoint names are compared case-insensitively (SageMaker takes them so: botocore,
+    CreateEndpoint), and whatever the stages' regions and accounts: the CI roles stack
+    grants every stage in one account, and a dashboard is named like its endpoint in a
+    global namespace.
+    """
+    seen: list[tuple[str, str]] = []
+    for stage, plan in zip(stages, plans, strict=True):
+        name = plan.endpoint_name
+        where = f"{STAGES_CONTEXT_KEY}.{stage.name}"
+        for other, other_name in seen:
+            if name.lower() == other_name.lower():
+                raise InputError(
+                    f"{where}.endpoint_name",
+                    f"stages {other} and {stage.name} would both deploy endpoint {name!r} "
+                    "(SageMaker endpoint names are case-insensitive)",
+                    "an endpoint name of its own for each stage",
+                )
+            shared = grants_overlap(other_name, name)
+            if shared is not None:
+                raise InputError(
+                    f"{where}.endpoint_name",
+                    f"stages {other} and {stage.name} would share IAM grants ({shared}): "
+                    f"endpoints {other_name!r} and {name!r}",
+                    "endpoint names whose derived names differ (peagle_deploy/naming.py)",
+                )
+        seen.append((stage.name, name))

@@ -251,5 +251,7 @@ def test_the_package_never_imports_the_cdk_app_nor_the_local_stand_ins() -> None
                 if isinstance(node, ast.ImportFrom)
                 else []
             )
-            bad = [n for n in names if n.split(".")[0] in ("infra", "app", "aws_cdk", "peagle_local")]
+            bad = [
+                n for n in names if n.split(".")[0] in ("infra", "app", "aws_cdk", "peagle_local")
+            ]
             assert not bad, f"{path}: imports {bad}"

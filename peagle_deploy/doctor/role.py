@@ -44,7 +44,7 @@ from peagle_deploy.doctor.simulation import Ask, simulate
 
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 # What the execution role needs to pull the serving image: the grants of the CDK
-# execution role (infra/role.py ECR_PULL_ACTIONS; a test keeps the two equal).
+# execution role (infra/execution_policy.py ECR_PULL_ACTIONS; a test keeps the two equal).
 ECR_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",

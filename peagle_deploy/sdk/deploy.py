@@ -326,6 +326,14 @@ class _Deployer:
         (left behind by `wait=False` updates or interrupted runs)."""
         p = self.plan
         if previous and previous != p.endpoint_config_name:
+            if not derived_name_pattern(p.endpoint_name, "c").match(previous):
+                # Not a name this endpoint's identity derives (made by hand, or by a
+                # version before long names carried a digest): left, and said so.
+                self.warnings.append(
+                    f"left endpoint config {previous} and its models, which {p.endpoint_name} "
+                    "served before: not named by this endpoint's identity, so not removed; "
+                    "delete them once nothing uses them"
+                )
             self.remove_config_and_model(previous)
         for config in derived_resources(self.sm, p.endpoint_name, "c"):
             if config != p.endpoint_config_name:

@@ -73,9 +73,10 @@ BOOKWORM_PLATFORMS = (
     "manylinux1_x86_64",
 )
 ROOTFS_REPO = "peagle-deploy-test-rootfs"
-BASE_REPO = "peagle-deploy-test-standin-base"
+# Under localhost/: the project's Dockerfile takes a tag only for a name of this machine.
+BASE_REPO = "localhost/peagle-deploy-test-standin-base"
 VLLM_CPU_BASE = Path(__file__).parent / "data" / "vllm_cpu_base"
-VLLM_CPU_REPO = "peagle-deploy-test-vllm-cpu-base"
+VLLM_CPU_REPO = "localhost/peagle-deploy-test-vllm-cpu-base"
 ENGINE_IMAGE_REPO = "peagle-deploy-test-peagle-serve-vllm-cpu"
 IMAGE_REPO = "peagle-deploy-test-peagle-serve"
 

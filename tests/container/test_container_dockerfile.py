@@ -81,10 +81,12 @@ def _base_check() -> str:
     return script
 
 
-def test_a_registry_base_must_be_pinned_by_digest() -> None:
-    """A tag can be moved to other content: the build refuses a registry reference
-    without a digest, before anything else runs. The check is the Dockerfile's own RUN,
-    run here by sh as the builder would."""
+def test_a_base_must_be_pinned_by_digest_unless_built_here() -> None:
+    """A tag can be moved to other content: the build refuses any base without a digest,
+    Docker Hub's short names included (issue 29: `python:3.12` passed the old rule, which
+    only looked for a `/`), before anything else runs; only names under `localhost/`
+    (built on this machine) may be a tag. The check is the Dockerfile's own RUN, run here
+    by sh as the builder would."""
     order = [(w, r) for w, r in instructions()]
     assert order.index(("RUN", _base_check())) == [w for w, _ in order].index("FROM") + 2
     base = "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v2.5"
@@ -92,9 +94,15 @@ def test_a_registry_base_must_be_pinned_by_digest() -> None:
     cases = {
         f"{base.rsplit(':', 1)[0]}@{digest}": 0,  # pinned
         f"{base}@{digest}": 0,  # tag and digest: the digest decides
+        f"python@{digest}": 0,  # Docker Hub, pinned
         base: 1,  # a tag
         "library/ubuntu:24.04": 1,
-        "peagle-standin:3f2a": 0,  # a local image (the tests' stand-in)
+        "python:3.12": 1,  # Docker Hub's short name: docker.io/library/python:3.12
+        "python": 1,  # :latest
+        "docker.io/library/python:3.12": 1,
+        "localhost:5000/vllm:1": 1,  # a registry, even on this machine, serves tags
+        "peagle-standin:3f2a": 1,  # a short name resolves to Docker Hub when absent
+        "localhost/peagle-deploy-test-standin-base:3f2a": 0,  # built here (the stand-in)
     }
     for image, code in cases.items():
         done = subprocess.run(
@@ -109,6 +117,16 @@ def test_a_registry_base_must_be_pinned_by_digest() -> None:
             assert "pin it by digest" in done.stderr
     makefile = (ROOT / "Makefile").read_text()
     assert "imagetools inspect" in makefile and '@$$digest"' in makefile
+
+
+def test_the_tests_stand_in_bases_are_names_of_this_machine() -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import standin_image
+    finally:
+        sys.path.pop(0)
+    for repo in (standin_image.BASE_REPO, standin_image.VLLM_CPU_REPO):
+        assert repo.startswith("localhost/"), repo
 
 
 def test_the_server_runs_as_an_unprivileged_user() -> None:

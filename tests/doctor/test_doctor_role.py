@@ -167,6 +167,6 @@ def test_unknown_key_fails(inprocess: Account) -> None:
 
 
 def test_pull_actions_are_the_cdk_roles() -> None:
-    from infra.role import ECR_PULL_ACTIONS as CDK_PULL_ACTIONS
+    from infra.execution_policy import ECR_PULL_ACTIONS as CDK_PULL_ACTIONS
 
     assert tuple(ECR_PULL_ACTIONS) == tuple(CDK_PULL_ACTIONS)

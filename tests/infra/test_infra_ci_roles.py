@@ -23,6 +23,7 @@ from infra.ci_stack import CI_STACK_ID, CiRolesStack
 from infra.github_oidc import GITHUB_OIDC_HOST, GitHubRepo, check_provider_choice
 from infra.stages import STAGES_CONTEXT_KEY, stage_configs
 from peagle_deploy.errors import InputError
+from peagle_deploy.naming import derived_name
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
 
@@ -195,8 +196,9 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
                 if statement["Resource"] == "*":
                     actions = statement["Action"]
                     star_actions |= {actions} if isinstance(actions, str) else set(actions)
-    # Only actions without resource-level permissions (Service Authorization Reference),
-    # or whose resources are ids generated at creation (scalable targets).
+    # Only actions without resource-level permissions (Service Authorization Reference).
+    # Application Auto Scaling's writes are on the account's scalable targets, with
+    # conditions (test_autoscaling_writes_only_sagemaker_endpoint_variants).
     assert star_actions == {
         "sagemaker:ListEndpointConfigs",
         "sagemaker:ListEndpoints",
@@ -204,53 +206,117 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
         "cloudwatch:DescribeAlarms",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "servicequotas:ListServiceQuotas",
-        "application-autoscaling:DeleteScalingPolicy",
-        "application-autoscaling:DeregisterScalableTarget",
         "application-autoscaling:DescribeScalableTargets",
         "application-autoscaling:DescribeScalingPolicies",
-        "application-autoscaling:PutScalingPolicy",
-        "application-autoscaling:RegisterScalableTarget",
     }
+
+
+# --- the Lows of issue 29: configs of own models, autoscaling of SageMaker only ----------
+
+
+def _model(ci: CiSynth, stage: str, digest: str = "0123abcd") -> str:
+    return _arn(f"model/{derived_name(ci.endpoints[stage], 'm', digest)}")
+
+
+def test_an_endpoint_config_only_of_the_stages_own_models(ci: CiSynth) -> None:
+    """CreateEndpointConfig is bound to the stage's own models (`sagemaker:ModelArn`): a
+    config of dev's name that serves prod's model (and so prod's environment) is denied."""
+    config = _arn(f"endpoint-config/{derived_name(ci.endpoints['dev'], 'c', '0123abcd')}")
+
+    def ask(model: str) -> Ask:
+        return Ask("sagemaker:CreateEndpointConfig", config, {"sagemaker:ModelArn": model})
+
+    cases = [
+        (ask(_model(ci, "dev")), "Allowed"),
+        (ask(_model(ci, "dev", "ffffffff")), "Allowed"),  # a next spec's model
+        (ask(_model(ci, "prod")), "ImplicitlyDenied"),
+        (ask(_model(ci, "staging")), "ImplicitlyDenied"),
+        (ask(_arn(f"model/{ci.endpoints['dev']}-mirror")), "ImplicitlyDenied"),
+        (Ask("sagemaker:CreateEndpointConfig", config), "ImplicitlyDenied"),  # no model
+    ]
+    assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
+
+
+def test_autoscaling_writes_only_sagemaker_endpoint_variants(ci: CiSynth) -> None:
+    target = _arn("scalable-target/0123456789abcdef0123456789abcdef", "application-autoscaling")
+    other = f"arn:aws:application-autoscaling:{REGION}:210987654321:scalable-target/0123"
+
+    def ask(action: str, namespace: str, dimension: str, resource: str = target) -> Ask:
+        return Ask(
+            f"application-autoscaling:{action}",
+            resource,
+            {
+                "application-autoscaling:service-namespace": namespace,
+                "application-autoscaling:scalable-dimension": dimension,
+            },
+        )
+
+    variant = "sagemaker:variant:DesiredInstanceCount"
+    cases = [
+        (ask("RegisterScalableTarget", "sagemaker", variant), "Allowed"),
+        (ask("PutScalingPolicy", "sagemaker", variant), "Allowed"),
+        (ask("DeregisterScalableTarget", "sagemaker", variant), "Allowed"),
+        (ask("RegisterScalableTarget", "ecs", "ecs:service:DesiredCount"), "ImplicitlyDenied"),
+        (
+            ask("DeleteScalingPolicy", "dynamodb", "dynamodb:table:ReadCapacityUnits"),
+            "ImplicitlyDenied",
+        ),
+        (
+            ask(
+                "RegisterScalableTarget",
+                "sagemaker",
+                "sagemaker:inference-component:DesiredCopyCount",
+            ),
+            "ImplicitlyDenied",
+        ),
+        (ask("RegisterScalableTarget", "sagemaker", variant, other), "ImplicitlyDenied"),
+    ]
+    assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
 
 
 # --- trust: only the stage's GitHub environment, on main ---------------------------------
 
 
 def _token(
-    stage: str, *, repo: str = REPO, aud: str = "sts.amazonaws.com", ref: str = "refs/heads/main"
+    stage: str,
+    *,
+    repo: str = REPO,
+    aud: str = "sts.amazonaws.com",
+    ref: str = "refs/heads/main",
+    **claims: str,
 ) -> dict[str, str]:
     return {
         f"{GITHUB_OIDC_HOST}:sub": f"repo:{repo}:environment:{stage}",
         f"{GITHUB_OIDC_HOST}:aud": aud,
         f"{GITHUB_OIDC_HOST}:ref": ref,
+        **{f"{GITHUB_OIDC_HOST}:{k}": v for k, v in claims.items()},
     }
 
 
-def _assume(
-    ci: CiSynth, role_stage: str, context: dict[str, str], principal: str | None = None
-) -> str:
-    """Whether a GitHub ID token with these claims may assume the stage's role.
+KNOWN_CLAIMS = ("ref", "repository_id", "repository_owner_id")
+"""The claims iam-simulate's Service Authorization Reference data attaches to
+AssumeRoleWithWebIdentity (so it decides them); `sub` and `aud` it does not."""
+
+
+def _assume(roles: TemplateRoles, role_id: str, context: dict[str, str]) -> str:
+    """Whether a GitHub ID token with these claims may assume the role.
 
     Two evaluators decide together. iam-simulate decides the principal, the action and
-    the `ref` claim (its Service Authorization Reference data lists
-    `token.actions.githubusercontent.com:ref` for AssumeRoleWithWebIdentity) but attaches
-    the classic `sub` and `aud` keys to no action, so it can only say "allowed if they
-    match" (Discovery mode, `ref` declared known). The project's own evaluator
-    (peagle_local.emulator.iam_policy, StringEquals as IAM applies it) decides the
-    statement's conditions, `sub`, `aud` and `ref`. Both must allow; on `ref`, which both
-    decide, they must agree.
+    the claims of KNOWN_CLAIMS but attaches the classic `sub` and `aud` keys to no action,
+    so it can only say "allowed if they match" (Discovery mode, the others declared
+    known). The project's own evaluator (peagle_local.emulator.iam_policy, StringEquals
+    as IAM applies it) decides every condition, `sub` and `aud` included. Both must allow;
+    on the claims both decide, they must agree.
     """
-    role_id = ci.role(role_stage)
     provider = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
-    principal = principal or provider
-    trust = ci.roles.trust(role_id)
+    trust = roles.trust(role_id)
     simulation = {
         "mode": "Discovery",
-        "known": [f"{GITHUB_OIDC_HOST}:ref"],
+        "known": [f"{GITHUB_OIDC_HOST}:{claim}" for claim in KNOWN_CLAIMS],
         "request": {
-            "principal": principal,
+            "principal": provider,
             "action": "sts:AssumeRoleWithWebIdentity",
-            "resource": {"resource": ci.roles.role_arn(role_id), "accountId": ACCOUNT},
+            "resource": {"resource": roles.role_arn(role_id), "accountId": ACCOUNT},
             "contextVariables": context,
         },
         "identityPolicies": [],
@@ -259,12 +325,7 @@ def _assume(
     (result,) = run([simulation])
     assert result["decision"] != "Error", result["errors"]
     oracle = result["decision"] == "Allowed"
-
-    statements = [
-        {**st, "Resource": "*"}
-        for st in trust["Statement"]
-        if st["Principal"] == {"Federated": principal}
-    ]
+    statements = [{**st, "Resource": "*"} for st in trust["Statement"]]
     own = (
         evaluate(
             [NamedPolicy("trust", "role", {"Statement": statements})],
@@ -273,10 +334,84 @@ def _assume(
         ).decision
         == "allowed"
     )
-    ref_ok = context.get(f"{GITHUB_OIDC_HOST}:ref") == "refs/heads/main"
-    if not ref_ok:
-        assert not oracle and not own, "the evaluators disagree on the ref claim"
+    conditions = statements[0]["Condition"]["StringEquals"]
+    decided = [f"{GITHUB_OIDC_HOST}:{claim}" for claim in KNOWN_CLAIMS]
+    if any(k in conditions and context.get(k) != conditions[k] for k in decided):
+        assert not oracle and not own, "the evaluators disagree on a claim both decide"
     return "Allowed" if oracle and own else "ImplicitlyDenied"
+
+
+def test_only_the_stages_environment_on_the_branch_assumes_its_role(ci: CiSynth) -> None:
+    role = ci.role("dev")
+    assert _assume(ci.roles, role, _token("dev")) == "Allowed"
+    for token in (
+        _token("prod"),  # another environment's job
+        _token("dev", ref="refs/heads/feature"),  # a run of another branch
+        _token("dev", repo="evil/llm-serving"),  # another repository
+        _token("dev", aud="https://github.com/acme"),  # a token not asked for STS
+    ):
+        assert _assume(ci.roles, role, token) == "ImplicitlyDenied", token
+
+
+REPOSITORY_ID, OWNER_ID = "456789", "123456"
+
+
+def _build_pinned(outdir: Path) -> CiSynth:
+    context = cdk_context()
+    (stage,) = [s for s in stage_configs(context[STAGES_CONTEXT_KEY], ROOT) if s.name == "dev"]
+    plan = stage.plan()
+    app = cdk.App(outdir=str(outdir), context=context)
+    repo = GitHubRepo.parse(REPO, "test").with_ids(REPOSITORY_ID, int(OWNER_ID), ("a", "b"))
+    CiRolesStack(app, CI_STACK_ID, repo=repo, stages=[stage], plans=[plan], account=ACCOUNT)
+    app.synth()
+    template = json.loads((outdir / f"{CI_STACK_ID}.template.json").read_text())
+    return CiSynth(template, {"dev": plan.endpoint_name}, [])
+
+
+@pytest.fixture(scope="session")
+def pinned(tmp_path_factory: pytest.TempPathFactory) -> CiSynth:
+    return synthesize_once("ci-roles-pinned", tmp_path_factory, _build_pinned)  # type: ignore[arg-type]
+
+
+def test_the_trust_pins_the_repositorys_ids_when_given(pinned: CiSynth) -> None:
+    """A repository deleted and re-created under the same name, or a name taken over after
+    a rename or transfer, has the same `sub` but other ids (issue 29, Low)."""
+    role = pinned.role("dev")
+    (statement,) = pinned.roles.trust(role)["Statement"]
+    assert statement["Condition"]["StringEquals"][f"{GITHUB_OIDC_HOST}:repository_id"] == (
+        REPOSITORY_ID
+    )
+    own = {"repository_id": REPOSITORY_ID, "repository_owner_id": OWNER_ID}
+    assert _assume(pinned.roles, role, _token("dev", **own)) == "Allowed"
+    for claims in (
+        {**own, "repository_id": "999999"},  # re-created repository, same name
+        {**own, "repository_owner_id": "999999"},  # the name under another owner
+        {},  # a token without the ids
+    ):
+        assert _assume(pinned.roles, role, _token("dev", **claims)) == "ImplicitlyDenied"
+
+
+@pytest.mark.parametrize(
+    ("repo", "ids", "ok"),
+    [
+        ("acme/llm", ("456789", "123456"), True),
+        ("acme/llm", (456789, None), True),
+        ("acme@123456/llm@456789", ("456789", "123456"), True),
+        ("acme@123456/llm@456789", ("456780", None), False),  # not the id the name says
+        ("acme/llm", ("12a", None), False),
+        ("acme/llm", (None, True), False),
+        ("acme/llm", ("1" * 21, None), False),
+    ],
+)
+def test_repository_ids_are_checked(repo: str, ids: tuple[object, object], ok: bool) -> None:
+    fields = ("-c peagle:github_repository_id", "-c peagle:github_repository_owner_id")
+    parsed = GitHubRepo.parse(repo, "-c peagle:github_repo")
+    if ok:
+        pinned = parsed.with_ids(*ids, fields)
+        assert pinned.repository_id == (str(ids[0]) if ids[0] is not None else None)
+    else:
+        with pytest.raises(InputError, match="peagle:github_repository"):
+            parsed.with_ids(*ids, fields)
 
 
 def test_trust_conditions_are_exact_string_equals(ci: CiSynth) -> None:
@@ -365,4 +500,23 @@ def test_app_refuses_a_bad_repository_with_one_line(
     assert err == [
         "error: -c peagle:github_repo: 'acme' is not a GitHub repository (allowed: "
         "OWNER/REPO, or OWNER@ORG_ID/REPO@REPO_ID for immutable subject claims)"
+    ]
+
+
+def test_app_refuses_a_bad_repository_id_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    import app
+
+    context = {
+        **cdk_context(),
+        "peagle:github_repo": "acme/llm",
+        "peagle:github_repository_id": "12ab",
+        "@aws-cdk/core:outdir": str(tmp_path),
+    }
+    assert app.main(context) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: -c peagle:github_repository_id: '12ab' is not a GitHub id (allowed: 1-20 digits)"
     ]

@@ -193,7 +193,15 @@ def asks_for(call: Call) -> list[Ask]:
                 )
             return asks
         if op.endswith("EndpointConfig"):
-            return [Ask(action, _sm(r, "endpoint-config", p["EndpointConfigName"]))]
+            resource = _sm(r, "endpoint-config", p["EndpointConfigName"])
+            if op != "CreateEndpointConfig":
+                return [Ask(action, resource)]
+            # sagemaker:ModelArn (an ARN): the model of each variant, asked one by one
+            variants = [*p["ProductionVariants"], *p.get("ShadowProductionVariants", [])]
+            return [
+                Ask(action, resource, {"sagemaker:ModelArn": _sm(r, "model", v["ModelName"])})
+                for v in variants
+            ]
         if "EndpointName" in p:
             return [Ask(action, _sm(r, "endpoint", p["EndpointName"]))]
     if s == "ssm":
@@ -218,7 +226,15 @@ def asks_for(call: Call) -> list[Ask]:
     if s == "service-quotas":
         return [Ask(action, "*")]
     if s == "application-autoscaling":
-        return [Ask(action, "*")]
+        if op.startswith("Describe"):
+            return [Ask(action, "*")]
+        # a scalable target's ARN ends in an id Application Auto Scaling generates
+        target = f"arn:aws:application-autoscaling:{r}:{ACCOUNT}:scalable-target/generated-id"
+        keys = {
+            "application-autoscaling:service-namespace": p["ServiceNamespace"],
+            "application-autoscaling:scalable-dimension": p["ScalableDimension"],
+        }
+        return [Ask(action, target, keys)]
     raise AssertionError(f"no IAM mapping for {s}.{op}: add it to asks_for")
 
 
@@ -318,8 +334,15 @@ _CHANGES = ("Create", "Update", "Delete", "Put", "AddTags", "PassRole", "Registe
 @pytest.mark.parametrize("stage", STAGES)
 def test_changes_of_a_stage_are_denied_to_the_other_roles(flow: Flow, stage: str) -> None:
     changes = [a for a in _unique(flow, stage) if a.action.split(":")[1].startswith(_CHANGES)]
-    # Application Auto Scaling's ids and the shared execution role are not stage-scoped.
-    changes = [a for a in changes if a.resource != "*" and a.action != "iam:PassRole"]
+    # Application Auto Scaling's targets (generated ids, bound to SageMaker variants by
+    # condition only) and the shared execution role are not stage-scoped.
+    changes = [
+        a
+        for a in changes
+        if a.resource != "*"
+        and a.action != "iam:PassRole"
+        and not a.action.startswith("application-autoscaling:")
+    ]
     assert changes
     for other in STAGES:
         if other == stage:

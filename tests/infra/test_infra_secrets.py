@@ -31,7 +31,7 @@ from model_provider_kit import (
 from moto import mock_aws
 from peagle_local.emulator import MotoExtensions
 
-from infra.deploy_role import Arns, StageResources, deploy_statements
+from infra.deploy_policy import Arns, StageResources, deploy_statements
 from infra.stages import StageConfig
 from peagle_deploy.plan import SPEC_HASH_TAG
 from peagle_deploy.sdk import deploy_peagle

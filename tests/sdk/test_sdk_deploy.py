@@ -517,3 +517,37 @@ def test_cli_deploy_plans_once(
     assert main(["deploy", MODEL, "--role-arn", ROLE, "--no-progress", "--json"]) == 0
     assert built == [MODEL]
     assert '"action": "create"' in capsys.readouterr().out
+
+
+def test_an_endpoint_whose_config_predates_its_identity_is_updated_and_the_old_one_reported(
+    aws: AwsEnv,
+) -> None:
+    """A long endpoint name deployed before its head carried the name's digest (issue 29)
+    served `<first 53 characters>-c...`: the update moves it to the identity's names and
+    says what it left (those names may be another endpoint's too: never removed by name)."""
+    long = "peagle-" + "a-long-custom-endpoint-name-for-the-identity-test" + "-dev"
+    assert len(long) > 53
+    plan = plan_for(MODEL, role_arn=ROLE, endpoint_name=long)
+    legacy = long[:53].rstrip("-")
+    sm = aws.client("sagemaker")
+    model = {**plan.create_model, "ModelName": f"{legacy}-m0123abcd"}
+    sm.create_model(**model)
+    variant = {
+        **plan.create_endpoint_config["ProductionVariants"][0],
+        "ModelName": model["ModelName"],
+    }
+    config = f"{legacy}-c0123abcd"
+    sm.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[variant])
+    aws.ext.script_endpoint(long, creating_s=1.0)
+    sm.create_endpoint(EndpointName=long, EndpointConfigName=config)
+    aws.clock.advance(5.0)
+    assert sm.describe_endpoint(EndpointName=long)["EndpointStatus"] == "InService"
+
+    out = _deploy(aws, endpoint_name=long).deployment
+    assert out is not None and out.action == "update" and out.previous_config == config
+    assert not out.endpoint_config_name.startswith(legacy)
+    (left,) = [w for w in out.warnings if "left endpoint config" in w]
+    assert config in left and "delete them once nothing uses them" in left
+    names = aws.names()
+    assert config in names["configs"] and model["ModelName"] in names["models"]
+    assert out.endpoint_config_name in names["configs"]

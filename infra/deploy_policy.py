@@ -1,0 +1,393 @@
+"""The identity policy of one stage's CI deploy role, as JSON statements (no aws_cdk).
+
+What the role may do is derived from the stage's plan, as the execution role's is
+(infra/execution_policy.py): its endpoint name, the content-derived model and config
+names (`peagle_deploy.access.endpoint_grants`, the one spelling of every name pattern),
+its `/peagle-deploy/<stage>/` parameters, its log group. It covers what `peagle deploy`,
+`peagle promote` and `peagle doctor` call (tests/infra/test_infra_ci_roles_flow.py
+records the calls of a deploy and two promotions against the emulator and has an outside
+IAM evaluator decide each one against the synthesized policy):
+
+- SageMaker: create, update, describe, tag and delete the stage's endpoint, configs and
+  models; an endpoint config only of the stage's own models (`sagemaker:ModelArn`);
+  invoke its endpoint; list (no resource-level permissions exist for List*); describe
+  every endpoint and endpoint config of the region (read-only: the doctor counts the
+  instances the account's endpoints hold against the quota; DescribeModel, which shows a
+  model's environment, stays on the stage's own models).
+- The promotion source stage (`promote_from`): describe, list tags of and invoke its
+  endpoint, describe its configs and models, read its manifest and its endpoint's logs.
+- `iam:PassRole` only to SageMaker (`iam:PassedToService`) and only of the stage's
+  execution role: the spec's `execution_role_arn`, or any role tagged
+  `peagle:stage=<stage>`; the doctor may GetRole and SimulatePrincipalPolicy on it.
+- SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter included).
+- Logs: the endpoint's log group (failure reports, acceptance metrics).
+- Autoscaling of SageMaker endpoint variants only (`application-autoscaling:
+  service-namespace` and `scalable-dimension`), the stage's endpoint's SageMaker calls
+  and target-tracking alarms.
+- The doctor's reads: the model and drafter locations of the stage and of its source (a
+  promotion deploys the source's model), the image's repository, SageMaker's quotas.
+
+No managed policies; nothing on `*` but actions that have no resource-level permissions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from peagle_deploy.access import (
+    Grant,
+    bucket_owner,
+    ecr_repositories,
+    endpoint_grants,
+    owner_condition,
+    s3_reads,
+)
+from peagle_deploy.naming import STAGE_TAG
+from peagle_deploy.records.paths import PARAMETER_ROOT
+
+SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
+AUTOSCALING_SLR_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
+AUTOSCALING_SLR_NAME = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+SCALING_NAMESPACE = "sagemaker"
+SCALING_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+"""What the plan registers (peagle_deploy/plan/render.py, `autoscaling`)."""
+
+OWN_ENDPOINT_ACTIONS = (
+    "sagemaker:AddTags",
+    "sagemaker:CreateEndpoint",
+    "sagemaker:DeleteEndpoint",
+    "sagemaker:DescribeEndpoint",
+    "sagemaker:InvokeEndpoint",
+    "sagemaker:InvokeEndpointWithResponseStream",
+    "sagemaker:ListTags",
+    "sagemaker:UpdateEndpoint",
+    "sagemaker:UpdateEndpointWeightsAndCapacities",
+)
+OWN_MODEL_ACTIONS = (
+    "sagemaker:AddTags",
+    "sagemaker:CreateModel",
+    "sagemaker:DeleteEndpointConfig",
+    "sagemaker:DeleteModel",
+    "sagemaker:DescribeEndpointConfig",
+    "sagemaker:DescribeModel",
+    "sagemaker:ListTags",
+)
+SOURCE_ENDPOINT_ACTIONS = (
+    "sagemaker:DescribeEndpoint",
+    "sagemaker:InvokeEndpoint",
+    "sagemaker:InvokeEndpointWithResponseStream",
+    "sagemaker:ListTags",
+)
+SOURCE_MODEL_ACTIONS = (
+    "sagemaker:DescribeEndpointConfig",
+    "sagemaker:DescribeModel",
+    "sagemaker:ListTags",
+)
+LIST_ACTIONS = ("sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels")
+PARAMETER_READ_ACTIONS = ("ssm:GetParameter", "ssm:GetParametersByPath")
+PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:PutParameter")
+LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents")
+AUTOSCALING_WRITE_ACTIONS = (
+    "application-autoscaling:DeleteScalingPolicy",
+    "application-autoscaling:DeregisterScalableTarget",
+    "application-autoscaling:PutScalingPolicy",
+    "application-autoscaling:RegisterScalableTarget",
+)
+AUTOSCALING_READ_ACTIONS = (
+    "application-autoscaling:DescribeScalableTargets",
+    "application-autoscaling:DescribeScalingPolicies",
+)
+QUOTA_ACTIONS = (
+    "servicequotas:ListAWSDefaultServiceQuotas",
+    "servicequotas:ListServiceQuotas",
+)
+
+NO_RESOURCE_LEVEL = (
+    "the actions have no resource-level permissions (Service Authorization Reference)"
+)
+WILDCARD_REASONS = {
+    "ListSageMaker": f"SageMaker List*: {NO_RESOURCE_LEVEL}; they return names and ARNs only.",
+    "Autoscaling": (
+        "Application Auto Scaling names a scalable target by an id it generates at "
+        "registration, unknown before, and offers no condition key on the resource id: "
+        "the writes are limited to this account's and region's scalable targets of "
+        "SageMaker endpoint variants (service-namespace, scalable-dimension)."
+    ),
+    "AutoscalingReads": f"Application Auto Scaling Describe*: {NO_RESOURCE_LEVEL}; read-only.",
+    "DescribeAlarms": f"cloudwatch:DescribeAlarms is read-only; {NO_RESOURCE_LEVEL} here.",
+    "DoctorReadsQuotas": f"Service Quotas List*: {NO_RESOURCE_LEVEL}; read-only.",
+    "DescribeRegionEndpoints": (
+        "Read-only DescribeEndpoint/DescribeEndpointConfig on the region's endpoints: the "
+        "doctor counts the instances they hold against the quota. No model environment."
+    ),
+    "OwnManifestRead": "The stage's own SSM path /peagle-deploy/<stage>/ only.",
+    "OwnManifestWrite": "The stage's own SSM path /peagle-deploy/<stage>/ only.",
+    "SourceManifestRead": "The promotion source's SSM path /peagle-deploy/<source>/ only.",
+    "OwnEndpointLogs": "Log streams (generated names) of the stage's endpoint log group only.",
+    "SourceEndpointLogs": "Log streams of the promotion source's endpoint log group only.",
+    "PassOwnExecutionRoleToSageMaker": (
+        "Only roles tagged peagle:stage=<stage>, only to sagemaker.amazonaws.com."
+    ),
+    "DoctorChecksOwnExecutionRole": "Only roles tagged peagle:stage=<stage>; read-only.",
+    "AutoscalingAlarms": "The target-tracking alarms of the stage's endpoint only.",
+    "DoctorReadsModelData": "The model and drafter S3 prefixes of the stage's plans only.",
+}
+
+
+@dataclass(frozen=True)
+class StageResources:
+    """What one stage's plan names: everything its deploy role is scoped to."""
+
+    stage: str
+    region: str
+    endpoint_name: str
+    create_model: Mapping[str, Any] = field(default_factory=dict)
+    """The stage's CreateModel request (its S3 locations and image, for the doctor)."""
+    execution_role_arn: str | None = None
+    """The spec's execution role; None: roles tagged `peagle:stage=<stage>`."""
+    expected_bucket_owner: str | None = None
+    """The spec's bucket owner; None: the account of the CI stack."""
+    secret_refs: Mapping[str, str] = field(default_factory=dict)
+    """The plan's `secrets` (NAME -> ARN[:json-key]): read at CreateModel time."""
+
+
+@dataclass(frozen=True)
+class Arns:
+    """ARNs of one account and partition; a stage's own come from its endpoint's grants."""
+
+    partition: str
+    account: str
+
+    def of(self, r: StageResources, grant: Grant) -> str:
+        return grant.arn(self.partition, r.region, self.account)
+
+    def sagemaker(self, region: str, resource: str) -> str:
+        return Grant("sagemaker", resource).arn(self.partition, region, self.account)
+
+    def endpoint(self, r: StageResources) -> str:
+        return self.of(r, endpoint_grants(r.endpoint_name).endpoint)
+
+    def models(self, r: StageResources) -> str:
+        return self.of(r, endpoint_grants(r.endpoint_name).models)
+
+    def derived(self, r: StageResources) -> list[str]:
+        """The stage's endpoint configs and models: the head and exactly DIGEST_LEN more
+        characters, so `<endpoint>-mirror` and another endpoint's names never match."""
+        grants = endpoint_grants(r.endpoint_name)
+        return [self.of(r, grants.configs), self.of(r, grants.models)]
+
+    def parameters(self, r: StageResources) -> list[str]:
+        path = f"{PARAMETER_ROOT}/{r.stage}".lstrip("/")
+        base = f"arn:{self.partition}:ssm:{r.region}:{self.account}:parameter/{path}"
+        return [base, f"{base}/*"]
+
+    def log_group(self, r: StageResources) -> list[str]:
+        grants = endpoint_grants(r.endpoint_name)
+        return [self.of(r, grants.log_group), self.of(r, grants.log_streams)]
+
+    def scaling_alarms(self, r: StageResources) -> str:
+        return self.of(r, endpoint_grants(r.endpoint_name).scaling_alarms)
+
+    def scalable_targets(self, region: str) -> str:
+        return Grant("application-autoscaling", "scalable-target/*").arn(
+            self.partition, region, self.account
+        )
+
+    def role(self, name: str) -> str:
+        return f"arn:{self.partition}:iam::{self.account}:role/{name}"
+
+
+def statement(
+    sid: str,
+    actions: Sequence[str],
+    resources: Sequence[str],
+    conditions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One Allow statement; actions and resources sorted and without repeats."""
+    out: dict[str, Any] = {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": sorted(set(actions)),
+        "Resource": sorted(set(resources)) if len(set(resources)) > 1 else resources[0],
+    }
+    if conditions:
+        out["Condition"] = dict(conditions)
+    return out
+
+
+def own_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
+    """The stage's endpoint, configs, models, manifest and logs; the region's reads."""
+    configs, _models = arns.derived(own)
+    return [
+        statement("OwnEndpoint", OWN_ENDPOINT_ACTIONS, [arns.endpoint(own)]),
+        statement("OwnConfigsAndModels", OWN_MODEL_ACTIONS, arns.derived(own)),
+        # A config of the stage's own name may only serve the stage's own models: a
+        # config that serves another stage's model would run that model's environment.
+        statement(
+            "OwnConfigsOfOwnModels",
+            ["sagemaker:CreateEndpointConfig"],
+            [configs],
+            {"ArnLike": {"sagemaker:ModelArn": arns.models(own)}},
+        ),
+        # ListEndpoints/ListEndpointConfigs/ListModels have no resource-level permissions.
+        statement("ListSageMaker", LIST_ACTIONS, ["*"]),
+        # Read-only and without any model environment: the doctor's capacity check counts
+        # the instances every endpoint of the region holds.
+        statement(
+            "DescribeRegionEndpoints",
+            ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
+            [
+                arns.sagemaker(own.region, "endpoint/*"),
+                arns.sagemaker(own.region, "endpoint-config/*"),
+            ],
+        ),
+        statement("OwnManifestRead", PARAMETER_READ_ACTIONS, arns.parameters(own)),
+        statement("OwnManifestWrite", PARAMETER_WRITE_ACTIONS, arns.parameters(own)),
+        statement("OwnEndpointLogs", LOG_READ_ACTIONS, arns.log_group(own)),
+    ]
+
+
+def pass_role_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
+    """The execution role: passed to SageMaker only, and only the stage's own."""
+    if own.execution_role_arn:
+        resources, conditions = [own.execution_role_arn], {}
+    else:
+        resources = [arns.role("*")]
+        conditions = {"StringEquals": {f"aws:ResourceTag/{STAGE_TAG}": own.stage}}
+    passed = {"iam:PassedToService": SAGEMAKER_SERVICE, **conditions.get("StringEquals", {})}
+    return [
+        statement(
+            "PassOwnExecutionRoleToSageMaker",
+            ["iam:PassRole"],
+            resources,
+            {"StringEquals": passed},
+        ),
+        statement(
+            "DoctorChecksOwnExecutionRole",
+            ["iam:GetRole", "iam:SimulatePrincipalPolicy"],
+            resources,
+            conditions,
+        ),
+    ]
+
+
+def autoscaling_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
+    """Application Auto Scaling of SageMaker endpoint variants, and the endpoint's alarms.
+
+    Scalable targets are named by generated ids and no condition key names the resource
+    id (Service Authorization Reference, Application Auto Scaling): the writes are bound
+    to SageMaker variants by `service-namespace` and `scalable-dimension`; the endpoint
+    itself by the SageMaker and CloudWatch permissions registering needs, which are the
+    stage's own (OwnEndpoint, AutoscalingAlarms).
+    """
+    return [
+        statement(
+            "Autoscaling",
+            AUTOSCALING_WRITE_ACTIONS,
+            [arns.scalable_targets(own.region)],
+            {
+                "StringEquals": {
+                    "application-autoscaling:service-namespace": SCALING_NAMESPACE,
+                    "application-autoscaling:scalable-dimension": SCALING_DIMENSION,
+                }
+            },
+        ),
+        statement("AutoscalingReads", AUTOSCALING_READ_ACTIONS, ["*"]),
+        statement(
+            "AutoscalingAlarms",
+            ["cloudwatch:DeleteAlarms", "cloudwatch:PutMetricAlarm"],
+            [arns.scaling_alarms(own)],
+        ),
+        statement("DescribeAlarms", ["cloudwatch:DescribeAlarms"], ["*"]),
+        statement(
+            "AutoscalingServiceLinkedRole",
+            ["iam:CreateServiceLinkedRole"],
+            [arns.role(f"aws-service-role/{AUTOSCALING_SLR_SERVICE}/{AUTOSCALING_SLR_NAME}")],
+            {"StringEquals": {"iam:AWSServiceName": AUTOSCALING_SLR_SERVICE}},
+        ),
+        statement("DoctorReadsQuotas", QUOTA_ACTIONS, ["*"]),
+    ]
+
+
+def source_statements(arns: Arns, source: StageResources) -> list[dict[str, Any]]:
+    """The promotion source: read and invoke, nothing else."""
+    return [
+        statement("SourceEndpoint", SOURCE_ENDPOINT_ACTIONS, [arns.endpoint(source)]),
+        statement("SourceConfigsAndModels", SOURCE_MODEL_ACTIONS, arns.derived(source)),
+        statement("SourceManifestRead", PARAMETER_READ_ACTIONS, arns.parameters(source)),
+        statement("SourceEndpointLogs", LOG_READ_ACTIONS, arns.log_group(source)),
+    ]
+
+
+def secret_statements(stages: Sequence[StageResources]) -> list[dict[str, Any]]:
+    """Secrets by reference: read just before CreateModel, exactly these ARNs."""
+    secret_arns = sorted(
+        {":".join(ref.split(":")[:7]) for stage in stages for ref in stage.secret_refs.values()}
+    )
+    if not secret_arns:
+        return []
+    return [statement("ReadTheModelsSecrets", ["secretsmanager:GetSecretValue"], secret_arns)]
+
+
+def s3_statements(arns: Arns, stages: Sequence[StageResources]) -> list[dict[str, Any]]:
+    """The doctor's reads of the model and drafter locations, only in buckets of the
+    expected owner (`s3:ResourceAccount`; JumpStart's own buckets, owned by AWS, apart)."""
+    objects: dict[str | None, set[str]] = {}
+    buckets: dict[str | None, set[str]] = {}
+    for stage in stages:
+        default = stage.expected_bucket_owner or arns.account
+        for r in s3_reads(stage.create_model):
+            owner = bucket_owner(r.bucket, default)
+            objects.setdefault(owner, set()).add(f"arn:{arns.partition}:s3:::{r.object_pattern}")
+            buckets.setdefault(owner, set()).add(f"arn:{arns.partition}:s3:::{r.bucket}")
+    out = []
+    for index, owner in enumerate(sorted(objects, key=lambda o: o or "")):
+        suffix = str(index) if index else ""
+        condition = owner_condition(owner)
+        out.append(
+            statement(
+                f"DoctorReadsModelData{suffix}", ["s3:GetObject"], sorted(objects[owner]), condition
+            )
+        )
+        out.append(
+            statement(
+                f"DoctorListsModelBuckets{suffix}",
+                ["s3:ListBucket"],
+                sorted(buckets[owner]),
+                condition,
+            )
+        )
+    return out
+
+
+def ecr_statements(arns: Arns, models: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The doctor's reads of the images' repositories."""
+    repos = {r.arn(arns.partition) for m in models for r in ecr_repositories(m)}
+    if not repos:
+        return []
+    return [
+        statement("DoctorReadsImage", ["ecr:BatchGetImage", "ecr:DescribeImages"], sorted(repos))
+    ]
+
+
+def deploy_statements(
+    arns: Arns, own: StageResources, source: StageResources | None
+) -> list[dict[str, Any]]:
+    """The identity-policy statements of `own`'s deploy role (JSON, no tokens needed)."""
+    stages = [own] if source is None else [own, source]
+    return [
+        *own_statements(arns, own),
+        *pass_role_statements(arns, own),
+        *autoscaling_statements(arns, own),
+        *(source_statements(arns, source) if source is not None else []),
+        *secret_statements(stages),
+        *s3_statements(arns, stages),
+        *ecr_statements(arns, [s.create_model for s in stages]),
+    ]
+
+
+def wildcard_reason(sid: str) -> str:
+    """Why statement `sid` (a numbered one too) names a resource with `*`."""
+    return WILDCARD_REASONS[sid.rstrip("0123456789")]
