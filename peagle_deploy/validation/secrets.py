@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -14,9 +13,12 @@ from peagle_deploy.findings import PlanWarning
 from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
 from peagle_deploy.secret_refs import ARN_EXAMPLE, SECRETS_FIELD
 
-# Words of an environment variable's name (split on `_`, `-`, `.` and camelCase) that
-# make its value a credential, wherever they stand.
-_SECRET_KEY_WORDS = frozenset(
+# When a variable's name ends in one of these nouns (its head: DB_PASSWORD, HF_TOKEN,
+# SIGNING_KEY, DB_PASS, a bare KEY), its value is a credential. Before another word the
+# same noun only qualifies it (TOKEN_PATH, AUTH_TIMEOUT, PASS_THROUGH_HEADERS,
+# KEY_VALUE_CACHE_DTYPE) and the name is no credential's. Plurals that count things
+# (MAX_NUM_BATCHED_TOKENS) are not here.
+_CREDENTIAL_NOUNS = frozenset(
     {
         "TOKEN",
         "SECRET",
@@ -24,7 +26,12 @@ _SECRET_KEY_WORDS = frozenset(
         "PASSWORD",
         "PASSWD",
         "PASSPHRASE",
+        "PASS",
+        "PW",
+        "PWD",
         "APIKEY",
+        "KEY",
+        "KEYS",
         "CREDENTIAL",
         "CREDENTIALS",
         "AUTH",
@@ -34,20 +41,41 @@ _SECRET_KEY_WORDS = frozenset(
         "PAT",
     }
 )
-_SECRET_KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
-# `<X>_KEY` is a credential (OPENAI_KEY, SIGNING_KEY, MASTER_KEY) unless X names a kind
-# of key that is not one.
-_NOT_SECRET_KEY_KINDS = frozenset(
-    {"CACHE", "SORT", "PARTITION", "PRIMARY", "ROUTING", "LOOKUP", "PUBLIC", "HASH", "S3"}
-)
-# `PWD` alone is the working directory; as a word of a longer name it is a password.
-_SECRET_WORDS_IN_LONGER_NAMES = frozenset({"PWD"})
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-# Values that cannot be a credential even under a credential's name
-# (`SM_VLLM_RETURN_TOKENS_AS_TOKEN_IDS=true`, `AUTH_TIMEOUT=30`).
-_PLAIN_VALUE = re.compile(
-    r"(?i)^\s*(true|false|yes|no|on|off|none|null|[-+]?[0-9]+(\.[0-9]+)?)?\s*$"
-)
+# A word before the head noun that names a kind of it that is no credential: a lookup
+# or public key (PROMPT_CACHE_KEY, S3_KEY), a tokenizer's special token (PAD_TOKEN).
+_NOT_CREDENTIAL_KINDS = {
+    "KEY": frozenset(
+        {
+            "CACHE",
+            "SORT",
+            "PARTITION",
+            "PRIMARY",
+            "FOREIGN",
+            "ROUTING",
+            "LOOKUP",
+            "PUBLIC",
+            "HASH",
+            "S3",
+            "OBJECT",
+            "IDEMPOTENCY",
+            "SHARD",
+        }
+    ),
+    "TOKEN": frozenset(
+        {"PAD", "BOS", "EOS", "UNK", "SEP", "CLS", "MASK", "START", "END", "STOP", "SPECIAL"}
+    ),
+}
+# A head noun counted or bounded is a number of them, not one (MAX_TOKEN, NUM_KEYS).
+_QUANTITY_WORDS = frozenset({"MAX", "MIN", "NUM", "TOTAL", "COUNT"})
+# `PWD` alone is the shell's working directory; ending a longer name it is a password.
+_NOT_CREDENTIALS_ALONE = frozenset({"PWD"})
+# Words of a name: split on `_`, `-`, `.` and camelCase; digits stay with their letters
+# (S3_KEY is S3 + KEY, DB_PASSWORD_2 ends in 2).
+_WORD = re.compile(r"[A-Z0-9]+(?![a-z])|[A-Z]?[a-z0-9]+")
+# Values that are no credential whatever the name: empty, a switch, an absolute file
+# path (where a credential is read from: GOOGLE_APPLICATION_CREDENTIALS=/opt/...). A
+# number is one (a PIN, DB_PASSWORD=123456).
+_PLAIN_VALUE = re.compile(r"(?i)^\s*(true|false|yes|no|on|off|none|null|/[A-Za-z0-9._/-]*)?\s*$")
 REDACTED = MASK
 
 
@@ -56,26 +84,33 @@ def _words(key: str) -> list[str]:
 
 
 def secret_by_name(key: str) -> bool:
-    """Whether the variable's name says it holds a credential.
+    """Whether the variable's name says it holds a credential: its last word (numbers
+    after it aside: DB_PASSWORD_2) is a credential noun, not qualified as a kind that is
+    none (PROMPT_CACHE_KEY, PAD_TOKEN) or as a quantity (MAX_TOKEN).
 
-    Names are split into words, so `SM_VLLM_API_KEY`, `HF_TOKEN`, `HF_AUTH`, `OPENAI_KEY`,
-    `hfToken` or `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER`,
-    `..._BATCHED_TOKENS`, `PROMPT_CACHE_KEY` or `PWD` do not.
+    Names are split into words, so `SM_VLLM_API_KEY`, `HF_TOKEN`, `HF_AUTH`, `DB_PASS`,
+    `PW`, `KEY`, `hfToken` or `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER`,
+    `..._BATCHED_TOKENS`, `AUTH_TIMEOUT`, `HF_TOKEN_PATH`, `PROMPT_CACHE_KEY` or `PWD`
+    do not.
     """
     words = _words(key)
-    if _SECRET_KEY_WORDS.intersection(words):
-        return True
-    if any(pair in _SECRET_KEY_PAIRS for pair in itertools.pairwise(words)):
-        return True
-    if len(words) > 1 and _SECRET_WORDS_IN_LONGER_NAMES.intersection(words):
-        return True
-    return len(words) > 1 and words[-1] == "KEY" and words[-2] not in _NOT_SECRET_KEY_KINDS
+    while words and words[-1].isdigit():
+        words.pop()
+    if not words or words[-1] not in _CREDENTIAL_NOUNS:
+        return False
+    if len(words) == 1:
+        return words[0] not in _NOT_CREDENTIALS_ALONE
+    head, qualifier = words[-1], words[-2]
+    if qualifier in _QUANTITY_WORDS:
+        return False
+    kinds = _NOT_CREDENTIAL_KINDS.get(head) or _NOT_CREDENTIAL_KINDS.get(head[:-1], frozenset())
+    return qualifier not in kinds  # KEYS as KEY
 
 
 def looks_like_secret(key: str, value: str) -> bool:
     """Whether an environment entry looks like a credential: a value that is one
-    whatever its name (`hf_...`, `AKIA...`, a private key), or a credential's name on a
-    value that could be one (not empty, a number or a boolean)."""
+    whatever its name (`hf_...`, `AKIA...`, a private key, a URL with a password), or a
+    credential's name on a value that could be one (not empty, a switch or a path)."""
     if SECRET_VALUE_RE.search(value):
         return True
     return secret_by_name(key) and not _PLAIN_VALUE.match(value)
