@@ -61,6 +61,27 @@ MAX_TAGS = 50
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 
 
+PARTITION_REGIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("aws-cn", re.compile(r"^cn\-\w+\-\d+$")),
+    ("aws-us-gov", re.compile(r"^us\-gov\-\w+\-\d+$")),
+    ("aws-iso", re.compile(r"^us\-iso\-\w+\-\d+$")),
+    ("aws-iso-b", re.compile(r"^us\-isob\-\w+\-\d+$")),
+    ("aws-iso-e", re.compile(r"^eu\-isoe\-\w+\-\d+$")),
+    ("aws-iso-f", re.compile(r"^us\-isof\-\w+\-\d+$")),
+    ("aws-eusc", re.compile(r"^eusc\-(de)\-\w+\-\d+$")),
+)
+"""Each partition's `regionRegex` but the commercial one's (botocore's
+`data/partitions.json`); a region none of them matches is in `aws`."""
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region (`aws`, `aws-cn`, `aws-us-gov`, ...)."""
+    for partition, regions in PARTITION_REGIONS:
+        if regions.match(region):
+            return partition
+    return "aws"
+
+
 def check_region(region: str, field: str = "region") -> None:
     """Region names look like `us-east-1`, `eu-central-2`, `us-gov-west-1`."""
     if not REGION_RE.fullmatch(region):
