@@ -30,7 +30,9 @@ def arn(name: str) -> str:
 
 
 def manifest(stage: str, **overrides: Any) -> DeploymentManifest:
-    spec = load_spec(model="gpt-oss-20b", region=REGION, stage=stage, execution_role_arn=ROLE, **overrides)
+    spec = load_spec(
+        model="gpt-oss-20b", region=REGION, stage=stage, execution_role_arn=ROLE, **overrides
+    )
     return DeploymentManifest.from_plan(build_plan(spec), deployed_by="test")
 
 
