@@ -24,8 +24,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from peagle_serve import strict_json
-
 from peagle_deploy.errors import InputError
 from peagle_deploy.redaction import value_excerpt
 
@@ -125,6 +123,8 @@ def secret_value(ref: SecretRef, secret_string: str) -> str:
         raise InputError(f"{SECRETS_FIELD}.{ref.env_name}", "the secret is larger than 64 KiB")
     if ref.json_key is None:
         return secret_string
+    from peagle_serve import strict_json  # only where a value is read (not on the plan's path)
+
     try:  # bounded: a secret nested thousands deep is one line, not a RecursionError
         document = strict_json.loads(secret_string, what="the secret", max_bytes=MAX_SECRET_BYTES)
     except strict_json.JsonSyntaxError:

@@ -9,11 +9,11 @@ from typing import Any
 from peagle_serve.contract import (
     HF_MODEL_ID_ENV,
     MODEL_ENV,
+    PORT_ENV,
     SM_VLLM_PREFIX,
     SPECULATIVE_CONFIG_ENV,
     V2_RUNNER_ENV,
 )
-from peagle_serve.envargs import PORT_ENV
 
 from peagle_deploy.catalog.engines import sensitive_logged_args
 from peagle_deploy.deployment import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV, Deployment
