@@ -28,7 +28,6 @@ from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, endpoin
 from peagle_deploy.errors import DeployError, EndpointFailedError, InputError
 from peagle_deploy.naming import derived_name_pattern
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
-from peagle_deploy.redaction import SecretValues
 from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
 from peagle_deploy.sdk.manifest import (
     DeploymentManifest,
@@ -193,6 +192,8 @@ class _Deployer:
         self.created: list[str] = []
         self.removed: list[str] = []
         self.warnings: list[str] = list(plan.warnings)
+        from peagle_deploy.redaction import SecretValues
+
         # The values of the plan's secrets, once read: masked in all that leaves `run`
         # (errors, log lines, warnings, progress).
         self.secret_values = SecretValues()

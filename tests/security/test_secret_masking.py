@@ -21,7 +21,6 @@ from botocore.compat import HTTPHeaders
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from peagle_deploy.emulator import MotoExtensions
 from peagle_deploy.errors import EndpointFailedError, InputError
 from peagle_deploy.redaction import MASK
 
@@ -39,7 +38,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with mock_aws(), MotoExtensions():
+    with mock_aws():
         yield boto3.Session(region_name=REGION)
 
 
