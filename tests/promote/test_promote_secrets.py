@@ -18,7 +18,7 @@ from peagle_deploy.errors import InputError
 from peagle_deploy.plan import build_plan
 from peagle_deploy.promote import runner, store
 from peagle_deploy.promote.runner import PromoteOptions, Source, StageState, plan_target
-from peagle_deploy.sdk.manifest import DeploymentManifest
+from peagle_deploy.sdk import DeploymentManifest
 from peagle_deploy.spec import load_spec
 
 REGION = "us-east-1"
