@@ -1,4 +1,5 @@
-"""The model provider's Lambda asset: handler.py plus a pinned, hash-checked botocore.
+"""The model provider's Lambda asset: handler.py, the package files it shares
+(SHARED_MODULES), and a pinned, hash-checked botocore.
 
 Lambda's Python runtimes ship their own boto3/botocore, whose version AWS chooses. The
 handler needs one that knows CreateModel's PrimaryContainer.AdditionalModelDataSources
@@ -35,6 +36,11 @@ from peagle_deploy.errors import PeagleError
 
 HANDLER_DIR: Final = Path(__file__).parent / "model_provider"
 HANDLER_FILE: Final = "handler.py"
+PACKAGE_ROOT: Final = Path(__file__).resolve().parents[1]
+SHARED_MODULES: Final = ("peagle_deploy/__init__.py", "peagle_deploy/redaction.py")
+"""Files of the package the handler imports (standard library only, so they run alone),
+copied into the asset at the same paths: the one masking of secret values is shared,
+not copied into the handler."""
 LOCK: Final = HANDLER_DIR / "requirements.lock"
 KEPT_SERVICE_MODELS: Final = ("sagemaker", "secretsmanager")
 MANIFEST: Final = "BUNDLE.json"
@@ -132,6 +138,8 @@ def _kept(member: str) -> bool:
 
 def _key(lock: Path) -> str:
     h = hashlib.sha256((HANDLER_DIR / HANDLER_FILE).read_bytes())
+    for module in SHARED_MODULES:
+        h.update((PACKAGE_ROOT / module).read_bytes())
     h.update(lock.read_bytes())
     return h.hexdigest()[:16]
 
@@ -147,6 +155,9 @@ def stage(outdir: str | os.PathLike[str], lock: Path = LOCK) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     shutil.copy2(HANDLER_DIR / HANDLER_FILE, partial / HANDLER_FILE)
+    for module in SHARED_MODULES:
+        (partial / module).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PACKAGE_ROOT / module, partial / module)
     for wheel in found.values():
         with zipfile.ZipFile(wheel) as z:
             for member in z.infolist():
@@ -165,6 +176,7 @@ def stage(outdir: str | os.PathLike[str], lock: Path = LOCK) -> Path:
                     p.name: {"file": w.name, "sha256": _sha256(w)} for p, w in found.items()
                 },
                 "service_models": KEPT_SERVICE_MODELS,
+                "shared_modules": SHARED_MODULES,
                 "lock": lock.name,
             },
             indent=1,

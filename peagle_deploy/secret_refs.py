@@ -5,7 +5,7 @@ followed by `:<json-key>` for one key of a JSON secret:
 
     secrets:
       HF_TOKEN: arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf
-      SM_VLLM_API_KEY: arn:aws:secretsmanager:us-east-1:123456789012:secret:llm-AbCdEf:api_key
+      VLLM_API_KEY: arn:aws:secretsmanager:us-east-1:123456789012:secret:llm-AbCdEf:api_key
 
 Nothing the project writes holds the value: plans, templates, `cdk.out`, stage files and
 manifests carry the reference. The value is read (GetSecretValue) by whoever calls
@@ -20,7 +20,6 @@ name exactly that secret.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +57,12 @@ class SecretRef:
         match = SECRET_ARN_RE.match(self.arn)
         assert match is not None
         return match["region"]
+
+    @property
+    def partition(self) -> str:
+        match = SECRET_ARN_RE.match(self.arn)
+        assert match is not None
+        return match["partition"]
 
 
 def parse_secret_ref(env_name: str, value: object, field: str = SECRETS_FIELD) -> SecretRef:
@@ -118,10 +123,18 @@ def secret_value(ref: SecretRef, secret_string: str) -> str:
         raise InputError(f"{SECRETS_FIELD}.{ref.env_name}", "the secret is larger than 64 KiB")
     if ref.json_key is None:
         return secret_string
-    try:
-        document = json.loads(secret_string)
-    except ValueError:
+    from peagle_serve import strict_json  # only where a value is read (not on the plan's path)
+
+    try:  # bounded: a secret nested thousands deep is one line, not a RecursionError
+        document = strict_json.loads(secret_string, what="the secret", max_bytes=MAX_SECRET_BYTES)
+    except strict_json.JsonSyntaxError:
         document = None
+    except strict_json.JsonLimitError as e:
+        raise InputError(
+            f"{SECRETS_FIELD}.{ref.env_name}",
+            f"the secret's JSON is refused: {e.problem}",
+            f"a JSON object nested at most {strict_json.MAX_DEPTH} levels, each key once",
+        ) from None
     if not isinstance(document, dict) or ref.json_key not in document:
         raise InputError(
             f"{SECRETS_FIELD}.{ref.env_name}",

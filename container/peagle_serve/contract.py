@@ -22,6 +22,8 @@ SM_VLLM_PREFIX: Final = "SM_VLLM_"
 SPECULATIVE_CONFIG_ENV: Final = "SM_VLLM_SPECULATIVE_CONFIG"
 MODEL_ENV: Final = "SM_VLLM_MODEL"
 HF_MODEL_ID_ENV: Final = "HF_MODEL_ID"
+# Only 8080: SageMaker sends traffic there (peagle_serve.envargs refuses another port).
+PORT_ENV: Final = SM_VLLM_PREFIX + "PORT"
 # Seconds between two reads of vLLM's /metrics by the container's acceptance reporter.
 METRICS_INTERVAL_ENV: Final = "PEAGLE_METRICS_INTERVAL_SECONDS"
 # How many parallel tokens the drafter was trained for (e.g. the catalog's

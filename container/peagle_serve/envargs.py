@@ -50,7 +50,7 @@ SINGLE_TOKEN_ARRAY_FLAGS: Final = frozenset(
 # Where the target model sits in the container; overridable so tests can point it
 # anywhere.
 MODEL_DIR_ENV: Final = "PEAGLE_MODEL_DIR"
-PORT_ENV: Final = contract.SM_VLLM_PREFIX + "PORT"
+PORT_ENV: Final = contract.PORT_ENV
 
 
 class ArgvError(ValueError):

@@ -3,7 +3,8 @@
 Runs in AWS Lambda (the newest Python runtime aws-cdk-lib offers, see infra/model.py)
 with the botocore that infra/provider_bundle.py copies next to this file: it knows
 CreateModel's PrimaryContainer.AdditionalModelDataSources, which the drafter needs, and
-`require_additional_model_data_sources` proves it before any call.
+`require_additional_model_data_sources` proves it before any call. The bundle also
+carries peagle_deploy/redaction.py (standard library only): the masking below.
 
 The Provider framework's contract (aws-cdk-lib 2.275, custom-resources/lib/provider-
 framework/runtime/framework.js): `on_event(event, context)` gets CloudFormation's event
@@ -29,7 +30,9 @@ framework.js (aws-cdk-lib 2.275) logs the whole CloudFormation event, ResourcePr
 and OldResourceProperties included, into the provider's log group on every Create,
 Update and Delete, outside this project's control. So the properties must hold no
 secret at all: the CDK path refuses a secret-looking environment value. Every message
-the handler returns or logs is masked too (`masked`): botocore's parameter validation
+the handler returns or logs is masked too (`masked`, the project's one masking,
+peagle_deploy/redaction.py, which the bundle carries next to this file): botocore's
+parameter validation
 and SageMaker's ValidationException both quote the offending value (`Invalid type for
 parameter PrimaryContainer.Environment.HF_TOKEN, value: [...]`, `Value '...' at '...'
 failed to satisfy constraint`), and that text would become the stack event and the log
@@ -41,13 +44,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 import botocore
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
+# The project's one masking of secret values (bundled with this file, standard library only).
+from peagle_deploy.redaction import environment_values, masked
 
 PROPERTY: Final = "CreateModel"
 SECRETS_PROPERTY: Final = "Secrets"
@@ -98,18 +104,6 @@ _MODEL_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _COMPARED: Final = ("PrimaryContainer", "ExecutionRoleArn", "VpcConfig", "EnableNetworkIsolation")
 
 SLEEP: Callable[[float], None] = time.sleep  # tests record the delays instead of waiting
-
-MASK: Final = "***"
-# Where botocore's ParamValidationError (botocore/validate.py, _format_error) and AWS's
-# validation messages ("1 validation error detected: Value '...' at '...' failed to
-# satisfy constraint: ...") quote a value.
-_QUOTED_VALUES: Final = (
-    re.compile(r"(, value: ).*?(, (?:type: |valid min value: |valid min length: ))", re.S),
-    re.compile(r"(Value ').*?(' at ')", re.S),
-)
-# Environment values shorter than this are left in messages when they are not quoted as
-# above ("1", "true" would otherwise blank out unrelated words); no credential is that short.
-_MIN_MASKED_LEN: Final = 6
 
 
 class LambdaContext(Protocol):
@@ -196,6 +190,8 @@ def _secret_value(name: str, ref: str, secret_string: str) -> str:
         document = json.loads(secret_string)
     except ValueError:
         document = None
+    except RecursionError:  # nested thousands deep: one line, not a traceback
+        raise RuntimeError(f"secret of {name} is JSON nested too deeply to read") from None
     if not isinstance(document, dict) or not isinstance(document.get(key), str):
         raise RuntimeError(f"secret of {name} is not a JSON object with a string {key!r}")
     return str(document[key])
@@ -371,19 +367,6 @@ def delete(client: Any, name: str) -> None:
         raise RuntimeError(f"DeleteModel {name}: {code}: {message}") from None
 
 
-def environment_values(requests: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The values of every container Environment of `requests`, longest first, as they
-    could appear in a message: as is, and escaped as in a repr or in JSON."""
-    values: set[str] = set()
-    for request in requests:
-        containers = [request.get("PrimaryContainer"), *(request.get("Containers") or [])]
-        for container in containers:
-            env = container.get("Environment") if isinstance(container, Mapping) else None
-            for value in _leaves(env):
-                values.update({value, repr(value)[1:-1], json.dumps(value)[1:-1]})
-    return sorted((v for v in values if len(v) >= _MIN_MASKED_LEN), key=len, reverse=True)
-
-
 def _event_requests(event: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     for key in ("ResourceProperties", "OldResourceProperties"):
         properties = event.get(key)
@@ -392,29 +375,6 @@ def _event_requests(event: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
                 yield _request(properties)
             except ValueError:
                 continue
-
-
-def _leaves(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    elif value is not None:
-        yield str(value)
-
-
-def masked(text: str, values: Iterable[str]) -> str:
-    """`text` with every value botocore or AWS quotes, and each of `values` (see
-    `environment_values`), replaced by MASK."""
-    for pattern in _QUOTED_VALUES:
-        text = pattern.sub(rf"\g<1>{MASK}\g<2>", text)
-    for value in values:
-        text = text.replace(value, MASK)
-    return text
 
 
 def on_event(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:

@@ -57,8 +57,8 @@ def stack_role_arn(session: Any, region: str, stack_name: str) -> str | None:
 def planned_role(plan: Any, session: Any, stack_name: str, account: str | None) -> Any:
     """The RoleView of the stack's execution role."""
     from peagle_deploy.access import model_access_policy
-    from peagle_deploy.doctor.context import partition_of
     from peagle_deploy.doctor.role import PlannedRole
+    from peagle_deploy.validation.aws_shapes import partition_of
 
     policy = model_access_policy(
         plan.create_model,

@@ -50,6 +50,15 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
             "manifest or stage file; else the source's).",
         ),
     ] = None,
+    secret: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret",
+            metavar="NAME=ARN",
+            help="The target stage's own secret for NAME, over its stage file's or manifest's "
+            "(a promotion never carries the source stage's secrets); repeatable.",
+        ),
+    ] = None,
     region: so.RegionOpt = None,
     dry_run: Annotated[
         bool,
@@ -85,6 +94,7 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
     from peagle_deploy.promote.gates import load_gates
     from peagle_deploy.promote.runner import PromoteOptions, check_stages, promote, render_result
     from peagle_deploy.promote.target import stage_file_for
+    from peagle_deploy.spec.flag_table import parse_pairs
 
     check_stages(source_stage, target_stage)  # the flags first, then the file they pick from
     stage_gates = load_gates(gates).for_stage(target_stage)
@@ -94,6 +104,7 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         source_endpoint=name,
         target_endpoint=target_name,
         role_arn=role_arn,
+        secrets=parse_pairs("--secret", secret or [], form="NAME=ARN"),
         region=region,
         dry_run=dry_run,
         write_spec=write_spec,

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from peagle_deploy.doctor.result import CheckResult, warned
 from peagle_deploy.plan import Plan
+from peagle_deploy.validation.aws_shapes import partition_of
 
 T = TypeVar("T")
 
@@ -25,15 +26,6 @@ ACCESS_DENIED_CODES = frozenset(
         "403",
     }
 )
-
-
-def partition_of(region: str) -> str:
-    """The ARN partition of a region."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
 
 
 def error_code(exc: BaseException) -> str:

@@ -39,6 +39,7 @@ from peagle_deploy.records import (
     running_experiment,
     write_record,
 )
+from peagle_deploy.redaction import SecretValues
 from peagle_deploy.sdk.waiter import IN_PROGRESS, use_progress, wait_for_endpoint
 from peagle_deploy.spec.models import DeploymentSpec
 
@@ -407,18 +408,29 @@ def _check_startable(
 def _create_and_update(xp: ExperimentPlan, clients: _Clients, show: bool) -> list[str]:
     """Create the candidate's model and the experiment's config, then UpdateEndpoint.
 
-    Returns what it created; on a refusal removes it and raises ExperimentError.
+    Returns what it created; on a refusal removes it and raises ExperimentError. The
+    values of the spec's secrets are read just before the candidate's CreateModel and
+    masked in any error that leaves (a ValidationException quotes the environment).
     """
+    from peagle_deploy.sdk.secrets import create_model_with_secrets
+
+    values = SecretValues()
+    with values:
+        candidate = create_model_with_secrets(
+            xp.create_candidate_model,
+            xp.incumbent.secret_refs,
+            lambda: clients.client("secretsmanager"),
+            values,
+        )
+        return _create_candidate(xp, candidate, clients, show)
+
+
+def _create_candidate(
+    xp: ExperimentPlan, candidate: dict[str, Any], clients: _Clients, show: bool
+) -> list[str]:
     from botocore.exceptions import ClientError
 
     created: list[str] = []
-    candidate = xp.create_candidate_model
-    if xp.incumbent.secret_refs:  # the spec's secrets by reference: read just before
-        from peagle_deploy.plan.render import with_secret_values
-        from peagle_deploy.sdk.secrets import read_secret_values
-
-        values = read_secret_values(clients.client("secretsmanager"), xp.incumbent.secret_refs)
-        candidate = with_secret_values(candidate, values)
     steps: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
         ("model", clients.sm.create_model, candidate, xp.candidate_model_name),
         (

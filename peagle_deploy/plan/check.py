@@ -53,6 +53,7 @@ RULES: tuple[Rule, ...] = (
     aws_shapes.check_tags_and_keys,
     secrets.check_secrets,
     secrets.check_secret_refs,
+    secrets.refuse_secret_arguments,
     secrets.check_logged_args,
     aws_shapes.check_environment,
 )

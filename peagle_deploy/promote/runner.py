@@ -14,7 +14,7 @@ the local rehearsal and a real run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +41,7 @@ from peagle_deploy.promote.target import (
     StageSettings,
     derive_target_endpoint_name,
     target_endpoint_name,
+    target_secrets,
     target_stage_settings,
 )
 from peagle_deploy.records import manifest_parameter_name, running_experiment
@@ -73,6 +74,9 @@ class PromoteOptions:
     role_arn: str | None = None
     """Execution role of the target; None: the target stage's (see `target_stage_settings`),
     else the source's."""
+    secrets: dict[str, str] = field(default_factory=dict)
+    """The target's secrets bound explicitly (`--secret NAME=ARN`), over the target stage's
+    own (see `target_secrets`)."""
     region: str | None = None
     dry_run: bool = False
     write_spec: Path | None = None
@@ -191,6 +195,7 @@ def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
     """Everything that can be refused without AWS: stage and endpoint names, role and
     region shapes, the gates' dataset, and the files (read now, not after the gates)."""
     from peagle_deploy.promote.target import check_stage_files
+    from peagle_deploy.secret_refs import parse_secret_ref
     from peagle_deploy.validation.aws_shapes import (
         check_endpoint_name,
         check_region,
@@ -205,6 +210,8 @@ def check_inputs(options: PromoteOptions, gates: StageGates) -> None:
         if name is not None:
             check_endpoint_name(name, flag)
     check_role(options.role_arn, "--role-arn")
+    for name, arn in sorted(options.secrets.items()):
+        parse_secret_ref(name, arn, "--secret")
     if options.region is not None:
         check_region(options.region, "--region")
     check_bench_dataset(gates, options.target_stage)
@@ -285,6 +292,9 @@ def plan_target(clients: store.Clients, options: PromoteOptions, source: Source)
         write_spec=options.write_spec, manifest=manifest, stage_file=options.stage_file
     )
     doc.update(settings.values, stage=stage, endpoint_name=doc["endpoint_name"])
+    doc["secrets"] = target_secrets(
+        source.manifest.spec, settings, options.secrets, (options.source_stage, stage)
+    )
     if options.role_arn:
         doc["execution_role_arn"] = options.role_arn
     if options.region:
@@ -337,6 +347,8 @@ def describe_promotion(
         f"configuration recorded yet, and no stage file: neither --stage-file nor "
         f"{STAGES_DIR / (options.target_stage + '.yaml')})"
     )
+    if options.secrets:
+        changes.append(f"secrets re-bound with --secret: {', '.join(sorted(options.secrets))}")
     if options.dry_run and options.write_spec is not None:
         changes.append(f"write {options.write_spec} (instead of deploying)")
     return {

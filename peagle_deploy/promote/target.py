@@ -6,11 +6,13 @@ belongs to its stage (STAGE_OWNED_FIELDS), read from the first place that has th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.errors import InputError
+from peagle_deploy.secret_refs import SECRETS_FIELD
 
 if TYPE_CHECKING:
     from peagle_deploy.records import DeploymentManifest
@@ -24,13 +26,15 @@ STAGE_OWNED_FIELDS: tuple[str, ...] = (
     "vpc",
     "kms_key_id",
     "tags",
+    "secrets",
 )
 """Spec fields that belong to a stage, not to the configuration being promoted.
 
 A promotion carries what was measured - model, image, drafter, speculative settings, K,
 instance type, tensor parallelism, limits, container env - and keeps the target's own
-capacity, rollout policy, identity, network and encryption: promoting dev's one-instance,
-all-at-once spec must not shrink prod to one instance or drop its canary and alarms.
+capacity, rollout policy, identity, network, encryption and secrets: promoting dev's
+one-instance, all-at-once spec must not shrink prod to one instance or drop its canary
+and alarms, nor point prod's model at dev's secrets (`target_secrets`).
 """
 
 
@@ -114,6 +118,39 @@ def target_stage_settings(
         spec = _load_stage_file(Path(stage_file), "--stage-file")
         return StageSettings(_stage_owned(spec, keep_unset_role=True), str(stage_file))
     return StageSettings({}, None)
+
+
+def target_secrets(
+    source: DeploymentSpec,
+    settings: StageSettings,
+    rebound: Mapping[str, str],
+    stages: tuple[str, str],
+) -> dict[str, str]:
+    """The target's `secrets`: its own, never the source stage's.
+
+    The target stage's settings bind them (its stage file or manifest, as every
+    stage-owned field); `rebound` (`peagle promote --secret NAME=ARN`) binds some
+    explicitly and wins. Every variable the promoted configuration reads by reference
+    must be bound so; a promotion that would carry the source's binding is refused.
+    """
+    source_stage, target_stage = stages
+    own = dict(settings.values.get("secrets") or {}) if settings.origin else {}
+    own.update(rebound)
+    unbound = sorted(set(source.secrets) - set(own))
+    if unbound:
+        name = unbound[0]
+        where = settings.origin or (
+            f"no {target_stage} configuration: no manifest, no --stage-file, no "
+            f"{STAGES_DIR / (target_stage + '.yaml')}"
+        )
+        raise InputError(
+            f"{SECRETS_FIELD}.{name}",
+            f"{source_stage} binds {name} to its secret {source.secrets[name]}, which a "
+            f"promotion does not carry into {target_stage}; {target_stage} binds none ({where})",
+            f"{target_stage}'s own: --secret {name}=<ARN>, or {SECRETS_FIELD}: {{{name}: <ARN>}} "
+            f"in {target_stage}'s stage file",
+        )
+    return own
 
 
 def derive_target_endpoint_name(

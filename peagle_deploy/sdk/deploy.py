@@ -160,12 +160,13 @@ def deploy_peagle(
         deployed_by=deployed_by,
     )
     deployer.warnings += doctor_warnings
-    try:
-        handle.deployment = deployer.run(dry_run=dry_run)
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
-        raise deployer.interrupted() from None
+    with deployer.secret_values:  # any error leaving the run is masked for the values read
+        try:
+            handle.deployment = deployer.run(dry_run=dry_run)
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            raise deployer.interrupted() from None
     return handle
 
 
@@ -192,6 +193,11 @@ class _Deployer:
         self.created: list[str] = []
         self.removed: list[str] = []
         self.warnings: list[str] = list(plan.warnings)
+        from peagle_deploy.redaction import SecretValues
+
+        # The values of the plan's secrets, once read: masked in all that leaves `run`
+        # (errors, log lines, warnings, progress).
+        self.secret_values = SecretValues()
         self.started = time.monotonic()
         self._console: Any = None
 
@@ -203,7 +209,7 @@ class _Deployer:
             from peagle_deploy.terminal import plain_console
 
             self._console = plain_console(stderr=True)
-        self._console.print(text, highlight=False)
+        self._console.print(self.secret_values.text(text), highlight=False)
 
     def outcome(self, action: Action, status: str, **extra: Any) -> DeployOutcome:
         p = self.plan
@@ -219,7 +225,7 @@ class _Deployer:
             created=list(self.created),
             removed=list(self.removed),
             elapsed_s=time.monotonic() - self.started,
-            warnings=list(self.warnings),
+            warnings=[self.secret_values.text(w) for w in self.warnings],
             **extra,
         )
 
@@ -280,17 +286,18 @@ class _Deployer:
         return True
 
     def create_model_and_config(self) -> None:
-        p = self.plan
-        request = p.create_model
-        if p.secret_refs:
-            from peagle_deploy.aws import make_client
-            from peagle_deploy.plan.render import with_secret_values
-            from peagle_deploy.sdk.secrets import read_secret_values
+        from peagle_deploy.aws import make_client
+        from peagle_deploy.sdk.secrets import create_model_with_secrets
 
-            client = make_client(
+        p = self.plan
+        request = create_model_with_secrets(
+            p.create_model,
+            p.secret_refs,
+            lambda: make_client(
                 "secretsmanager", region=p.region, boto_session=self.handle._session
-            )
-            request = with_secret_values(request, read_secret_values(client, p.secret_refs))
+            ),
+            self.secret_values,
+        )
         self._create("model", self.sm.create_model, request, p.model_name)
         self._create(
             "endpoint-config",

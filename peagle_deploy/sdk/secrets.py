@@ -2,16 +2,21 @@
 
 The deployer's credentials read each referenced secret (secretsmanager:GetSecretValue on
 exactly those ARNs); the values go into the CreateModel request and nowhere else: not the
-plan, the manifest or any output. Errors name the variable and the ARN, never a value.
+plan, the manifest or any output. Errors name the variable and the ARN, never a value,
+and every path that holds the values masks them in what leaves it (`SecretValues`): an
+AWS error that quotes the environment, a failure's log lines, a warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from peagle_deploy.errors import DeployError
+from peagle_deploy.plan.render import with_secret_values
+from peagle_deploy.redaction import SecretValues
 from peagle_deploy.secret_refs import parse_secret_ref, secret_value
+from peagle_deploy.validation.aws_shapes import check_resolved_environment
 
 
 def read_secret_values(client: Any, refs: Mapping[str, str]) -> dict[str, str]:
@@ -35,3 +40,23 @@ def read_secret_values(client: Any, refs: Mapping[str, str]) -> dict[str, str]:
             raise DeployError(f"secrets.{name}: {ref.arn} has no SecretString (binary secret)")
         values[name] = secret_value(ref, string)
     return values
+
+
+def create_model_with_secrets(
+    create_model: dict[str, Any],
+    refs: Mapping[str, str],
+    secretsmanager: Callable[[], Any],
+    values: SecretValues,
+) -> dict[str, Any]:
+    """The CreateModel request with the values of `refs` in its Environment, which must
+    then fit CreateModel's limits (checked here, naming the variables: SageMaker's
+    ValidationException would quote the environment). The values join `values`, whose
+    owner masks them in whatever leaves its path. `secretsmanager` makes the client,
+    only when there is something to read."""
+    if not refs:
+        return create_model
+    read = read_secret_values(secretsmanager(), refs)
+    values.add(read.values())
+    request = with_secret_values(create_model, read)
+    check_resolved_environment(request["PrimaryContainer"]["Environment"], list(read))
+    return request

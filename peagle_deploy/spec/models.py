@@ -219,7 +219,9 @@ class DeploymentSpec(_Strict):
     )
     """Container environment given by reference: NAME -> the full ARN of a Secrets Manager
     secret, optionally `<ARN>:<json-key>`. No value is written anywhere; it is read just
-    before CreateModel and then sits in the model's environment (DescribeModel shows it)."""
+    before CreateModel and then sits in the model's environment (DescribeModel shows it).
+    Not `PEAGLE_*` nor `SM_VLLM_*` (a vLLM argument is logged in clear: use VLLM_API_KEY,
+    HF_TOKEN); the stage's own (a promotion never carries them)."""
     model_data_download_timeout_s: int | None = Field(default=None, ge=60, le=3600)
     """ModelDataDownloadTimeoutInSeconds (60-3600; default: the model source's, else 1800)."""
     container_startup_health_check_timeout_s: int | None = Field(default=None, ge=60, le=3600)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
 from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
@@ -59,6 +59,27 @@ MAX_ENV_BYTES = 1024
 MAX_ENV_TOTAL_BYTES = 32 * 1024
 MAX_TAGS = 50
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
+
+
+PARTITION_REGIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("aws-cn", re.compile(r"^cn\-\w+\-\d+$")),
+    ("aws-us-gov", re.compile(r"^us\-gov\-\w+\-\d+$")),
+    ("aws-iso", re.compile(r"^us\-iso\-\w+\-\d+$")),
+    ("aws-iso-b", re.compile(r"^us\-isob\-\w+\-\d+$")),
+    ("aws-iso-e", re.compile(r"^eu\-isoe\-\w+\-\d+$")),
+    ("aws-iso-f", re.compile(r"^us\-isof\-\w+\-\d+$")),
+    ("aws-eusc", re.compile(r"^eusc\-(de)\-\w+\-\d+$")),
+)
+"""Each partition's `regionRegex` but the commercial one's (botocore's
+`data/partitions.json`); a region none of them matches is in `aws`."""
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region (`aws`, `aws-cn`, `aws-us-gov`, ...)."""
+    for partition, regions in PARTITION_REGIONS:
+        if regions.match(region):
+            return partition
+    return "aws"
 
 
 def check_region(region: str, field: str = "region") -> None:
@@ -172,10 +193,14 @@ def check_channel(channel: str) -> None:
         )
 
 
-def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
-    """Environment limits (100 entries, 1024 bytes per key or value, 32 KB in total),
-    the keys only the renderer may set, and the container's numeric variables under the
-    rule the container itself applies when it starts (peagle_serve.numeric_env)."""
+def check_env(
+    user_env: Mapping[str, str], rendered: Mapping[str, str], secret_names: Collection[str] = ()
+) -> None:
+    """Environment limits (100 entries, 1024 bytes per key or value, 32 KB in total;
+    `secret_names`, the variables given by reference, count with their names, their
+    values being unknown here), the keys only the renderer may set, and the container's
+    numeric variables under the rule the container itself applies when it starts
+    (peagle_serve.numeric_env)."""
     owners = {
         SPECULATIVE_CONFIG_ENV: "speculative.*",
         TENSOR_PARALLEL_ENV: "tensor_parallel_size",
@@ -204,17 +229,40 @@ def check_env(user_env: Mapping[str, str], rendered: Mapping[str, str]) -> None:
         check_numeric_env(rendered)
     except NumericEnvError as e:
         raise InputError(f"env.{e.variable}", e.problem, e.allowed) from None
-    if len(rendered) > MAX_ENV_ENTRIES:
-        raise InputError(
-            "env",
-            f"{len(rendered)} variables in total (with peagle's own)",
-            f"<= {MAX_ENV_ENTRIES}",
-        )
-    total = sum(len(k.encode()) + len(v.encode()) for k, v in rendered.items())
+    known = {**dict.fromkeys(secret_names, ""), **rendered}
+    with_secrets = " and the names of secrets" if secret_names else ""
+    _check_env_size(known, "env", f"(with peagle's own{with_secrets})")
+
+
+def _check_env_size(env: Mapping[str, str], field: str, counted: str) -> None:
+    """CreateModel's limits on the whole Environment: entries and total bytes."""
+    if len(env) > MAX_ENV_ENTRIES:
+        raise InputError(field, f"{len(env)} variables in total {counted}", f"<= {MAX_ENV_ENTRIES}")
+    total = sum(len(k.encode()) + len(v.encode()) for k, v in env.items())
     if total > MAX_ENV_TOTAL_BYTES:
         raise InputError(
-            "env", f"{total} bytes in total", f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)"
+            field,
+            f"{total} bytes in total {counted}",
+            f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)",
         )
+
+
+def check_resolved_environment(
+    environment: Mapping[str, str], secret_names: Collection[str]
+) -> None:
+    """CreateModel's Environment limits once the values of `secret_names` are in it (the
+    SDK, after GetSecretValue, before CreateModel, whose ValidationException would quote
+    the environment). Errors name the variables, never a value."""
+    long = sorted(n for n in secret_names if len(environment[n].encode()) > MAX_ENV_BYTES)
+    if long:
+        raise InputError(
+            f"secrets.{long[0]}" if len(long) == 1 else "secrets",
+            f"the secret value of {', '.join(long)} is longer than {MAX_ENV_BYTES} bytes, "
+            "SageMaker's limit for one environment value",
+            f"a secret value of at most {MAX_ENV_BYTES} bytes",
+        )
+    names = ", ".join(sorted(secret_names))
+    _check_env_size(environment, "secrets", f"with the values of {names}")
 
 
 def check_kms_key_id(kms_key_id: str | None, region: str) -> None:
@@ -285,7 +333,7 @@ def check_tags_and_keys(dep: Deployment) -> list[PlanWarning]:
 
 def check_environment(dep: Deployment) -> list[PlanWarning]:
     """The container environment as rendered, and the keys only peagle-deploy sets."""
-    check_env(dep.spec.env, dep.environment)
+    check_env(dep.spec.env, dep.environment, list(dep.secret_refs))
     return []
 
 

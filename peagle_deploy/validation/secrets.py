@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from peagle_deploy.catalog.engines import Engine, capability_table, sensitive_logged_args
-from peagle_deploy.deployment import Deployment
+from peagle_serve.contract import (
+    HF_MODEL_ID_ENV,
+    MODEL_ENV,
+    PORT_ENV,
+    SM_VLLM_PREFIX,
+    SPECULATIVE_CONFIG_ENV,
+    V2_RUNNER_ENV,
+)
+
+from peagle_deploy.catalog.engines import sensitive_logged_args
+from peagle_deploy.deployment import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV, Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.redaction import MASK, SECRET_VALUE_RE
 from peagle_deploy.secret_refs import ARN_EXAMPLE, SECRETS_FIELD
+from peagle_deploy.validation.aws_shapes import partition_of
 
-# Words of an environment variable's name (split on `_`, `-`, `.` and camelCase) that
-# make its value a credential, wherever they stand.
-_SECRET_KEY_WORDS = frozenset(
+# When a variable's name ends in one of these nouns (its head: DB_PASSWORD, HF_TOKEN,
+# SIGNING_KEY, DB_PASS, a bare KEY), its value is a credential. Before another word the
+# same noun only qualifies it (TOKEN_PATH, AUTH_TIMEOUT, PASS_THROUGH_HEADERS,
+# KEY_VALUE_CACHE_DTYPE) and the name is no credential's. Plurals that count things
+# (MAX_NUM_BATCHED_TOKENS) are not here.
+_CREDENTIAL_NOUNS = frozenset(
     {
         "TOKEN",
         "SECRET",
@@ -24,7 +36,12 @@ _SECRET_KEY_WORDS = frozenset(
         "PASSWORD",
         "PASSWD",
         "PASSPHRASE",
+        "PASS",
+        "PW",
+        "PWD",
         "APIKEY",
+        "KEY",
+        "KEYS",
         "CREDENTIAL",
         "CREDENTIALS",
         "AUTH",
@@ -34,20 +51,41 @@ _SECRET_KEY_WORDS = frozenset(
         "PAT",
     }
 )
-_SECRET_KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
-# `<X>_KEY` is a credential (OPENAI_KEY, SIGNING_KEY, MASTER_KEY) unless X names a kind
-# of key that is not one.
-_NOT_SECRET_KEY_KINDS = frozenset(
-    {"CACHE", "SORT", "PARTITION", "PRIMARY", "ROUTING", "LOOKUP", "PUBLIC", "HASH", "S3"}
-)
-# `PWD` alone is the working directory; as a word of a longer name it is a password.
-_SECRET_WORDS_IN_LONGER_NAMES = frozenset({"PWD"})
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-# Values that cannot be a credential even under a credential's name
-# (`SM_VLLM_RETURN_TOKENS_AS_TOKEN_IDS=true`, `AUTH_TIMEOUT=30`).
-_PLAIN_VALUE = re.compile(
-    r"(?i)^\s*(true|false|yes|no|on|off|none|null|[-+]?[0-9]+(\.[0-9]+)?)?\s*$"
-)
+# A word before the head noun that names a kind of it that is no credential: a lookup
+# or public key (PROMPT_CACHE_KEY, S3_KEY), a tokenizer's special token (PAD_TOKEN).
+_NOT_CREDENTIAL_KINDS = {
+    "KEY": frozenset(
+        {
+            "CACHE",
+            "SORT",
+            "PARTITION",
+            "PRIMARY",
+            "FOREIGN",
+            "ROUTING",
+            "LOOKUP",
+            "PUBLIC",
+            "HASH",
+            "S3",
+            "OBJECT",
+            "IDEMPOTENCY",
+            "SHARD",
+        }
+    ),
+    "TOKEN": frozenset(
+        {"PAD", "BOS", "EOS", "UNK", "SEP", "CLS", "MASK", "START", "END", "STOP", "SPECIAL"}
+    ),
+}
+# A head noun counted or bounded is a number of them, not one (MAX_TOKEN, NUM_KEYS).
+_QUANTITY_WORDS = frozenset({"MAX", "MIN", "NUM", "TOTAL", "COUNT"})
+# `PWD` alone is the shell's working directory; ending a longer name it is a password.
+_NOT_CREDENTIALS_ALONE = frozenset({"PWD"})
+# Words of a name: split on `_`, `-`, `.` and camelCase; digits stay with their letters
+# (S3_KEY is S3 + KEY, DB_PASSWORD_2 ends in 2).
+_WORD = re.compile(r"[A-Z0-9]+(?![a-z])|[A-Z]?[a-z0-9]+")
+# Values that are no credential whatever the name: empty, a switch, an absolute file
+# path (where a credential is read from: GOOGLE_APPLICATION_CREDENTIALS=/opt/...). A
+# number is one (a PIN, DB_PASSWORD=123456).
+_PLAIN_VALUE = re.compile(r"(?i)^\s*(true|false|yes|no|on|off|none|null|/[A-Za-z0-9._/-]*)?\s*$")
 REDACTED = MASK
 
 
@@ -56,26 +94,33 @@ def _words(key: str) -> list[str]:
 
 
 def secret_by_name(key: str) -> bool:
-    """Whether the variable's name says it holds a credential.
+    """Whether the variable's name says it holds a credential: its last word (numbers
+    after it aside: DB_PASSWORD_2) is a credential noun, not qualified as a kind that is
+    none (PROMPT_CACHE_KEY, PAD_TOKEN) or as a quantity (MAX_TOKEN).
 
-    Names are split into words, so `SM_VLLM_API_KEY`, `HF_TOKEN`, `HF_AUTH`, `OPENAI_KEY`,
-    `hfToken` or `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER`,
-    `..._BATCHED_TOKENS`, `PROMPT_CACHE_KEY` or `PWD` do not.
+    Names are split into words, so `SM_VLLM_API_KEY`, `HF_TOKEN`, `HF_AUTH`, `DB_PASS`,
+    `PW`, `KEY`, `hfToken` or `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER`,
+    `..._BATCHED_TOKENS`, `AUTH_TIMEOUT`, `HF_TOKEN_PATH`, `PROMPT_CACHE_KEY` or `PWD`
+    do not.
     """
     words = _words(key)
-    if _SECRET_KEY_WORDS.intersection(words):
-        return True
-    if any(pair in _SECRET_KEY_PAIRS for pair in itertools.pairwise(words)):
-        return True
-    if len(words) > 1 and _SECRET_WORDS_IN_LONGER_NAMES.intersection(words):
-        return True
-    return len(words) > 1 and words[-1] == "KEY" and words[-2] not in _NOT_SECRET_KEY_KINDS
+    while words and words[-1].isdigit():
+        words.pop()
+    if not words or words[-1] not in _CREDENTIAL_NOUNS:
+        return False
+    if len(words) == 1:
+        return words[0] not in _NOT_CREDENTIALS_ALONE
+    head, qualifier = words[-1], words[-2]
+    if qualifier in _QUANTITY_WORDS:
+        return False
+    kinds = _NOT_CREDENTIAL_KINDS.get(head) or _NOT_CREDENTIAL_KINDS.get(head[:-1], frozenset())
+    return qualifier not in kinds  # KEYS as KEY
 
 
 def looks_like_secret(key: str, value: str) -> bool:
     """Whether an environment entry looks like a credential: a value that is one
-    whatever its name (`hf_...`, `AKIA...`, a private key), or a credential's name on a
-    value that could be one (not empty, a number or a boolean)."""
+    whatever its name (`hf_...`, `AKIA...`, a private key, a URL with a password), or a
+    credential's name on a value that could be one (not empty, a switch or a path)."""
     if SECRET_VALUE_RE.search(value):
         return True
     return secret_by_name(key) and not _PLAIN_VALUE.match(value)
@@ -118,16 +163,131 @@ def check_secrets(dep: Deployment) -> list[PlanWarning]:
     return warnings
 
 
+CONTAINER_PREFIX = "PEAGLE_"
+"""The serving container's own variables (peagle_serve: the metric line's endpoint and
+variant names, the metrics reader, the launch command, numeric settings)."""
+PLAN_CHECKED = frozenset(
+    {
+        MODEL_ENV,
+        HF_MODEL_ID_ENV,
+        PORT_ENV,
+        SPECULATIVE_CONFIG_ENV,
+        TENSOR_PARALLEL_ENV,
+        MAX_MODEL_LEN_ENV,
+        V2_RUNNER_ENV,
+    }
+)
+"""Variables of the container contract whose value the plan renders or must check: which
+model is served (the model ladder), the port, the speculative config, tensor
+parallelism, the context length and the model runner P-EAGLE needs."""
+
+
 def check_secret_refs(dep: Deployment) -> list[PlanWarning]:
-    """A variable given by reference may not replace one the plan renders itself."""
-    for name in sorted(dep.secret_refs):
-        if name in dep.environment:
+    """What a variable given by reference may be: its value is unknown to the plan, so
+    never one the plan renders or checks (the container contract's), and its secret is
+    in the endpoint region's partition (the region is checked when it is parsed)."""
+    partition = partition_of(dep.region)
+    for name, ref in sorted(dep.secret_refs.items()):
+        field = f"{SECRETS_FIELD}.{name}"
+        if name.startswith(CONTAINER_PREFIX) or name in PLAN_CHECKED or name in dep.environment:
             raise InputError(
-                f"{SECRETS_FIELD}.{name}",
-                "is a variable the plan sets itself",
-                "a name that is not in the container environment",
+                field,
+                "is a variable of the serving container's contract, whose value the plan "
+                f"sets or checks ({CONTAINER_PREFIX}*, {', '.join(sorted(PLAN_CHECKED))}, "
+                "and what the plan renders)",
+                "a variable of your own, given by value in env if the container must see it",
+            )
+        if ref.partition != partition:
+            raise InputError(
+                field,
+                f"the secret is in partition {ref.partition}, the endpoint's region "
+                f"{dep.region} in {partition}",
+                f"arn:{partition}:secretsmanager:{dep.region}:<account>:secret:<name>-<6 chars>",
             )
     return []
+
+
+VLLM_ARG_PREFIX = SM_VLLM_PREFIX
+"""`SM_VLLM_<NAME>` becomes `vllm serve --<name>` (docs/container.md, "Environment")."""
+# vLLM reads these from its environment, so under these names a credential never becomes
+# an argument: VLLM_API_KEY (vllm/envs.py; the API-key middleware takes `args.api_key or
+# [envs.VLLM_API_KEY]`, vllm/entrypoints/serve/middleware/register.py, vLLM 0.30.0) and
+# HF_TOKEN (huggingface_hub's get_token reads HF_TOKEN, then HUGGING_FACE_HUB_TOKEN:
+# huggingface_hub/utils/_auth.py, 2.4.0). docs/platform-facts.md records both.
+FROM_ENVIRONMENT = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+
+
+def vllm_argument(variable: str) -> str | None:
+    """The vLLM argument (`api_key`) a container variable becomes, None when it stays an
+    environment variable. Every `SM_VLLM_<NAME>` becomes `--<name>` (the AWS images'
+    converter and peagle-serve's, container/peagle_serve/envargs.py; a bare `SM_VLLM_`
+    names none); the model ladder's variables are the contract's (PLAN_CHECKED)."""
+    if variable.startswith(VLLM_ARG_PREFIX) and variable != VLLM_ARG_PREFIX:
+        return variable[len(VLLM_ARG_PREFIX) :].lower()
+    return None
+
+
+def _in_clear(dep: Deployment, arg: str) -> str:
+    """Why the argument `arg` reaches the endpoint's CloudWatch log in clear."""
+    caps = dep.engine.capabilities
+    own = (
+        "masks it in its own 'non-default args' line"
+        if caps is not None and arg in caps.logged_args_redacted
+        else "prints it in its 'non-default args' line"
+    )
+    return (
+        "standard-supervisor, which starts vLLM in the AWS vLLM server images and the "
+        f"peagle-vllm image, logs the whole command line; {dep.engine.describe()} {own}"
+    )
+
+
+def refuse_secret_arguments(dep: Deployment) -> list[PlanWarning]:
+    """Refuse a variable given by reference that becomes a vLLM argument: the argument
+    list reaches the endpoint's CloudWatch log in clear on every image (`_in_clear`,
+    docs/platform-facts.md), so a secret there would too. One vLLM reads from its
+    environment instead is allowed (FROM_ENVIRONMENT)."""
+    for name in sorted(dep.secret_refs):
+        arg = vllm_argument(name)
+        if arg is None:
+            continue
+        alternative = FROM_ENVIRONMENT.get(arg)
+        raise InputError(
+            f"{SECRETS_FIELD}.{name}",
+            f"becomes vLLM's --{arg.replace('_', '-')} argument, which reaches the "
+            f"endpoint's log in clear whatever the image_uri ({_in_clear(dep, arg)})",
+            f"{SECRETS_FIELD}: {{{alternative}: <ARN>}}, which vLLM reads from its environment"
+            if alternative
+            else "a variable that is not a vLLM argument (not SM_VLLM_*)",
+        )
+    return []
+
+
+def check_logged_args(dep: Deployment) -> list[PlanWarning]:
+    """Warn when a value given in `env` becomes an argument vLLM treats as secret
+    (`api_key`, `hf_token`, `watermark_config`: engines.json, `logged_args_redacted`):
+    it reaches the endpoint's CloudWatch log in clear (`_in_clear`). By reference it is
+    refused (`refuse_secret_arguments`)."""
+    sensitive = sensitive_logged_args()
+    warnings = []
+    for key in sorted(dep.spec.env):
+        arg = vllm_argument(key)
+        if arg is None or arg not in sensitive:
+            continue
+        alternative = FROM_ENVIRONMENT.get(arg)
+        instead = (
+            f"; give it as {alternative} by reference ({SECRETS_FIELD}: {{{alternative}: "
+            "<ARN>}), which vLLM reads from its environment"
+            if alternative
+            else ""
+        )
+        warnings.append(
+            PlanWarning(
+                f"env.{key}",
+                f"env.{key}: becomes vLLM's --{arg.replace('_', '-')} argument, which "
+                f"reaches the endpoint's log in clear ({_in_clear(dep, arg)}){instead}",
+            )
+        )
+    return warnings
 
 
 def refuse_plaintext_secrets(env: Mapping[str, str], where: str) -> None:
@@ -142,51 +302,6 @@ def refuse_plaintext_secrets(env: Mapping[str, str], where: str) -> None:
             f"looks like a secret and {where} would write it in clear",
             f"give it by reference: {SECRETS_FIELD}: {{{keys[0]}: {ARN_EXAMPLE}}}",
         )
-
-
-VLLM_ARG_PREFIX = "SM_VLLM_"
-"""`SM_VLLM_<NAME>` becomes `vllm serve --<name>` (docs/container.md, "Environment")."""
-
-
-def check_logged_args(dep: Deployment) -> list[PlanWarning]:
-    """Warn when an argument vLLM treats as secret reaches an engine that logs it in clear.
-
-    `vllm serve` logs its non-default arguments at start (`non-default args: {...}`,
-    into the endpoint's CloudWatch log group). vLLM 0.30.0 masks `api_key`, `hf_token`
-    and `watermark_config` there; 0.18.0 and 0.27.1 log them as given (engines.json,
-    `logged_args_redacted`, read from each wheel's `log_non_default_args`). An
-    `SM_VLLM_API_KEY` or `SM_VLLM_HF_TOKEN` is such an argument, whether the value came
-    from `env` or from Secrets Manager.
-    """
-    env = {**dep.environment, **dict.fromkeys(dep.secret_refs, "")}
-    engine: Engine = dep.engine
-    sensitive = sensitive_logged_args()
-    caps = engine.capabilities
-    warnings = []
-    for key in sorted(env):
-        if not key.startswith(VLLM_ARG_PREFIX):
-            continue
-        arg = key[len(VLLM_ARG_PREFIX) :].lower()
-        if arg not in sensitive or (caps is not None and arg in caps.logged_args_redacted):
-            continue
-        flag = "--" + arg.replace("_", "-")
-        masking = ", ".join(
-            v for v, c in capability_table().items() if arg in c.logged_args_redacted
-        )
-        if caps is None:
-            problem = (
-                f"{engine.describe()} may log {flag} in clear when it starts; set "
-                f"vllm_version, or use an image whose vLLM masks it ({masking})"
-            )
-        else:
-            problem = (
-                f"{engine.describe()} logs {flag} in clear when it starts (its "
-                "'non-default args' line, in the endpoint's CloudWatch log group); use an "
-                f"image whose vLLM masks it ({masking}: the peagle-vllm image, or AWS's "
-                f"vllm tags of that version)"
-            )
-        warnings.append(PlanWarning(f"env.{key}", f"env.{key}: {problem}"))
-    return warnings
 
 
 def redact_environment(request: Mapping[str, Any]) -> dict[str, Any]:

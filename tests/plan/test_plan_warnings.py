@@ -217,18 +217,24 @@ def test_widened_secret_names_and_values() -> None:
     assert [k for k, v in plain.items() if looks_like_secret(k, v)] == []
 
 
-def test_vllm_that_logs_secret_args_in_clear_is_warned_about() -> None:
-    """vLLM 0.18.0 (the default image, JumpStart's tag) and 0.27.1 print `--api-key` and
-    `--hf-token` in their start-up `non-default args` line; 0.30.0 masks them
-    (engines.json `logged_args_redacted`, read from the wheels)."""
+def test_secret_arguments_given_in_env_are_warned_about_on_every_engine() -> None:
+    """`SM_VLLM_API_KEY` / `SM_VLLM_HF_TOKEN` become vLLM arguments, and the argument list
+    reaches the endpoint's log in clear on every image: standard-supervisor logs the
+    command line (it starts vLLM in the AWS server images and the peagle-vllm image), and
+    vLLM 0.18.0 (the default image, JumpStart's tag) and 0.27.1 print them in their
+    start-up `non-default args` line, where 0.30.0 masks them (engines.json
+    `logged_args_redacted`). The warning names the variable vLLM reads instead."""
     env = {"SM_VLLM_API_KEY": "abcdefgh12345678", "SM_VLLM_HF_TOKEN": "abcdefgh12345678"}
+    for version, own_line in (
+        ("0.18.0", "prints it"),
+        ("0.27.1", "prints it"),
+        ("0.30.0", "masks it"),
+    ):
+        plan = build_plan(load_spec(model="gpt-oss-20b", env=env, vllm_version=version))
+        logged = [w for w in plan.warnings if "reaches the endpoint's log in clear" in w]
+        assert [w.field for w in logged] == ["env.SM_VLLM_API_KEY", "env.SM_VLLM_HF_TOKEN"]
+        assert all("standard-supervisor" in w and own_line in w for w in logged), logged
+        assert "VLLM_API_KEY by reference" in logged[0] and "HF_TOKEN by reference" in logged[1]
+        assert "abcdefgh12345678" not in " ".join(logged)
     default = build_plan(load_spec(model="gpt-oss-20b", env=env))
     assert default.vllm_version == "0.18.0"
-    logged = [w for w in default.warnings if "in clear when it starts" in w]
-    assert len(logged) == 2
-    assert "--api-key" in logged[0] and "--hf-token" in logged[1]
-    assert "0.30.0" in logged[0]
-    newer = build_plan(load_spec(model="gpt-oss-20b", env=env, vllm_version="0.30.0"))
-    assert not [w for w in newer.warnings if "in clear when it starts" in w]
-    older = build_plan(load_spec(model="gpt-oss-20b", env=env, vllm_version="0.27.1"))
-    assert len([w for w in older.warnings if "in clear when it starts" in w]) == 2

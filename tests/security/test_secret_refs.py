@@ -108,3 +108,21 @@ def test_an_experiment_candidate_carries_references_never_values() -> None:
     assert one.incumbent.secret_refs == {"HF_TOKEN": ARN}
     other = experiment_plan(spec(ARN.replace("hf-token", "hf-token2")))  # type: ignore[arg-type]
     assert other.candidate_model_name != one.candidate_model_name
+
+
+def test_a_regions_partition_is_botocores() -> None:
+    """`partition_of` (which decides the partition a secret ARN must have) against
+    botocore's own table: every regionRegex, and every region botocore lists."""
+    from pathlib import Path
+
+    import botocore
+
+    from peagle_deploy.validation.aws_shapes import PARTITION_REGIONS, partition_of
+
+    data = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())
+    theirs = {p["id"]: p["regionRegex"] for p in data["partitions"] if p["id"] != "aws"}
+    assert theirs == {name: regex.pattern for name, regex in PARTITION_REGIONS}
+    listed = [(r, p["id"]) for p in data["partitions"] for r in p["regions"]]
+    assert [(r, pid) for r, pid in listed if not r.endswith("-global")] == [
+        (r, partition_of(r)) for r, _ in listed if not r.endswith("-global")
+    ]
