@@ -98,10 +98,11 @@ class DemoSettings(BaseModel):
     """How often the SDK polls DescribeEndpoint while waiting (2 s against AWS)."""
     prompt: str = "Write a Python function that checks whether a number is prime."
     experiment: bool = True
-    """Run step 6, the live experiment (about 40 s of emulated traffic)."""
-    experiment_window_s: int = Field(default=1, ge=1)
-    """The experiment's paired windows (60 s on a real endpoint; 1 s so that the 30
-    windows the rule needs fit in the demo)."""
+    """Run step 6, the live experiment (about 40 s of emulated traffic, a demo schedule)."""
+    experiment_block_s: int = Field(default=3, ge=1)
+    """The experiment's blocks, with a "cycle" of 12 of them: 36 s so that the demo ends
+    in about a minute. Not a valid decision: a real experiment compares hourly blocks
+    over whole days (docs/experiments.md); the demo shows the mechanics."""
     experiment_rps: float = Field(default=8.0, gt=0.0)
     """Requests per second sent during the experiment."""
 
@@ -413,14 +414,12 @@ def _experiment_step(
                 "execution_role_arn": settings.role_arn + "-experiment",
                 "endpoint_name": "peagle-demo-experiment",
                 "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+                # the emulated containers write a line per request; a real one every 60 s
+                "env": {"PEAGLE_METRICS_INTERVAL_SECONDS": str(settings.experiment_block_s)},
                 "experiment": {
                     "mode": "shadow",
                     "candidate": {"num_speculative_tokens": 5},
-                    "min_duration_minutes": 0.5,
-                    "max_duration_minutes": 5,
-                    "min_requests": 100,
-                    "window_seconds": settings.experiment_window_s,
-                    "guardrails": {"min_requests": 50},
+                    **_demo_schedule(settings.experiment_block_s),
                 },
             }
         )
@@ -439,6 +438,13 @@ def _experiment_step(
             f"{name}: serving K=3 (AllTraffic) with K=5 as a shadow variant; sending "
             f"{settings.experiment_rps:g} requests/s (emulated truth: K=5 decodes about "
             f"{_truth_gain():+.0%} faster per stream)",
+            highlight=False,
+        )
+        block = settings.experiment_block_s
+        out.print(
+            f"[yellow]demo schedule, not a valid decision:[/] blocks of {block} s and a "
+            f"'cycle' of {DEMO_BLOCKS_PER_CYCLE * block} s so that it ends in a minute; a "
+            "real experiment compares hourly blocks over whole days (docs/experiments.md)",
             highlight=False,
         )
         stop = threading.Event()
@@ -478,6 +484,19 @@ def _experiment_step(
             highlight=False,
         )
         step.detail = outcome.reason
+
+
+DEMO_BLOCKS_PER_CYCLE = 12
+
+
+def _demo_schedule(block_s: int) -> dict[str, float]:
+    """The demo's experiment schedule: 12 blocks of `block_s` per "cycle", two cycles."""
+    block = block_s / 60
+    return {
+        "block_minutes": block,
+        "cycle_minutes": DEMO_BLOCKS_PER_CYCLE * block,
+        "max_duration_minutes": 2 * DEMO_BLOCKS_PER_CYCLE * block,
+    }
 
 
 def _truth_gain() -> float:

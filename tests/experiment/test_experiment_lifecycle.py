@@ -63,9 +63,10 @@ def make_spec(**experiment: Any) -> DeploymentSpec:
             "experiment": {
                 "mode": "shadow",
                 "candidate": {"num_speculative_tokens": 5},
-                "min_duration_minutes": 20,
+                # a short cycle for emulated minutes (a real endpoint keeps the day)
+                "block_minutes": 4,
+                "cycle_minutes": 20,
                 "max_duration_minutes": 120,
-                "min_requests": 100,
                 **experiment,
             },
         }
@@ -172,7 +173,7 @@ def test_no_difference_keeps_the_incumbent(emulator: MotoExtensions, wall: Wall)
 def test_a_failing_candidate_trips_the_error_guardrail(
     emulator: MotoExtensions, wall: Wall
 ) -> None:
-    spec = make_spec(guardrails={"max_error_rate_percent": 5, "min_requests": 50})
+    spec = make_spec(guardrails={"max_error_rate_percent": 5})
     name = started(emulator, spec, VariantBehaviour(error_rate=0.2))
     traffic(name, wall, minutes=10)
     status = experiment_status(name)
