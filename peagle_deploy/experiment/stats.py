@@ -158,7 +158,7 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the rule says now; `final` when the experiment must end (conclude, max duration)."""
+    """What the rule says now, and what it read."""
 
     verdict: Verdict
     reason: str
@@ -167,7 +167,9 @@ class Decision:
     current: SequentialResult | None = None
     """Over every complete block so far: shown while a cycle runs, never acted on."""
     missing: tuple[str, ...] = ()
-    """What the rule still needs before it may decide ("5.0 hours to the end of cycle 1")."""
+    """What the rule still needs before a look can decide ("5.0 hours to the end of the
+    first cycle"); empty once it could (`conclude` then ends an undecided rule as no
+    winner)."""
     cycles: int = 0
     next_look_s: float | None = None
     """Seconds to the next look (the end of the next cycle); None once it has ended."""

@@ -225,3 +225,26 @@ def test_the_candidate_is_what_a_promotion_deploys() -> None:
     assert mine["PrimaryContainer"]["Environment"].pop("PEAGLE_VARIANT_NAME") == "Candidate"
     assert mine["PrimaryContainer"] == promoted["PrimaryContainer"]
     assert xp.candidate.create_model["PrimaryContainer"] == promoted["PrimaryContainer"]
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ("  sampling_percent: yes\n", "experiment.sampling_percent"),
+        ("  block_minutes: 0.5\n  cycle_minutes: 1440\n", "experiment.block_minutes"),
+        ("  mode: split\n  weight_percent: 10\n", "experiment.weight_percent"),
+    ],
+)
+def test_peagle_plan_refuses_an_experiment_that_cannot_decide_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], block: str, field: str
+) -> None:
+    spec = _spec().model_dump(mode="json", exclude_none=True)
+    spec.pop("experiment")
+    text = yaml.safe_dump(spec) + "experiment:\n  candidate: {num_speculative_tokens: 7}\n" + block
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(text)
+    assert main(["plan", "--file", str(spec_file)]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0], err
+    assert "Traceback" not in out + err
