@@ -12,13 +12,14 @@ watch` would. Prints, in markdown:
    declares on the same simulated traffic, which shows the simulation holds what the
    issue's table shows;
 2. a calibration (A/A) run on the hardest accepted traffic;
-3. the median and 90th percentile time to a decision at 5, 20 and 50 requests/min;
+3. the median and 90th percentile time to a decision at 5, 20 and 50 requests/min, and
+   how often smaller gains are promoted (the price of the margin);
 4. the error guardrail: minutes to stop a split candidate answering only errors at 5
    requests/min, and how often a candidate with the incumbent's error rate is stopped.
 
-    .venv/bin/python benchmarks/experiment_decision.py [--runs 200] [--workers 2]
+    .venv/bin/python benchmarks/experiment_decision.py [--runs 200] [--workers 2] [--part NAME]
 
-About 10-20 minutes on 2 cores at 200 runs per row.
+About 15 CPU-minutes at 200 runs per row (`--part` runs one section).
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def print_table(rows: list[dict[str, Any]], runs: int) -> None:
+def decision_part(pool: Any, runs: int) -> None:
+    rows = pool.map(scenario_row, [(i, runs) for i in range(len(ROWS))])
     print(f"\n## Decision: {runs} runs per row, 20 requests/min, spec defaults\n")
     print("| scenario | false winner (no true difference) | right winner at +10% |", end="")
     print(" before (false / right) |")
@@ -204,34 +206,24 @@ def print_table(rows: list[dict[str, Any]], runs: int) -> None:
             print(f"- {row['label']}: `{row['refused']}`")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    started = time.monotonic()
-    with Pool(args.workers) as pool:
-        rows = pool.map(scenario_row, [(i, args.runs) for i in range(len(ROWS))])
-        timing = pool.map(timing_row, [(r, e, args.runs) for r in RATES for e in (0.0, 0.10)])
-        aa = pool.map_async(
-            calibration_row,
-            [
-                (REALISTIC_LABEL, REALISTIC, args.runs),
-                (BEYOND_THE_MARGIN.label, BEYOND_THE_MARGIN.traffic, args.runs),
-            ],
-        )
-        guard = pool.apply_async(guardrail_rows, (args.runs,))
-        aa_rows, guard_row = aa.get(), guard.get()
-    print_table(rows, args.runs)
-    print(f"\n## Calibration (A/A): what {args.runs} runs report\n")
+def calibration_part(pool: Any, runs: int) -> None:
+    cases = [
+        (REALISTIC_LABEL, REALISTIC, runs),
+        (BEYOND_THE_MARGIN.label, BEYOND_THE_MARGIN.traffic, runs),
+    ]
+    print(f"\n## Calibration (A/A): what {runs} runs report\n")
     print("| traffic | calibrated | miscalibrated (a false winner) | inconclusive |")
     print("|---|---|---|---|")
-    for a in aa_rows:
+    for a in pool.map(calibration_row, cases):
         print(
             f"| {a['label']} | {_pct(a['calibrated'])} | {_pct(a['miscalibrated'])} "
             f"| {_pct(a['inconclusive'])} |"
         )
-    print(f"\n## Time to a decision (hours): {REALISTIC_LABEL}, {args.runs} runs per cell\n")
+
+
+def timing_part(pool: Any, runs: int) -> None:
+    timing = pool.map(timing_row, [(r, e, runs) for r in RATES for e in (0.0, 0.10)])
+    print(f"\n## Time to a decision (hours): {REALISTIC_LABEL}, {runs} runs per cell\n")
     print("| requests/min | truth | decided (right verdict) | median | 90th percentile |")
     print("|---|---|---|---|---|")
     for t in timing:
@@ -239,17 +231,52 @@ def main() -> int:
         print(
             f"| {t['rate']:g} | {truth} | {_pct(t['share'])} | {t['median']:.0f} | {t['p90']:.0f} |"
         )
-    print(f"\n## Error guardrail: split 50/50 at 5 requests/min, {args.runs} runs\n")
+
+
+def power_part(pool: Any, runs: int) -> None:
+    gains = (0.02, 0.03, 0.05, 0.10)
+    rows = pool.map(timing_row, [(20.0, g, runs) for g in gains])
+    print(f"\n## Promoted by the end, by true gain: {REALISTIC_LABEL}, 20 requests/min\n")
+    print("| true gain | promoted | median hours to it |")
+    print("|---|---|---|")
+    for g, t in zip(gains, rows, strict=True):
+        print(f"| +{100 * g:g}% | {_pct(t['share'])} | {t['median']:.0f} |")
+
+
+def guardrail_part(pool: Any, runs: int) -> None:
+    guard = pool.apply(guardrail_rows, (runs,))
+    print(f"\n## Error guardrail: split 50/50 at 5 requests/min, {runs} runs\n")
     print(
-        f"candidate answering only errors: stopped in {_pct(guard_row['caught'])} within 4 hours, "
-        f"median {guard_row['median']} min, 90th percentile {guard_row['p90']} min"
+        f"candidate answering only errors: stopped in {_pct(guard['caught'])} within 4 hours, "
+        f"median {guard['median']} min, 90th percentile {guard['p90']} min"
     )
     for key in ("same 0.5%", "same 2.0%"):
-        share = _pct(guard_row[key])
+        share = _pct(guard[key])
         print(
             f"candidate with the incumbent's error rate ({key[5:]}): stopped in {share} "
             "of 3-day runs"
         )
+
+
+PARTS = {
+    "decision": decision_part,
+    "calibration": calibration_part,
+    "timing": timing_part,
+    "power": power_part,
+    "guardrails": guardrail_part,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--part", choices=sorted(PARTS), action="append")
+    args = parser.parse_args()
+    started = time.monotonic()
+    with Pool(args.workers) as pool:
+        for name in args.part or list(PARTS):
+            PARTS[name](pool, args.runs)
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0
 

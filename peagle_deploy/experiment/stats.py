@@ -31,8 +31,12 @@ function of n, c and alpha only (infinite while n <= r).
 the day weighs the same and the start time cannot pick the winner of an effect that
 depends on load. It promotes the candidate when the lower bound of the gain is above the
 margin (`margin_percent`), keeps the incumbent when the upper bound is below it, and
-otherwise waits for the next cycle, up to `max_duration_minutes`. A promotion of a
-candidate whose true gain is at most the margin happens at most alpha of the time.
+otherwise waits for the next cycle, up to `max_duration_minutes`. What the blocks
+measure is the candidate's gain plus what its fleet differs from the incumbent's (fixed
+per-instance offsets, drift); while that sum is at most the margin, a promotion happens
+at most alpha of the time. So a candidate that is no faster is promoted at most alpha of
+the time when the fleets differ by less than the margin, which a calibration (A/A) run
+measures on the endpoint.
 
 **Guardrails** (`rate_evidence`, `excess_evidence`): mixtures of likelihood ratios for
 a rate (an error rate, or the share of requests beyond a latency bound), again

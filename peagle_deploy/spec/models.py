@@ -343,8 +343,9 @@ class ExperimentSpec(_Strict):
     """The candidate's instances; the decision needs the incumbent's count (the default
     for shadow 100 % and split 50 %)."""
     alpha: float = Field(default=0.05, gt=0, le=0.2, strict=True)
-    """The chance of promoting a candidate that is not `margin_percent` faster (the
-    confidence sequence of the difference is at level 1 - alpha)."""
+    """The chance of promoting a candidate that is no faster, while the two fleets differ
+    by less than `margin_percent` (the confidence sequence of the difference is at level
+    1 - alpha)."""
     margin_percent: float = Field(default=2.0, ge=0, le=100, strict=True)
     """Promote only when the confidence sequence's lower bound of the candidate's decode
     speed gain is above this. Two fleets of the same model differ a little (per-instance
