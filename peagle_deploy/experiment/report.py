@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from peagle_deploy.experiment.stats import duration_text
 from peagle_deploy.terminal import literal
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None
     nxt = decision.next_look_s
     console.print(
         f"blocks counted {len(analysis.pairs)}; {looks} seen"
-        + (f"; next look in {nxt / 3600:.1f} h" if nxt is not None else "")
+        + (f"; next look in {duration_text(nxt)}" if nxt is not None else "")
         + (
             ""
             if decision.calibration

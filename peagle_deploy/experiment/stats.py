@@ -199,7 +199,8 @@ def _interval(result: SequentialResult) -> str:
     return f"{_pct(result.mean_log_ratio)} ({_pct(low)} to {_pct(high)}, {result.blocks} blocks)"
 
 
-def _hours(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration for people: minutes below an hour and a half, hours above."""
     return f"{seconds / 3600:.1f} hours" if seconds >= 5400 else f"{seconds / 60:.1f} minutes"
 
 
@@ -247,7 +248,7 @@ def _waiting(
     """What the rule still needs before a look can decide; empty when it could."""
     done = schedule.cycles_seen(elapsed_s)
     if done == 0:
-        return (f"{_hours(schedule.cycle_s - elapsed_s)} to the end of the first cycle",)
+        return (f"{duration_text(schedule.cycle_s - elapsed_s)} to the end of the first cycle",)
     if result is None or not result.finite:
         have = 0 if result is None else result.blocks
         more = blocks_needed(alpha) - have
@@ -301,7 +302,7 @@ def decide(
         why = f"{_interval(result)} still spans the {100 * margin:g}% margin"
     look = min((done + 1) * schedule.cycle_s, schedule.max_duration_s) - elapsed_s
     if done:
-        why += f"; next look in {_hours(look)}"
+        why += f"; next look in {duration_text(look)}"
     return answer("running", why, missing, look)
 
 
