@@ -356,9 +356,7 @@ class ExperimentSpec(_Strict):
     minutes, one log ratio per block. Long blocks make the ratios nearly independent
     despite drift and autocorrelation from minute to minute; at least the container's
     metric interval (PEAGLE_METRICS_INTERVAL_SECONDS, 60 s)."""
-    cycle_minutes: float = Field(
-        default=1440.0, gt=0, le=43200, strict=True, validate_default=True
-    )
+    cycle_minutes: float = Field(default=1440.0, gt=0, le=43200, strict=True, validate_default=True)
     """One traffic cycle (a day): the rule decides only at the end of a whole number of
     cycles, so every hour of the day weighs the same and the start time cannot pick the
     winner of an effect that depends on load. A multiple of `block_minutes`."""
