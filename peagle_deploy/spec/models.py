@@ -432,4 +432,34 @@ class ExperimentSpec(_Strict):
         return max(1, round(incumbent_instances * ratio))
 
 
+RETIRED_EXPERIMENT_FIELDS = ("min_duration_minutes", "min_requests", "window_seconds")
+RETIRED_GUARDRAIL_FIELDS = ("window_minutes", "min_requests")
+"""The knobs of the decision rule before issue 30 (a minimum duration and request count,
+per-minute paired windows, the guardrails' recent window): gone with that rule."""
+
+
+def without_retired_fields(experiment: dict[str, Any]) -> dict[str, Any]:
+    """An experiment block stored before issue 30 (an experiment record), readable now.
+
+    The retired knobs are dropped; a stored maximum shorter than the default cycle
+    becomes the cycle (with hourly blocks when it is a whole number of hours), so the
+    record reads and the experiment can be seen, concluded or aborted. For stored
+    records only: a spec file that names a retired field is refused (unknown field).
+    """
+    block = {k: v for k, v in experiment.items() if k not in RETIRED_EXPERIMENT_FIELDS}
+    rules = block.get("guardrails")
+    if isinstance(rules, dict):
+        block["guardrails"] = {k: v for k, v in rules.items() if k not in RETIRED_GUARDRAIL_FIELDS}
+    longest = block.get("max_duration_minutes")
+    default_cycle = ExperimentSpec.model_fields["cycle_minutes"].default
+    if (
+        isinstance(longest, int | float)
+        and "cycle_minutes" not in block
+        and longest < default_cycle
+    ):
+        block["cycle_minutes"] = float(longest)
+        block.setdefault("block_minutes", 60.0 if longest % 60 == 0 else float(longest))
+    return block
+
+
 DeploymentSpec.model_rebuild()

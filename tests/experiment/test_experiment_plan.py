@@ -248,3 +248,38 @@ def test_peagle_plan_refuses_an_experiment_that_cannot_decide_in_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], err
     assert "Traceback" not in out + err
+
+
+STORED_BEFORE_ISSUE_30 = {
+    # the experiment block of an experiment record peagle-deploy 0.1.0 wrote
+    "mode": "shadow",
+    "candidate": {"mode": None, "num_speculative_tokens": 5, "drafter_uri": None},
+    "sampling_percent": None,
+    "weight_percent": None,
+    "candidate_instance_count": None,
+    "alpha": 0.05,
+    "min_duration_minutes": 60.0,
+    "max_duration_minutes": 1440.0,
+    "min_requests": 1000,
+    "window_seconds": 60,
+    "guardrails": {
+        "max_error_rate_percent": 1.0,
+        "max_p99_latency_increase_percent": 50.0,
+        "window_minutes": 10.0,
+        "min_requests": 200,
+    },
+}
+
+
+def test_an_experiment_stored_before_issue_30_reads_without_its_retired_knobs() -> None:
+    from peagle_deploy.spec.models import ExperimentSpec, without_retired_fields
+
+    with pytest.raises(InputError, match="unknown field"):  # a spec file may not name them
+        spec_from_dict({"model": "gpt-oss-20b", "experiment": STORED_BEFORE_ISSUE_30})
+    settings = ExperimentSpec.model_validate(without_retired_fields(STORED_BEFORE_ISSUE_30))
+    assert settings.alpha == 0.05 and settings.max_duration_minutes == 1440
+    assert settings.cycle_minutes == 1440 and settings.block_minutes == 60
+    short = without_retired_fields({**STORED_BEFORE_ISSUE_30, "max_duration_minutes": 120})
+    assert ExperimentSpec.model_validate(short).cycle_minutes == 120
+    odd = without_retired_fields({**STORED_BEFORE_ISSUE_30, "max_duration_minutes": 45})
+    assert ExperimentSpec.model_validate(odd).block_minutes == 45
