@@ -388,41 +388,18 @@ def _experiment_step(
 ) -> None:
     """Step 6: K=3 serving, K=5 in shadow, live requests, the decision, the promotion."""
     import tempfile
-    import threading
 
     from peagle_deploy.emulator.traffic import VariantBehaviour
-    from peagle_deploy.experiment.lifecycle import (
-        conclude_experiment,
-        experiment_status,
-        start_experiment,
-    )
+    from peagle_deploy.experiment.lifecycle import conclude_experiment, start_experiment
     from peagle_deploy.experiment.plan import experiment_plan, incumbent_spec
     from peagle_deploy.experiment.plot import plot_experiment
     from peagle_deploy.experiment.report import render_status
     from peagle_deploy.sdk import deploy_peagle
-    from peagle_deploy.spec import spec_from_dict
 
     out = steps.console
     title = "6. experiment on live traffic: K=3 serving, K=5 as a shadow; promote the winner"
     with steps.step(title) as step:
-        spec = spec_from_dict(
-            {
-                "model": settings.model,
-                "instance_type": settings.instance_type,
-                "region": settings.region,
-                "image_uri": DEMO_IMAGE.format(region=settings.region),
-                "execution_role_arn": settings.role_arn + "-experiment",
-                "endpoint_name": "peagle-demo-experiment",
-                "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
-                # the emulated containers write a line per request; a real one every 60 s
-                "env": {"PEAGLE_METRICS_INTERVAL_SECONDS": str(settings.experiment_block_s)},
-                "experiment": {
-                    "mode": "shadow",
-                    "candidate": {"num_speculative_tokens": 5},
-                    **_demo_schedule(settings.experiment_block_s),
-                },
-            }
-        )
+        spec = _experiment_spec(settings)
         planned = experiment_plan(spec)
         # its own role; a quota for both fleets beside dev's and staging's endpoints
         aws.stage_world(planned.incumbent, endpoint_quota=8)
@@ -447,30 +424,7 @@ def _experiment_step(
             "real experiment compares hourly blocks over whole days (docs/experiments.md)",
             highlight=False,
         )
-        stop = threading.Event()
-        sender = threading.Thread(
-            target=_send_traffic, args=(aws, name, settings.experiment_rps, stop), daemon=True
-        )
-        sender.start()
-        try:
-            status = experiment_status(name)
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                time.sleep(5)
-                status = experiment_status(name)
-                analysis = status.analysis
-                if analysis is not None:
-                    out.print(
-                        f"  {analysis.elapsed_s:5.0f} s: {analysis.decision.verdict} "
-                        f"({analysis.decision.reason})",
-                        highlight=False,
-                        markup=False,
-                    )
-                    if analysis.decision.verdict != "running":
-                        break
-        finally:
-            stop.set()
-            sender.join()
+        status = _traffic_until_decided(aws, name, settings.experiment_rps, out)
         render_status(status, out)
         plot = plot_experiment(status, tempfile.mkdtemp(prefix="peagle-demo-") + "/experiment.png")
         out.print(f"plot of the two variants over time: {plot}", highlight=False, markup=False)
@@ -484,6 +438,62 @@ def _experiment_step(
             highlight=False,
         )
         step.detail = outcome.reason
+
+
+def _experiment_spec(settings: DemoSettings) -> Any:
+    """The demo's experiment: K=3 serving, K=5 as a shadow, on the demo's short schedule."""
+    from peagle_deploy.spec import spec_from_dict
+
+    return spec_from_dict(
+        {
+            "model": settings.model,
+            "instance_type": settings.instance_type,
+            "region": settings.region,
+            "image_uri": DEMO_IMAGE.format(region=settings.region),
+            "execution_role_arn": settings.role_arn + "-experiment",
+            "endpoint_name": "peagle-demo-experiment",
+            "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+            # the emulated containers write a line per request; a real one every 60 s
+            "env": {"PEAGLE_METRICS_INTERVAL_SECONDS": str(settings.experiment_block_s)},
+            "experiment": {
+                "mode": "shadow",
+                "candidate": {"num_speculative_tokens": 5},
+                **_demo_schedule(settings.experiment_block_s),
+            },
+        }
+    )
+
+
+def _traffic_until_decided(aws: Any, name: str, rps: float, out: Console) -> Any:
+    """Send requests and read the status every 5 s until the rule decides (4 minutes at
+    most); the last status."""
+    import threading
+
+    from peagle_deploy.experiment.lifecycle import experiment_status
+
+    stop = threading.Event()
+    sender = threading.Thread(target=_send_traffic, args=(aws, name, rps, stop), daemon=True)
+    sender.start()
+    try:
+        status = experiment_status(name)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            status = experiment_status(name)
+            analysis = status.analysis
+            if analysis is not None:
+                decision = analysis.decision
+                out.print(
+                    f"  {analysis.elapsed_s:5.0f} s: {decision.verdict} ({decision.reason})",
+                    highlight=False,
+                    markup=False,
+                )
+                if decision.verdict != "running":
+                    break
+    finally:
+        stop.set()
+        sender.join()
+    return status
 
 
 DEMO_BLOCKS_PER_CYCLE = 12
