@@ -23,7 +23,6 @@ STRICT = ("peagle_deploy/plan/", "infra/", "app.py")
 ALLOWED_LONG: dict[str, int] = {
     "peagle_deploy/cli/bench.py:compare_command": 86,
     "local/peagle_local/demo.py:_rehearse": 153,
-    "local/peagle_local/demo.py:_experiment_step": 96,
     "peagle_deploy/cli/deploy.py:deploy_command": 104,
     "peagle_deploy/cli/deploy.py:status_command": 97,
     "peagle_deploy/cli/promote.py:promote_command": 90,

@@ -98,10 +98,11 @@ class DemoSettings(BaseModel):
     """How often the SDK polls DescribeEndpoint while waiting (2 s against AWS)."""
     prompt: str = "Write a Python function that checks whether a number is prime."
     experiment: bool = True
-    """Run step 6, the live experiment (about 40 s of emulated traffic)."""
-    experiment_window_s: int = Field(default=1, ge=1)
-    """The experiment's paired windows (60 s on a real endpoint; 1 s so that the 30
-    windows the rule needs fit in the demo)."""
+    """Run step 6, the live experiment (about 40 s of emulated traffic, a demo schedule)."""
+    experiment_block_s: int = Field(default=3, ge=1)
+    """The experiment's blocks, with a "cycle" of 12 of them: 36 s so that the demo ends
+    in about a minute. Not a valid decision: a real experiment compares hourly blocks
+    over whole days (docs/experiments.md); the demo shows the mechanics."""
     experiment_rps: float = Field(default=8.0, gt=0.0)
     """Requests per second sent during the experiment."""
 
@@ -387,43 +388,18 @@ def _experiment_step(
 ) -> None:
     """Step 6: K=3 serving, K=5 in shadow, live requests, the decision, the promotion."""
     import tempfile
-    import threading
 
-    from peagle_deploy.experiment.lifecycle import (
-        conclude_experiment,
-        experiment_status,
-        start_experiment,
-    )
+    from peagle_deploy.experiment.lifecycle import conclude_experiment, start_experiment
     from peagle_deploy.experiment.plan import experiment_plan, incumbent_spec
     from peagle_deploy.experiment.plot import plot_experiment
     from peagle_deploy.experiment.report import render_status
     from peagle_deploy.sdk import deploy_peagle
-    from peagle_deploy.spec import spec_from_dict
     from peagle_local.emulator.traffic import VariantBehaviour
 
     out = steps.console
     title = "6. experiment on live traffic: K=3 serving, K=5 as a shadow; promote the winner"
     with steps.step(title) as step:
-        spec = spec_from_dict(
-            {
-                "model": settings.model,
-                "instance_type": settings.instance_type,
-                "region": settings.region,
-                "image_uri": DEMO_IMAGE.format(region=settings.region),
-                "execution_role_arn": settings.role_arn + "-experiment",
-                "endpoint_name": "peagle-demo-experiment",
-                "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
-                "experiment": {
-                    "mode": "shadow",
-                    "candidate": {"num_speculative_tokens": 5},
-                    "min_duration_minutes": 0.5,
-                    "max_duration_minutes": 5,
-                    "min_requests": 100,
-                    "window_seconds": settings.experiment_window_s,
-                    "guardrails": {"min_requests": 50},
-                },
-            }
-        )
+        spec = _experiment_spec(settings)
         planned = experiment_plan(spec)
         # its own role; a quota for both fleets beside dev's and staging's endpoints
         aws.stage_world(planned.incumbent, endpoint_quota=8)
@@ -441,30 +417,14 @@ def _experiment_step(
             f"{_truth_gain():+.0%} faster per stream)",
             highlight=False,
         )
-        stop = threading.Event()
-        sender = threading.Thread(
-            target=_send_traffic, args=(aws, name, settings.experiment_rps, stop), daemon=True
+        block = settings.experiment_block_s
+        out.print(
+            f"[yellow]demo schedule, not a valid decision:[/] blocks of {block} s and a "
+            f"'cycle' of {DEMO_BLOCKS_PER_CYCLE * block} s so that it ends in a minute; a "
+            "real experiment compares hourly blocks over whole days (docs/experiments.md)",
+            highlight=False,
         )
-        sender.start()
-        try:
-            status = experiment_status(name)
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                time.sleep(5)
-                status = experiment_status(name)
-                analysis = status.analysis
-                if analysis is not None:
-                    out.print(
-                        f"  {analysis.elapsed_s:5.0f} s: {analysis.decision.verdict} "
-                        f"({analysis.decision.reason})",
-                        highlight=False,
-                        markup=False,
-                    )
-                    if analysis.decision.verdict != "running":
-                        break
-        finally:
-            stop.set()
-            sender.join()
+        status = _traffic_until_decided(aws, name, settings.experiment_rps, out)
         render_status(status, out)
         plot = plot_experiment(status, tempfile.mkdtemp(prefix="peagle-demo-") + "/experiment.png")
         out.print(f"plot of the two variants over time: {plot}", highlight=False, markup=False)
@@ -478,6 +438,75 @@ def _experiment_step(
             highlight=False,
         )
         step.detail = outcome.reason
+
+
+def _experiment_spec(settings: DemoSettings) -> Any:
+    """The demo's experiment: K=3 serving, K=5 as a shadow, on the demo's short schedule."""
+    from peagle_deploy.spec import spec_from_dict
+
+    return spec_from_dict(
+        {
+            "model": settings.model,
+            "instance_type": settings.instance_type,
+            "region": settings.region,
+            "image_uri": DEMO_IMAGE.format(region=settings.region),
+            "execution_role_arn": settings.role_arn + "-experiment",
+            "endpoint_name": "peagle-demo-experiment",
+            "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+            # the emulated containers write a line per request; a real one every 60 s
+            "env": {"PEAGLE_METRICS_INTERVAL_SECONDS": str(settings.experiment_block_s)},
+            "experiment": {
+                "mode": "shadow",
+                "candidate": {"num_speculative_tokens": 5},
+                **_demo_schedule(settings.experiment_block_s),
+            },
+        }
+    )
+
+
+def _traffic_until_decided(aws: Any, name: str, rps: float, out: Console) -> Any:
+    """Send requests and read the status every 5 s until the rule decides (4 minutes at
+    most); the last status."""
+    import threading
+
+    from peagle_deploy.experiment.lifecycle import experiment_status
+
+    stop = threading.Event()
+    sender = threading.Thread(target=_send_traffic, args=(aws, name, rps, stop), daemon=True)
+    sender.start()
+    try:
+        status = experiment_status(name)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            status = experiment_status(name)
+            analysis = status.analysis
+            if analysis is not None:
+                decision = analysis.decision
+                out.print(
+                    f"  {analysis.elapsed_s:5.0f} s: {decision.verdict} ({decision.reason})",
+                    highlight=False,
+                    markup=False,
+                )
+                if decision.verdict != "running":
+                    break
+    finally:
+        stop.set()
+        sender.join()
+    return status
+
+
+DEMO_BLOCKS_PER_CYCLE = 12
+
+
+def _demo_schedule(block_s: int) -> dict[str, float]:
+    """The demo's experiment schedule: 12 blocks of `block_s` per "cycle", two cycles."""
+    block = block_s / 60
+    return {
+        "block_minutes": block,
+        "cycle_minutes": DEMO_BLOCKS_PER_CYCLE * block,
+        "max_duration_minutes": 2 * DEMO_BLOCKS_PER_CYCLE * block,
+    }
 
 
 def _truth_gain() -> float:

@@ -1,75 +1,74 @@
 """One reading of a running experiment: per-variant figures, the decision, the guardrails.
 
-`analyse` is a pure function of the observations (container metric lines and SageMaker's
-invocation counts per variant) and the experiment's settings; the emulated experiments
-of the simulation test and `peagle experiment status` both go through it.
+`analyse` is the experiment's decision: one pure function from the samples the platform
+provides (`observations.VariantSample`: per variant and period, finished requests,
+generated tokens, decode seconds, latency histograms, invocations and 5xx errors) and
+the experiment's settings to what `peagle experiment status` shows and `conclude` and
+`watch` act on. The simulation (`tests/experiment/decision_sim.py`) and the lifecycle
+both go through it.
+
+1. Blocks: each variant's decode speed pooled over each `block_minutes` from the start
+   (`observations.windows`); a block counts when both variants finished at least
+   `stats.MIN_BLOCK_REQUESTS` requests in it; each gives d = log(candidate / incumbent).
+2. The rule (`stats.decide`): a confidence sequence for the mean of d, read at the end
+   of whole cycles; promote when its lower bound clears the margin.
+3. The guardrails (`guardrails`): sequential tests over everything since the start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.experiment.guardrails import Breach, error_breach, latency_breaches
 from peagle_deploy.experiment.observations import (
-    InvocationCounts,
-    LineObservation,
+    VariantSample,
     VariantSummary,
+    merged_histograms,
     paired_log_ratios,
     summarize,
     windows,
 )
-from peagle_deploy.experiment.stats import Decision, Minimums, decide
-from peagle_deploy.spec.models import ExperimentSpec, GuardrailSpec
+from peagle_deploy.experiment.stats import (
+    MIN_BLOCK_REQUESTS,
+    Decision,
+    Schedule,
+    SequentialResult,
+    decide,
+)
+from peagle_deploy.spec.models import ExperimentSpec
+
+__all__ = ["Analysis", "Breach", "analyse", "schedule_of"]
 
 
-@dataclass(frozen=True)
-class Breach:
-    """A guardrail the candidate crossed."""
-
-    guardrail: str
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"guardrail": self.guardrail, "detail": self.detail}
+def schedule_of(experiment: ExperimentSpec) -> Schedule:
+    """When the rule of `experiment` may look."""
+    return Schedule(
+        block_s=experiment.block_minutes * 60,
+        cycle_s=experiment.cycle_minutes * 60,
+        max_duration_s=experiment.max_duration_minutes * 60,
+    )
 
 
-def check_guardrails(
-    incumbent: VariantSummary, candidate: VariantSummary, rules: GuardrailSpec
-) -> list[Breach]:
-    """The guardrails the candidate crossed over the recent window (figures of that window).
+def _bound(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
-    Nothing fires before each variant has `rules.min_requests` requests in the window:
-    a p99 from a handful of requests is noise, and a false alarm ends a good experiment.
-    """
-    breaches: list[Breach] = []
-    if candidate.invocations >= rules.min_requests and candidate.error_rate is not None:
-        limit = rules.max_error_rate_percent / 100
-        if candidate.error_rate > limit:
-            breaches.append(
-                Breach(
-                    "max_error_rate_percent",
-                    f"candidate error rate {candidate.error_rate:.2%} > "
-                    f"{rules.max_error_rate_percent:g}% over {candidate.invocations:.0f} "
-                    "invocations",
-                )
-            )
-    if min(incumbent.requests, candidate.requests) < rules.min_requests:
-        return breaches
-    factor = 1 + rules.max_p99_latency_increase_percent / 100
-    for label, inc, cand in (
-        ("p99 time to first token", incumbent.ttft_ms.get("p99"), candidate.ttft_ms.get("p99")),
-        ("p99 request latency", incumbent.e2e_ms.get("p99"), candidate.e2e_ms.get("p99")),
-    ):
-        if inc and cand and cand > inc * factor:
-            breaches.append(
-                Breach(
-                    "max_p99_latency_increase_percent",
-                    f"candidate {label} {cand:.0f} ms > incumbent {inc:.0f} ms "
-                    f"+ {rules.max_p99_latency_increase_percent:g}%",
-                )
-            )
-    return breaches
+
+def _difference(result: SequentialResult, decision: Decision, *, acted: bool) -> dict[str, Any]:
+    low, high = result.ci
+    return {
+        "metric": "decode_tokens_per_s",
+        "relative": result.relative_difference,
+        "ci": [_bound(low), _bound(high)],
+        "confidence": 1 - result.alpha,
+        "blocks": result.blocks,
+        "lag1_autocorrelation": result.lag1,
+        "margin": decision.margin,
+        "whole_cycles": acted,
+        "test": "confidence sequence over block means (Lai's t-mixture)",
+    }
 
 
 @dataclass(frozen=True)
@@ -79,44 +78,45 @@ class Analysis:
     incumbent: VariantSummary
     candidate: VariantSummary
     pairs: list[tuple[int, float]]
+    """(block index, log ratio) of every block that counts, in time order."""
     decision: Decision
     breaches: list[Breach]
     elapsed_s: float
+    block_s: float = 3600.0
+    cycle_s: float = 86400.0
 
     def to_json(self) -> dict[str, Any]:
-        result = self.decision.result
+        d = self.decision
+        shown = d.result if d.result is not None else d.current
         return {
             "elapsed_s": round(self.elapsed_s, 1),
             "variants": {
                 "incumbent": self.incumbent.to_json(),
                 "candidate": self.candidate.to_json(),
             },
+            "blocks": {
+                "counted": len(self.pairs),
+                "block_s": self.block_s,
+                "cycle_s": self.cycle_s,
+                "cycles_seen": d.cycles,
+                "next_look_s": d.next_look_s,
+            },
             "difference": (
-                {
-                    "metric": "decode_tokens_per_s",
-                    "relative": result.relative_difference,
-                    "ci": list(result.ci),
-                    "confidence": 1 - result.alpha,
-                    "p_value": result.p_value,
-                    "windows": result.windows,
-                    "test": "mSPRT (always-valid)",
-                }
-                if result is not None
-                else None
+                _difference(shown, d, acted=d.result is not None) if shown is not None else None
             ),
             "decision": {
-                "verdict": self.decision.verdict,
-                "winner": self.decision.winner,
-                "reason": self.decision.reason,
+                "verdict": d.verdict,
+                "winner": d.winner,
+                "reason": d.reason,
+                "calibration": d.calibration,
+                "missing": list(d.missing),
             },
             "guardrails": [b.to_json() for b in self.breaches],
         }
 
 
 def analyse(
-    lines: Sequence[LineObservation],
-    counts: Mapping[str, InvocationCounts],
-    recent_counts: Mapping[str, InvocationCounts],
+    samples: Sequence[VariantSample],
     *,
     experiment: ExperimentSpec,
     incumbent: str,
@@ -125,54 +125,47 @@ def analyse(
     now_ms: int,
     final: bool = False,
 ) -> Analysis:
-    """Read the experiment at `now_ms`; `final` when it must end now (conclude)."""
+    """Read the experiment at `now_ms` from every sample since `started_ms`; `final` when
+    it must end now (conclude)."""
     elapsed_s = max(0.0, (now_ms - started_ms) / 1000)
-    in_span = [o for o in lines if started_ms <= o.timestamp_ms <= now_ms]
+    # a sample counts when its period overlaps [start, now] (the minute under way too)
+    in_span = [
+        o
+        for o in samples
+        if o.timestamp_ms > started_ms and o.timestamp_ms - o.interval_s * 1000 < now_ms
+    ]
     by_variant = {
         name: [o for o in in_span if o.variant == name] for name in (incumbent, candidate)
     }
-    summaries = {
-        name: summarize(
-            name, by_variant[name], counts.get(name, InvocationCounts()), duration_s=elapsed_s
-        )
-        for name in (incumbent, candidate)
-    }
+    schedule = schedule_of(experiment)
     pairs = paired_log_ratios(
-        windows(in_span, start_ms=started_ms, window_s=experiment.window_seconds),
+        windows(in_span, start_ms=started_ms, window_s=schedule.block_s),
         incumbent=incumbent,
         candidate=candidate,
+        min_requests=MIN_BLOCK_REQUESTS,
     )
     decision = decide(
-        [d for _, d in pairs],
+        pairs,
         alpha=experiment.alpha,
+        margin=experiment.margin_percent / 100,
+        schedule=schedule,
         elapsed_s=elapsed_s,
-        requests=(
-            round(summaries[incumbent].requests),
-            round(summaries[candidate].requests),
-        ),
-        minimums=Minimums(experiment.min_duration_minutes * 60, experiment.min_requests),
-        max_duration_s=experiment.max_duration_minutes * 60,
+        calibration=experiment.calibration,
         final=final,
     )
     rules = experiment.guardrails
-    recent_from = now_ms - int(rules.window_minutes * 60_000)
-    recent = [o for o in in_span if o.timestamp_ms >= recent_from]
-    span = min(elapsed_s, rules.window_minutes * 60)
-    breaches = check_guardrails(
-        summarize(
-            incumbent,
-            [o for o in recent if o.variant == incumbent],
-            recent_counts.get(incumbent, InvocationCounts()),
-            duration_s=span,
-        ),
-        summarize(
-            candidate,
-            [o for o in recent if o.variant == candidate],
-            recent_counts.get(candidate, InvocationCounts()),
-            duration_s=span,
-        ),
-        rules,
+    breach = error_breach(in_span, incumbent=incumbent, candidate=candidate, rules=rules)
+    breaches = [breach] if breach is not None else []
+    breaches += latency_breaches(
+        merged_histograms(by_variant[incumbent]), merged_histograms(by_variant[candidate]), rules
     )
     return Analysis(
-        summaries[incumbent], summaries[candidate], pairs, decision, breaches, elapsed_s
+        summarize(incumbent, by_variant[incumbent], duration_s=elapsed_s),
+        summarize(candidate, by_variant[candidate], duration_s=elapsed_s),
+        pairs,
+        decision,
+        breaches,
+        elapsed_s,
+        schedule.block_s,
+        schedule.cycle_s,
     )

@@ -4,7 +4,8 @@
   (FilterLogEvents with the lines' filter pattern), each with its log stream
   (`<variant>/<instance>`) and timestamp;
 - CloudWatch `AWS/SageMaker`, dimensions EndpointName and VariantName: Invocations and
-  Invocation5XXErrors, summed over 60-second periods (GetMetricData).
+  Invocation5XXErrors, one sum per 60-second period (GetMetricData), each a sample of
+  its variant stamped at the period's end.
 """
 
 from __future__ import annotations
@@ -15,11 +16,7 @@ from typing import Any
 
 from peagle_serve.contract import metric_filter_pattern
 
-from peagle_deploy.experiment.observations import (
-    InvocationCounts,
-    LineObservation,
-    observation_from_line,
-)
+from peagle_deploy.experiment.observations import VariantSample, sample_from_line
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -29,7 +26,7 @@ MAX_LOG_PAGES = 2000
 
 def fetch_lines(
     logs: Any, endpoint_name: str, *, start_ms: int, end_ms: int
-) -> list[LineObservation]:
+) -> list[VariantSample]:
     """The container metric lines of every variant between two times, oldest first."""
     from botocore.exceptions import ClientError
 
@@ -39,12 +36,12 @@ def fetch_lines(
         "endTime": end_ms + 1,
         "filterPattern": metric_filter_pattern(),
     }
-    found: list[LineObservation] = []
+    found: list[VariantSample] = []
     try:
         for _ in range(MAX_LOG_PAGES):
             page = logs.filter_log_events(**kwargs)
             for event in page.get("events", []):
-                seen = observation_from_line(
+                seen = sample_from_line(
                     str(event.get("message", "")),
                     stream=str(event.get("logStreamName", "")),
                     timestamp_ms=int(event.get("timestamp", 0)),
@@ -72,8 +69,9 @@ def fetch_counts(
     *,
     start: datetime,
     end: datetime,
-) -> dict[str, InvocationCounts]:
-    """Invocations and 5xx errors per variant, summed over [start, end] (whole minutes)."""
+) -> list[VariantSample]:
+    """Invocations and 5xx errors per variant and minute over [start, end] (whole
+    minutes), one sample per variant and minute with data, stamped at the minute's end."""
     names = list(variants)
     metrics = (("invocations", "Invocations"), ("errors", "Invocation5XXErrors"))
     queries = [
@@ -96,7 +94,8 @@ def fetch_counts(
         for i, variant in enumerate(names)
         for key, metric in metrics
     ]
-    sums: dict[str, float] = {str(q["Id"]): 0.0 for q in queries}
+    ids = {f"{key}{i}": (key, i) for i in range(len(names)) for key, _ in metrics}
+    sums: dict[tuple[int, int], dict[str, float]] = {}
     kwargs: dict[str, Any] = {
         "MetricDataQueries": queries,
         "StartTime": _minute_floor(start.astimezone(UTC)),
@@ -105,12 +104,17 @@ def fetch_counts(
     while True:
         page = cloudwatch.get_metric_data(**kwargs)
         for result in page.get("MetricDataResults", []):
-            sums[result["Id"]] += float(sum(result.get("Values", [])))
+            key, index = ids[str(result["Id"])]
+            points = zip(result.get("Timestamps", []), result.get("Values", []), strict=False)
+            for stamp, value in points:
+                at = int(stamp.timestamp() * 1000) + 60_000  # the period's end
+                row = sums.setdefault((index, at), {"invocations": 0.0, "errors": 0.0})
+                row[key] += float(value)
         token = page.get("NextToken")
         if not token:
             break
         kwargs["NextToken"] = token
-    return {
-        variant: InvocationCounts(sums[f"invocations{i}"], sums[f"errors{i}"])
-        for i, variant in enumerate(names)
-    }
+    return [
+        VariantSample(names[i], at, 60.0, invocations=row["invocations"], errors=row["errors"])
+        for (i, at), row in sorted(sums.items(), key=lambda item: item[0][1])
+    ]

@@ -30,7 +30,7 @@ from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, make_cl
 from peagle_deploy.errors import DeployError, InputError
 from peagle_deploy.experiment.analysis import Analysis, analyse
 from peagle_deploy.experiment.fetch import fetch_counts, fetch_lines
-from peagle_deploy.experiment.observations import LineObservation
+from peagle_deploy.experiment.observations import VariantSample
 from peagle_deploy.experiment.plan import ExperimentPlan, candidate_spec, experiment_plan
 from peagle_deploy.records import (
     OPEN_STATES,
@@ -85,7 +85,7 @@ class ExperimentStatus:
     record: ExperimentRecord
     endpoint_status: str
     analysis: Analysis | None
-    observations: list[LineObservation] = field(default_factory=list, repr=False)
+    observations: list[VariantSample] = field(default_factory=list, repr=False)
     read_at: datetime = field(default_factory=_now)
 
     def to_json(self) -> dict[str, Any]:
@@ -131,7 +131,7 @@ def _settle_start(record: ExperimentRecord, desc: dict[str, Any] | None, ssm: An
 
 def _analyse(
     record: ExperimentRecord, clients: _Clients, *, final: bool, now: datetime
-) -> tuple[Analysis, list[LineObservation]]:
+) -> tuple[Analysis, list[VariantSample]]:
     assert record.started_at is not None
     start_ms = int(record.started_at.timestamp() * 1000)
     now_ms = int(now.timestamp() * 1000)
@@ -141,19 +141,8 @@ def _analyse(
     variants = (record.incumbent_variant, record.candidate_variant)
     cw = clients.client("cloudwatch")
     counts = fetch_counts(cw, record.endpoint_name, variants, start=record.started_at, end=now)
-    window_s = record.settings.guardrails.window_minutes * 60
-    recent_start = max(record.started_at.timestamp(), now.timestamp() - window_s)
-    recent = fetch_counts(
-        cw,
-        record.endpoint_name,
-        variants,
-        start=datetime.fromtimestamp(recent_start, UTC),
-        end=now,
-    )
     analysis = analyse(
-        lines,
-        counts,
-        recent,
+        [*lines, *counts],
         experiment=record.settings,
         incumbent=record.incumbent_variant,
         candidate=record.candidate_variant,

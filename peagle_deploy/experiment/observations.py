@@ -1,11 +1,17 @@
-"""From what the platform reports to per-variant figures and paired windows.
+"""The input of an experiment's analysis, and the figures and blocks made from it.
 
-Two sources, both per variant:
-- the container's metric lines in CloudWatch Logs (`peagle_serve.contract`), one per
-  instance and interval, with the `VariantName` dimension: speculative acceptance and
-  the serving statistics (tokens, decode time, latency histograms);
-- SageMaker's own CloudWatch metrics in `AWS/SageMaker` with the `EndpointName` and
-  `VariantName` dimensions: Invocations and Invocation5XXErrors.
+The input is a list of `VariantSample`s: what one variant (one instance of it, when the
+source knows instances) reported over one metric period, stamped with the period's end.
+It is neutral on purpose; each source maps into the fields it has and leaves the rest 0:
+- the container's metric lines in CloudWatch Logs (`peagle_serve.contract`, parsed by
+  `sample_from_line`): one per instance and interval, with the `VariantName`
+  dimension: finished requests, generated tokens, decode seconds, latency histograms,
+  speculative acceptance;
+- SageMaker's `AWS/SageMaker` metrics with the `EndpointName` and `VariantName`
+  dimensions, one sample per variant and minute (`experiment.fetch`): Invocations and
+  Invocation5XXErrors;
+- any other source of the same figures per variant and period (SageMaker's detailed
+  observability metrics, for instance) maps into the same fields.
 
 Pure functions; `peagle_deploy.experiment.lifecycle` fetches the data.
 """
@@ -15,8 +21,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from peagle_serve.contract import (
     DEFAULT_VARIANT,
@@ -28,27 +35,39 @@ from peagle_serve.contract import (
 
 from peagle_deploy.experiment.histogram import Histogram, merge_all
 
-MIN_WINDOW_REQUESTS = 2
-"""Finished requests each variant needs in a window for the window to count."""
-
 PERCENTILES = (0.5, 0.9, 0.99)
 
 
-@dataclass(frozen=True)
-class LineObservation:
-    """One container metric line: one instance of one variant over one interval."""
+_NO_HISTOGRAMS: Mapping[str, Histogram] = MappingProxyType({})
+
+
+class VariantSample(NamedTuple):
+    """What one variant reported over one metric period (any subset of the figures).
+
+    A named tuple: a three-day experiment reads tens of thousands of them."""
 
     variant: str
-    instance: str
     timestamp_ms: int
-    interval_s: float
-    mean_acceptance_length: float
-    draft_tokens: float
+    """The end of the period (ms since the epoch)."""
+    interval_s: float = 0.0
+    """The period's length."""
+    instance: str = ""
+    """The instance (or log stream) it comes from; empty for per-variant sources."""
     requests: float = 0.0
+    """Requests that finished in the period (with the serving figures below)."""
     output_tokens: float = 0.0
     decode_tokens: float = 0.0
+    """Tokens generated after each request's first."""
     decode_s: float = 0.0
-    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    """Seconds the finished requests spent decoding those tokens."""
+    invocations: float = 0.0
+    """Requests SageMaker sent to the variant (Invocations)."""
+    errors: float = 0.0
+    """Of those, answered with a 5xx (Invocation5XXErrors)."""
+    mean_acceptance_length: float = 0.0
+    draft_tokens: float = 0.0
+    histograms: Mapping[str, Histogram] = _NO_HISTOGRAMS
+    """Latency histograms of the finished requests (`ttft_s`, `itl_s`, `e2e_s`)."""
 
 
 def _number(doc: Mapping[str, Any], key: str) -> float:
@@ -58,10 +77,8 @@ def _number(doc: Mapping[str, Any], key: str) -> float:
     return max(0.0, float(value))
 
 
-def observation_from_line(
-    message: str, *, stream: str, timestamp_ms: int
-) -> LineObservation | None:
-    """The observation in one log event, None when it is not a metric line.
+def sample_from_line(message: str, *, stream: str, timestamp_ms: int) -> VariantSample | None:
+    """The sample in one log event, None when it is not a metric line.
 
     The variant is the line's `VariantName`; lines without it (older images) belong to
     the variant that prefixes SageMaker's log stream name (`<variant>/<instance>`).
@@ -82,7 +99,7 @@ def observation_from_line(
         h = Histogram.from_line(raw) if isinstance(raw, dict) else None
         if h is not None:
             histograms[key] = h
-    return LineObservation(
+    return VariantSample(
         variant=variant,
         instance=stream,
         timestamp_ms=int(stamp) if isinstance(stamp, int) else timestamp_ms,
@@ -95,18 +112,6 @@ def observation_from_line(
         decode_s=_number(served, "decode_s"),
         histograms=histograms,
     )
-
-
-@dataclass(frozen=True)
-class InvocationCounts:
-    """SageMaker's per-variant invocation metrics over a time range (sums)."""
-
-    invocations: float = 0.0
-    errors_5xx: float = 0.0
-
-    @property
-    def error_rate(self) -> float | None:
-        return self.errors_5xx / self.invocations if self.invocations > 0 else None
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,11 @@ class VariantSummary:
     itl_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     invocations: float
-    error_rate: float | None
+    errors: float
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.invocations if self.invocations > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +147,7 @@ class VariantSummary:
             "itl_ms": self.itl_ms,
             "e2e_ms": self.e2e_ms,
             "invocations": self.invocations,
+            "errors": self.errors,
             "error_rate": self.error_rate,
         }
 
@@ -150,58 +160,53 @@ def _percentiles(h: Histogram | None) -> dict[str, float | None]:
     return out
 
 
+def merged_histograms(samples: Iterable[VariantSample]) -> dict[str, Histogram | None]:
+    """Each latency histogram summed over `samples` (None where none has it)."""
+    kept = list(samples)
+    return {
+        key: merge_all(o.histograms[key] for o in kept if key in o.histograms)
+        for key, _ in SERVING_HISTOGRAMS
+    }
+
+
 def summarize(
-    variant: str,
-    lines: Sequence[LineObservation],
-    counts: InvocationCounts,
-    *,
-    duration_s: float,
+    variant: str, samples: Sequence[VariantSample], *, duration_s: float
 ) -> VariantSummary:
-    """One variant's figures over `duration_s` seconds of lines."""
-    instances = len({o.instance for o in lines})
-    tokens = sum(o.output_tokens for o in lines)
-    decode_s = sum(o.decode_s for o in lines)
-    drafts = sum(o.draft_tokens for o in lines)
+    """One variant's figures over `duration_s` seconds of its samples."""
+    instances = len({o.instance for o in samples if o.instance and o.requests > 0})
+    tokens = sum(o.output_tokens for o in samples)
+    decode_s = sum(o.decode_s for o in samples)
+    drafts = sum(o.draft_tokens for o in samples)
     acceptance = (
-        sum(o.mean_acceptance_length * o.draft_tokens for o in lines) / drafts
+        sum(o.mean_acceptance_length * o.draft_tokens for o in samples) / drafts
         if drafts > 0
         else None
     )
-    merged = {
-        key: merge_all(o.histograms[key] for o in lines if key in o.histograms)
-        for key, _ in SERVING_HISTOGRAMS
-    }
+    merged = merged_histograms(samples)
     return VariantSummary(
         variant=variant,
         instances=instances,
-        requests=sum(o.requests for o in lines),
+        requests=sum(o.requests for o in samples),
         output_tokens_per_s_per_instance=(
             tokens / (duration_s * instances) if instances and duration_s > 0 else None
         ),
-        decode_tokens_per_s=sum(o.decode_tokens for o in lines) / decode_s if decode_s else None,
+        decode_tokens_per_s=sum(o.decode_tokens for o in samples) / decode_s if decode_s else None,
         mean_acceptance_length=acceptance,
         ttft_ms=_percentiles(merged["ttft_s"]),
         itl_ms=_percentiles(merged["itl_s"]),
         e2e_ms=_percentiles(merged["e2e_s"]),
-        invocations=counts.invocations,
-        error_rate=counts.error_rate,
+        invocations=sum(o.invocations for o in samples),
+        errors=sum(o.errors for o in samples),
     )
 
 
 @dataclass(frozen=True)
 class Window:
-    """One variant's lines that end within one analysis window."""
+    """One variant's decode figures pooled over one block (or any span)."""
 
     requests: float = 0.0
     decode_tokens: float = 0.0
     decode_s: float = 0.0
-
-    def add(self, o: LineObservation) -> Window:
-        return Window(
-            self.requests + o.requests,
-            self.decode_tokens + o.decode_tokens,
-            self.decode_s + o.decode_s,
-        )
 
     @property
     def speed(self) -> float | None:
@@ -210,17 +215,29 @@ class Window:
         return self.decode_tokens / self.decode_s
 
 
+def span_index(timestamp_ms: int, *, start_ms: int, width_s: float) -> int:
+    """Which span of `width_s` a sample stamped at the end of its period belongs to (0
+    from `start_ms`; a sample stamped exactly at a span's end belongs to that span)."""
+    return int((timestamp_ms - start_ms - 1) // (width_s * 1000))
+
+
 def windows(
-    lines: Iterable[LineObservation], *, start_ms: int, window_s: float
+    samples: Iterable[VariantSample], *, start_ms: int, window_s: float
 ) -> dict[str, dict[int, Window]]:
-    """variant -> window index -> the window's totals (index 0 starts at `start_ms`)."""
-    out: dict[str, dict[int, Window]] = defaultdict(dict)
+    """variant -> span index -> its decode figures, for spans of `window_s` from
+    `start_ms` (samples stamped at or before `start_ms` are left out)."""
+    sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     width_ms = window_s * 1000
-    for o in lines:
-        if o.timestamp_ms < start_ms:
+    for o in samples:
+        if o.timestamp_ms <= start_ms or o.requests <= 0:
             continue
-        index = int((o.timestamp_ms - start_ms) // width_ms)
-        out[o.variant][index] = out[o.variant].get(index, Window()).add(o)
+        row = sums[(o.variant, int((o.timestamp_ms - start_ms - 1) // width_ms))]
+        row[0] += o.requests
+        row[1] += o.decode_tokens
+        row[2] += o.decode_s
+    out: dict[str, dict[int, Window]] = defaultdict(dict)
+    for (variant, index), (requests, tokens, seconds) in sorted(sums.items()):
+        out[variant][index] = Window(requests, tokens, seconds)
     return out
 
 
@@ -229,10 +246,10 @@ def paired_log_ratios(
     *,
     incumbent: str,
     candidate: str,
-    min_requests: int = MIN_WINDOW_REQUESTS,
+    min_requests: float,
 ) -> list[tuple[int, float]]:
-    """(window index, log(candidate speed / incumbent speed)) for windows both variants
-    filled, in time order."""
+    """(span index, log(candidate speed / incumbent speed)) for spans in which both
+    variants finished at least `min_requests`, in time order."""
     a, b = by_variant.get(incumbent, {}), by_variant.get(candidate, {})
     pairs: list[tuple[int, float]] = []
     for index in sorted(set(a) & set(b)):

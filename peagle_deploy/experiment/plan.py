@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from peagle_deploy.catalog.images import runs_peagle_serve
 from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
+from peagle_deploy.experiment.design import check_comparable, check_decidable
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.naming import DIGEST_LEN, derived_name
 from peagle_deploy.plan import Plan, build_plan, plan_of, render, with_speculative
@@ -44,10 +45,6 @@ from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec, Speculativ
 
 CANDIDATE_VARIANT = "Candidate"
 """The candidate's variant name (the incumbent keeps `AllTraffic`)."""
-
-LOAD_RATIO_LIMIT = 1.25
-"""Above this ratio of per-instance loads the comparison is called biased: decode speed
-depends on how many requests share an instance's batches."""
 
 
 def candidate_spec(spec: DeploymentSpec) -> DeploymentSpec:
@@ -177,15 +174,23 @@ def _experiment_config(
     return name, request
 
 
-def check_experiment(incumbent: Plan, candidate: Plan) -> None:
+def check_experiment(incumbent: Plan, candidate: Plan, *, calibration: bool = False) -> None:
     """Refuse an experiment that cannot decide anything, before any AWS call."""
-    if incumbent.speculative_config == candidate.speculative_config and (
+    same = incumbent.speculative_config == candidate.speculative_config and (
         incumbent.drafter_uri == candidate.drafter_uri
-    ):
+    )
+    if calibration and not same:
+        raise InputError(
+            "experiment.candidate",
+            "differs from the incumbent, but a calibration (A/A) runs a copy of the incumbent",
+            "empty with calibration: true",
+        )
+    if same and not calibration:
         raise InputError(
             "experiment.candidate",
             "gives the incumbent's own speculative settings: there is nothing to compare",
-            "a K, mode or drafter that differs from `speculative`",
+            "a K, mode or drafter that differs from `speculative`, or calibration: true "
+            "for an A/A run",
         )
     for who, plan in (("speculative.mode", incumbent), ("experiment.candidate.mode", candidate)):
         if plan.speculative_config is None:
@@ -231,24 +236,16 @@ def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
         raise InputError("experiment", "the spec has no experiment block")
     incumbent = build_plan(incumbent_spec(spec))
     candidate = _candidate_plan(incumbent, spec)
-    check_experiment(incumbent, candidate)
+    check_experiment(incumbent, candidate, calibration=settings.calibration)
     count = incumbent.spec.initial_instance_count
+    check_comparable(settings, count)
+    check_decidable(settings, incumbent.deployment.environment)
     instances = settings.candidate_instances(count)
     model_name, create_model, _ = _candidate_model(incumbent, candidate.deployment)
     config_name, create_config = _experiment_config(
         incumbent, candidate.deployment, settings, model_name, instances
     )
     warnings = [w for w in candidate.warnings if w not in incumbent.warnings]
-    ratio = settings.load_ratio(count)
-    if not 1 / LOAD_RATIO_LIMIT <= ratio <= LOAD_RATIO_LIMIT:
-        warnings.append(
-            PlanWarning(
-                "experiment.candidate_instance_count",
-                f"each candidate instance gets {ratio:.2g}x the requests of an incumbent "
-                "instance: decode speed depends on load, so the comparison favours the "
-                "less loaded variant; match the shares to the instance counts",
-            )
-        )
     if settings.mode == "split":
         warnings.append(
             PlanWarning(

@@ -1,10 +1,11 @@
 """The experiment over time, as a PNG: both variants' speed and latency, and the difference.
 
-Three panels sharing the time axis (minutes since both variants serve):
-1. decode speed per stream (tokens/s) of each variant in each window;
-2. median time to first token of each variant in each window;
-3. the estimated difference (candidate / incumbent - 1) after each window, with its
-   always-valid confidence interval: the band the decision rule reads.
+Three panels sharing the time axis (hours since both variants serve):
+1. decode speed per stream (tokens/s) of each variant in each block;
+2. median time to first token of each variant in each block;
+3. the estimated difference (candidate / incumbent - 1) after each block, with its
+   confidence sequence, the margin a promotion must clear, and the ends of cycles: the
+   rule reads the band at those ends only.
 """
 
 from __future__ import annotations
@@ -12,23 +13,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.experiment.histogram import merge_all
-from peagle_deploy.experiment.observations import LineObservation, windows
-from peagle_deploy.experiment.stats import sequential_test
+from peagle_deploy.experiment.observations import VariantSample, span_index, windows
+from peagle_deploy.experiment.stats import confidence_sequence
 
 if TYPE_CHECKING:
     from peagle_deploy.experiment.lifecycle import ExperimentStatus
 
 
 def _ttft_by_window(
-    lines: Sequence[LineObservation], variant: str, start_ms: int, window_s: float
+    lines: Sequence[VariantSample], variant: str, start_ms: int, window_s: float
 ) -> dict[int, float]:
-    groups: dict[int, list[LineObservation]] = {}
+    groups: dict[int, list[VariantSample]] = {}
     for o in lines:
-        if o.variant == variant and o.timestamp_ms >= start_ms:
-            groups.setdefault(int((o.timestamp_ms - start_ms) // (window_s * 1000)), []).append(o)
+        if o.variant == variant and o.timestamp_ms > start_ms:
+            index = span_index(o.timestamp_ms, start_ms=start_ms, width_s=window_s)
+            groups.setdefault(index, []).append(o)
     out: dict[int, float] = {}
     for index, group in groups.items():
         merged = merge_all(o.histograms["ttft_s"] for o in group if "ttft_s" in o.histograms)
@@ -36,6 +38,60 @@ def _ttft_by_window(
         if p50 is not None:
             out[index] = p50 * 1000
     return out
+
+
+def _variant_panels(status: ExperimentStatus, speed: Any, ttft: Any, unit_s: float) -> None:
+    """Decode speed and median TTFT of each variant, block by block."""
+    record = status.record
+    assert record.started_at is not None
+    start_ms = int(record.started_at.timestamp() * 1000)
+    block_s = record.settings.block_minutes * 60
+    per_block = windows(status.observations, start_ms=start_ms, window_s=block_s)
+    names = {"incumbent": record.incumbent_variant, "candidate": record.candidate_variant}
+    for role, variant in names.items():
+        series = sorted(
+            (i, w.speed) for i, w in per_block.get(variant, {}).items() if w.speed is not None
+        )
+        speed.plot(
+            [(i + 1) * block_s / unit_s for i, _ in series],
+            [s for _, s in series],
+            marker=".",
+            linewidth=1,
+            label=f"{role} ({variant})",
+        )
+        latency = sorted(_ttft_by_window(status.observations, variant, start_ms, block_s).items())
+        ttft.plot([(i + 1) * block_s / unit_s for i, _ in latency], [v for _, v in latency])
+    speed.set_ylabel("decode tokens/s per stream")
+    speed.set_ylim(bottom=0)
+    speed.legend(loc="lower right")
+    ttft.set_ylabel("median TTFT (ms)")
+    ttft.set_ylim(bottom=0)
+
+
+def _difference_panel(status: ExperimentStatus, diff: Any, unit_s: float) -> None:
+    """The confidence sequence after each block, the margin, and the looks (cycle ends)."""
+    analysis, settings = status.analysis, status.record.settings
+    assert analysis is not None
+    xs, mids, lows, highs = [], [], [], []
+    pairs = analysis.pairs
+    for n in range(2, len(pairs) + 1):
+        result = confidence_sequence([d for _, d in pairs[:n]], alpha=settings.alpha)
+        if result is None or not result.finite:
+            continue
+        xs.append((pairs[n - 1][0] + 1) * analysis.block_s / unit_s)
+        mids.append(100 * math.expm1(result.mean_log_ratio))
+        low, high = result.ci
+        lows.append(100 * low)
+        highs.append(100 * high)
+    if xs:
+        diff.fill_between(xs, lows, highs, alpha=0.25, label=f"{1 - settings.alpha:.0%} CS")
+        diff.plot(xs, mids, label="candidate vs incumbent")
+    diff.axhline(0, color="grey", linewidth=0.8)
+    diff.axhline(settings.margin_percent, color="green", linewidth=0.8, linestyle="--")
+    for k in range(1, analysis.decision.cycles + 1):
+        diff.axvline(k * analysis.cycle_s / unit_s, color="grey", linestyle=":", linewidth=0.8)
+    diff.set_ylabel("decode speed difference (%)")
+    diff.legend(loc="upper right")
 
 
 def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
@@ -52,51 +108,13 @@ def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
     if analysis is None or record.started_at is None:
         raise ValueError("the experiment has no data yet: nothing to plot")
     settings = record.settings
-    start_ms = int(record.started_at.timestamp() * 1000)
-    window_s = float(settings.window_seconds)
-    per_window = windows(status.observations, start_ms=start_ms, window_s=window_s)
-    minutes = window_s / 60
-    names = {"incumbent": record.incumbent_variant, "candidate": record.candidate_variant}
+    unit_s, unit = (3600.0, "hours") if analysis.block_s >= 1800 else (60.0, "minutes")
     fig, (speed, ttft, diff) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-    for role, variant in names.items():
-        series = sorted(
-            (i, w.speed) for i, w in per_window.get(variant, {}).items() if w.speed is not None
-        )
-        speed.plot(
-            [(i + 1) * minutes for i, _ in series],
-            [s for _, s in series],
-            marker=".",
-            linewidth=1,
-            label=f"{role} ({variant})",
-        )
-        latency = sorted(_ttft_by_window(status.observations, variant, start_ms, window_s).items())
-        ttft.plot([(i + 1) * minutes for i, _ in latency], [v for _, v in latency], linewidth=1)
-    speed.set_ylabel("decode tokens/s per stream")
-    speed.set_ylim(bottom=0)
-    speed.legend(loc="lower right")
-    ttft.set_ylabel("median TTFT (ms)")
-    ttft.set_ylim(bottom=0)
-    xs, mids, lows, highs = [], [], [], []
-    pairs = analysis.pairs
-    for n in range(1, len(pairs) + 1):
-        result = sequential_test([d for _, d in pairs[:n]], alpha=settings.alpha)
-        if result is None:
-            continue
-        xs.append((pairs[n - 1][0] + 1) * minutes)
-        mids.append(100 * math.expm1(result.mean_log_ratio))
-        low, high = result.ci
-        lows.append(100 * low)
-        highs.append(100 * high)
-    if xs:
-        diff.fill_between(xs, lows, highs, alpha=0.25, label=f"{1 - settings.alpha:.0%} CI")
-        diff.plot(xs, mids, label="candidate vs incumbent")
-    diff.axhline(0, color="grey", linewidth=0.8)
-    diff.set_ylabel("decode speed difference (%)")
-    diff.set_xlabel("minutes since both variants serve")
-    diff.legend(loc="upper right")
-    verdict = analysis.decision.verdict
+    _variant_panels(status, speed, ttft, unit_s)
+    _difference_panel(status, diff, unit_s)
+    diff.set_xlabel(f"{unit} since both variants serve (dotted: ends of cycles, where it decides)")
     fig.suptitle(
-        f"{record.endpoint_name}: {settings.mode} experiment ({verdict}); "
+        f"{record.endpoint_name}: {settings.mode} experiment ({analysis.decision.verdict}); "
         f"candidate {settings.candidate.model_dump(exclude_none=True)}",
         fontsize=10,
     )

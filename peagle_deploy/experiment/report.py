@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from peagle_deploy.experiment.stats import duration_text
 from peagle_deploy.terminal import literal
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from peagle_deploy.experiment.analysis import Analysis
     from peagle_deploy.experiment.lifecycle import ExperimentStatus
 
 
@@ -67,6 +69,7 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
                     _fmt(getattr(cand, key)[p]),
                 )
             )
+    rows.append(("invocations", _fmt(inc.invocations, digits=0), _fmt(cand.invocations, digits=0)))
     rows.append(
         (
             "error rate (5xx)",
@@ -77,19 +80,49 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     for label, a, b in rows:
         table.add_row(label, literal(a), literal(b))
     console.print(table)
-    result = analysis.decision.result
-    if result is not None:
-        low, high = result.ci
+    _render_decision(analysis, settings.alpha, console)
+
+
+def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None:
+    """The difference with its confidence sequence, the schedule, the decision, breaches."""
+    decision = analysis.decision
+    block_min = analysis.block_s / 60
+    looks = f"{decision.cycles} whole cycle{'s' if decision.cycles != 1 else ''} of " + (
+        f"{analysis.cycle_s / 3600:g} h"
+        if analysis.cycle_s >= 3600
+        else f"{analysis.cycle_s / 60:g} min"
+    )
+    shown = decision.result if decision.result is not None else decision.current
+    if shown is not None:
+        low, high = shown.ci
+        bounds = (
+            f"{100 * low:+.1f}% to {100 * high:+.1f}%"
+            if shown.finite
+            else "unbounded: too few blocks yet"
+        )
+        read = "decides on these" if decision.result is not None else "shown, not decided on"
         console.print(
-            f"decode speed, candidate vs incumbent: {100 * result.relative_difference:+.1f}% "
-            f"({1 - result.alpha:.0%} CI {100 * low:+.1f}% to {100 * high:+.1f}%, "
-            f"{result.windows} paired windows, always-valid p = {result.p_value:.3g})",
+            f"decode speed, candidate vs incumbent: {100 * shown.relative_difference:+.1f}% "
+            f"({1 - alpha:.0%} confidence sequence {bounds}; {shown.blocks} blocks of "
+            f"{block_min:g} min, {read})",
             highlight=False,
             markup=False,
         )
-    verdict = analysis.decision
+    nxt = decision.next_look_s
     console.print(
-        f"[bold]decision:[/] {escape(verdict.verdict)}: {escape(verdict.reason)}",
+        f"blocks counted {len(analysis.pairs)}; {looks} seen"
+        + (f"; next look in {duration_text(nxt)}" if nxt is not None else "")
+        + (
+            ""
+            if decision.calibration
+            else f"; promotes when the lower bound clears +{100 * decision.margin:g}%"
+        ),
+        highlight=False,
+        markup=False,
+    )
+    label = "calibration (A/A)" if decision.calibration else "decision"
+    console.print(
+        f"[bold]{label}:[/] {escape(decision.verdict)}: {escape(decision.reason)}",
         highlight=False,
     )
     for breach in analysis.breaches:

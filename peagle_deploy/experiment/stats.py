@@ -1,54 +1,99 @@
-"""The decision rule of an experiment: a sequential test that may be read at any time.
+"""The statistics of an experiment: the decision rule and the guardrails' tests.
 
-The evidence is a series of paired windows (one minute by default) in which both
-variants finished requests. In each window, each variant's decode speed is the output
-tokens per second of one stream while it decodes: requests / sum of per-request TPOT
-(vLLM's `request_time_per_output_token` histogram, sum and count). The paired
-difference of log speeds, d = log(candidate) - log(incumbent), cancels what both
-variants share in that minute (traffic mix, prompt and output lengths, load).
+Pure functions of numbers, standard library only.
 
-Test: the mixture sequential probability ratio test (mSPRT; H. Robbins 1970; R. Johari,
-P. Koomen, L. Pekelis, D. Walsh, "Peeking at A/B tests", KDD 2017) for the mean of d,
-with a normal mixture N(0, tau^2) over the effect and the variance estimated from the
-data. Its p-value is *always valid*: reading the status every minute and acting on the
-first p <= alpha still declares a winner, when there is no difference, at most alpha of
-the time. The confidence interval is the matching confidence sequence, valid at any
-time too. `tests/experiment/test_decision_simulation.py` measures both properties over
-emulated experiments.
+**Decode speed.** The evidence is a series of blocks (`block_minutes`, an hour by
+default). In each block each variant's decode speed is pooled over all its requests
+(generated tokens after the first / decode seconds), and the block gives one log ratio
+d = log(candidate speed / incumbent speed). Pooling over an hour makes the ratios nearly
+independent although per-minute figures are autocorrelated (shared load, per-instance
+drift), and makes the bias of a ratio of small sums (the variant with fewer requests in a
+minute looks faster) negligible.
+
+The test is a confidence sequence for the mean of d: Lai's mixture for a normal mean with
+unknown variance (T. L. Lai, "On confidence sequences", Annals of Statistics 1976; H.
+Wang and A. Ramdas, "Anytime-valid t-tests and confidence sequences for Gaussian means
+with unknown variance", 2023). For a candidate mean mu, the likelihood ratio of the
+scale-invariant statistics of x_i = d_i - mu, with the effect mixed over N(0, (c sigma)^2),
+is
+
+    L_n(mu) = (1 + n c^2)^(-1/2) (1 - c^2 / (1 + n c^2) * S^2 / Q)^(-n/2),
+    S = sum(x_i), Q = sum(x_i^2),
+
+a nonnegative martingale under mean mu whatever sigma is, so {mu : L_n(mu) < 1/alpha}
+holds the true mean at every n at once with probability >= 1 - alpha (Ville's
+inequality): no plug-in variance, valid from the first blocks on. Solved for mu it is
+the interval mean +/- sqrt(r V / (n (n - r))), V the sum of squared deviations, r a
+function of n, c and alpha only (infinite while n <= r).
+
+**The rule** (`decide`): it looks only at the end of whole traffic cycles
+(`cycle_minutes`, a day), reading the blocks of the whole cycles seen, so every hour of
+the day weighs the same and the start time cannot pick the winner of an effect that
+depends on load. It promotes the candidate when the lower bound of the gain is above the
+margin (`margin_percent`), keeps the incumbent when the upper bound is below it, and
+otherwise waits for the next cycle, up to `max_duration_minutes`. What the blocks
+measure is the candidate's gain plus what its fleet differs from the incumbent's (fixed
+per-instance offsets, drift); while that sum is at most the margin, a promotion happens
+at most alpha of the time. So a candidate that is no faster is promoted at most alpha of
+the time when the fleets differ by less than the margin, which a calibration (A/A) run
+measures on the endpoint.
+
+**Guardrails** (`rate_evidence`, `excess_evidence`): mixtures of likelihood ratios for
+a rate (an error rate, or the share of requests beyond a latency bound), again
+nonnegative supermartingales under the null, so they may be read at any time and fire on
+the first crossing of 1/alpha. `tests/experiment/test_decision_simulation.py` and
+`benchmarks/experiment_decision.py` measure all of it on simulated traffic.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-MIXTURE_SCALE = 0.1
-"""tau, the spread of the effects the test expects on the log scale (0.1 ~ +/-10 %):
-K changes move decode speed by a few to a few tens of percent."""
+MIXTURE_SCALE = 1.0
+"""c: the spread of the effects the mixture expects, in units of the block-to-block sd.
+It sets where the confidence sequence is tightest (a few tens of blocks); any fixed
+value keeps it valid."""
 
-MIN_WINDOWS = 30
-"""Paired windows before the test is read: below this the variance estimate is too rough
-for the plug-in mSPRT to keep its error rate."""
+MIN_BLOCK_REQUESTS = 10
+"""Finished requests each variant needs in a block for the block to count."""
 
-_VARIANCE_FLOOR = 1e-12
+Verdict = Literal[
+    "running", "candidate", "incumbent", "inconclusive", "calibrated", "miscalibrated"
+]
 
-Verdict = Literal["running", "candidate", "incumbent", "inconclusive"]
+
+def _radius_factor(n: int, alpha: float, scale: float) -> float:
+    """r of the confidence sequence after n blocks (a function of n, c and alpha only)."""
+    c2 = scale * scale
+    spread = 1 + n * c2
+    g = math.exp(-(2 / n) * (0.5 * math.log(spread) + math.log(1 / alpha)))
+    return (1 - g) * spread / c2
+
+
+def blocks_needed(alpha: float, scale: float = MIXTURE_SCALE) -> int:
+    """The fewest blocks at which the confidence sequence can be finite."""
+    n = 2
+    while n <= _radius_factor(n, alpha, scale):
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
 class SequentialResult:
-    """The test after `windows` paired windows."""
+    """The confidence sequence after `blocks` blocks."""
 
-    windows: int
+    blocks: int
     mean_log_ratio: float
     sd_log_ratio: float
     alpha: float
-    p_value: float
-    """Always-valid p-value: the smallest 1/likelihood-ratio seen so far (capped at 1)."""
     ci_log_ratio: tuple[float, float]
-    """Confidence sequence for the mean log ratio at level 1 - alpha (now)."""
+    """At level 1 - alpha, valid at every n at once; (-inf, inf) while too few blocks."""
+    lag1: float | None
+    """Lag-1 autocorrelation of the block ratios: the test assumes independent blocks."""
 
     @property
     def relative_difference(self) -> float:
@@ -62,126 +107,263 @@ class SequentialResult:
         return math.expm1(low), math.expm1(high)
 
     @property
-    def significant(self) -> bool:
-        return self.p_value <= self.alpha
+    def finite(self) -> bool:
+        return math.isfinite(self.ci_log_ratio[0]) and math.isfinite(self.ci_log_ratio[1])
 
 
-def _log_likelihood_ratio(n: int, mean: float, var: float, tau: float) -> float:
-    """log of the normal-mixture likelihood ratio for H0: mean 0, after n samples."""
-    spread = var + n * tau * tau
-    return 0.5 * math.log(var / spread) + (n * n * tau * tau * mean * mean) / (2 * var * spread)
-
-
-def _half_width(n: int, var: float, tau: float, alpha: float) -> float:
-    """Half-width of the confidence sequence: every theta whose mSPRT stays below 1/alpha."""
-    spread = var + n * tau * tau
-    bound = math.log(1 / alpha) + 0.5 * math.log(spread / var)
-    return math.sqrt(2 * var * spread * bound / (n * n * tau * tau))
-
-
-def sequential_test(
-    diffs: Sequence[float],
-    *,
-    alpha: float,
-    tau: float = MIXTURE_SCALE,
-    min_windows: int = MIN_WINDOWS,
+def confidence_sequence(
+    diffs: Sequence[float], *, alpha: float, scale: float = MIXTURE_SCALE
 ) -> SequentialResult | None:
-    """The mSPRT over `diffs` in time order, or None before `min_windows` windows."""
+    """The confidence sequence of the mean of `diffs` (block log ratios in time order);
+    None before two blocks."""
     if not 0 < alpha < 1:
         raise ValueError("alpha must be within (0, 1)")
-    if len(diffs) < max(2, min_windows):
-        return None
-    total = squares = 0.0
-    p_value = 1.0
-    mean = var = 0.0
-    for n, d in enumerate(diffs, start=1):
-        total += d
-        squares += d * d
-        if n < max(2, min_windows):
-            continue
-        mean = total / n
-        var = max((squares - n * mean * mean) / (n - 1), _VARIANCE_FLOOR)
-        llr = _log_likelihood_ratio(n, mean, var, tau)
-        p_value = min(p_value, math.exp(-llr) if llr < 700 else 0.0)
     n = len(diffs)
-    half = _half_width(n, var, tau, alpha)
+    if n < 2:
+        return None
+    mean = math.fsum(diffs) / n
+    deviations = [d - mean for d in diffs]
+    v = math.fsum(x * x for x in deviations)
+    r = _radius_factor(n, alpha, scale)
+    half = math.sqrt(r * v / (n * (n - r))) if n > r else math.inf
+    lag1 = None
+    if n >= 3 and v > 0:
+        lag1 = math.fsum(a * b for a, b in itertools.pairwise(deviations)) / v
     return SequentialResult(
-        windows=n,
+        blocks=n,
         mean_log_ratio=mean,
-        sd_log_ratio=math.sqrt(var),
+        sd_log_ratio=math.sqrt(v / (n - 1)),
         alpha=alpha,
-        p_value=min(1.0, p_value),
         ci_log_ratio=(mean - half, mean + half),
+        lag1=lag1,
     )
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """When the rule may look: at the end of each whole cycle, until the maximum."""
+
+    block_s: float
+    cycle_s: float
+    max_duration_s: float
+
+    @property
+    def blocks_per_cycle(self) -> int:
+        return max(1, round(self.cycle_s / self.block_s))
+
+    def cycles_seen(self, elapsed_s: float) -> int:
+        """Whole cycles over by `elapsed_s` (counted up to the maximum duration)."""
+        span = min(elapsed_s, self.max_duration_s)
+        return math.floor(span / self.cycle_s + 1e-9)
+
+    def ended(self, elapsed_s: float) -> bool:
+        return elapsed_s >= self.max_duration_s
+
+
+@dataclass(frozen=True)
 class Decision:
-    """What the rule says now; `final` when the experiment must end (conclude, max duration)."""
+    """What the rule says now, and what it read."""
 
     verdict: Verdict
     reason: str
     result: SequentialResult | None
+    """The confidence sequence the verdict read: the blocks of the whole cycles seen."""
+    current: SequentialResult | None = None
+    """Over every complete block so far: shown while a cycle runs, never acted on."""
     missing: tuple[str, ...] = ()
-    """What the minimums still need ("12.0 more minutes", ...); empty once they are met."""
+    """What the rule still needs before a look can decide ("5.0 hours to the end of the
+    first cycle"); empty once it could (`conclude` then ends an undecided rule as no
+    winner)."""
+    cycles: int = 0
+    next_look_s: float | None = None
+    """Seconds to the next look (the end of the next cycle); None once it has ended."""
+    margin: float = 0.0
+    calibration: bool = False
 
     @property
     def winner(self) -> Literal["candidate", "incumbent"] | None:
-        if self.verdict == "candidate":
+        """Who serves after: never the candidate of a calibration (A/A) run."""
+        if self.verdict == "candidate" and not self.calibration:
             return "candidate"
         if self.verdict == "incumbent":
             return "incumbent"
         return None
 
 
-@dataclass(frozen=True)
-class Minimums:
-    """What must be seen before a winner may be declared."""
+def _pct(log_ratio: float) -> str:
+    return f"{100 * math.expm1(log_ratio):+.1f}%" if math.isfinite(log_ratio) else "unbounded"
 
-    duration_s: float
-    requests: int
-    """Finished requests per variant."""
+
+def _interval(result: SequentialResult) -> str:
+    low, high = result.ci_log_ratio
+    return f"{_pct(result.mean_log_ratio)} ({_pct(low)} to {_pct(high)}, {result.blocks} blocks)"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration for people: minutes below an hour and a half, hours above."""
+    return f"{seconds / 3600:.1f} hours" if seconds >= 5400 else f"{seconds / 60:.1f} minutes"
+
+
+def _ab_verdict(result: SequentialResult, margin: float) -> tuple[Verdict, str] | None:
+    """Promote, keep, or None (the interval still spans the margin)."""
+    low, high = result.ci_log_ratio
+    bar = math.log1p(margin)
+    if low > bar:
+        return "candidate", (
+            f"the candidate decodes faster: {_interval(result)}; the lower bound clears "
+            f"the +{100 * margin:g}% margin"
+        )
+    if high < bar:
+        return "incumbent", (
+            f"the candidate is not {100 * margin:g}% faster: {_interval(result)}; the "
+            "incumbent stays"
+        )
+    return None
+
+
+def _aa_verdict(result: SequentialResult, margin: float) -> tuple[Verdict, str] | None:
+    """Calibration: do two copies of the incumbent differ by less than the margin?"""
+    low, high = result.ci_log_ratio
+    bar = math.log1p(margin)
+    spread = f"two copies of the incumbent differ by {_interval(result)}"
+    lag = result.lag1
+    if lag is not None and result.blocks >= 8 and lag > 2 / math.sqrt(result.blocks):
+        spread += f"; the blocks are correlated (lag-1 {lag:.2f}): lengthen block_minutes"
+    if low > bar or high < -bar:
+        return "miscalibrated", (
+            f"{spread}: beyond the {100 * margin:g}% margin, so the rule would declare a "
+            "false winner here; raise margin_percent or use more instances"
+        )
+    if -bar < low and high < bar:
+        return "calibrated", (
+            f"{spread}: within the {100 * margin:g}% margin, so a difference that clears "
+            "it is more than these fleets differ by on this traffic"
+        )
+    return None
+
+
+def _waiting(
+    result: SequentialResult | None, schedule: Schedule, elapsed_s: float, alpha: float
+) -> tuple[str, ...]:
+    """What the rule still needs before a look can decide; empty when it could."""
+    done = schedule.cycles_seen(elapsed_s)
+    if done == 0:
+        return (f"{duration_text(schedule.cycle_s - elapsed_s)} to the end of the first cycle",)
+    if result is None or not result.finite:
+        have = 0 if result is None else result.blocks
+        more = blocks_needed(alpha) - have
+        return (f"{max(1, more)} more blocks with {MIN_BLOCK_REQUESTS}+ requests per variant",)
+    return ()
 
 
 def decide(
-    diffs: Sequence[float],
+    blocks: Sequence[tuple[int, float]],
     *,
     alpha: float,
+    margin: float,
+    schedule: Schedule,
     elapsed_s: float,
-    requests: tuple[int, int],
-    minimums: Minimums,
-    max_duration_s: float,
+    calibration: bool = False,
     final: bool = False,
 ) -> Decision:
-    """Apply the rule: a winner once the minimums are met and the test is significant.
+    """The rule over `blocks` ((block index, log ratio) in time order) at `elapsed_s`.
 
-    `requests` is (incumbent, candidate). Without significance the experiment runs on
-    until `max_duration_s` (or `final`), then ends inconclusive: the incumbent stays.
+    It reads only whole cycles: before the first ends it runs; at the end of each it
+    promotes (lower bound above `margin`), keeps the incumbent (upper bound below it), or
+    waits for the next, until `max_duration_s` (or `final`): then no winner, the
+    incumbent stays. `calibration` (A/A): `calibrated` or `miscalibrated` instead, never
+    a winner.
     """
-    result = sequential_test(diffs, alpha=alpha)
-    short: list[str] = []
-    if elapsed_s < minimums.duration_s:
-        short.append(f"{(minimums.duration_s - elapsed_s) / 60:.1f} more minutes")
-    fewest = min(requests)
-    if fewest < minimums.requests:
-        short.append(f"{minimums.requests - fewest} more requests per variant")
-    if result is None:
-        short.append(f"{max(2, MIN_WINDOWS) - len(diffs)} more paired windows")
-    if not short and result is not None and result.significant:
-        winner: Verdict = "candidate" if result.mean_log_ratio > 0 else "incumbent"
-        return Decision(
-            winner,
-            f"{winner} is faster: p = {result.p_value:.3g} <= alpha = {alpha} (mSPRT)",
-            result,
-        )
-    missing = tuple(short)
-    ended = final or elapsed_s >= max_duration_s
-    if not ended:
-        why = "needs " + ", ".join(short) if short else "no significant difference yet"
-        return Decision("running", why, result, missing)
-    if short:
-        why = "ended before the minimums (" + ", ".join(short) + "): no winner"
+    done = schedule.cycles_seen(elapsed_s)
+    complete = math.floor(min(elapsed_s, schedule.max_duration_s) / schedule.block_s + 1e-9)
+    seen = done * schedule.blocks_per_cycle
+    result = confidence_sequence([d for i, d in blocks if i < seen], alpha=alpha) if done else None
+    current = confidence_sequence([d for i, d in blocks if i < complete], alpha=alpha)
+
+    def answer(
+        verdict: Verdict, why: str, missing: tuple[str, ...] = (), look: float | None = None
+    ) -> Decision:
+        return Decision(verdict, why, result, current, missing, done, look, margin, calibration)
+
+    if result is not None and result.finite:
+        judged = (_aa_verdict if calibration else _ab_verdict)(result, margin)
+        if judged is not None:
+            return answer(*judged)
+    missing = _waiting(result, schedule, elapsed_s, alpha)
+    if final or schedule.ended(elapsed_s):
+        why = "ended before a decision" + (f" ({missing[0]})" if missing else "")
+        if not missing and result is not None:
+            why = f"no decision by the end: {_interval(result)} spans the margin"
+        return answer("inconclusive", why + "; no winner, the incumbent stays", missing)
+    if missing:
+        why = "needs " + ", ".join(missing)
     else:
-        p = result.p_value if result is not None else 1.0
-        why = f"no significant difference (p = {p:.3g} > alpha = {alpha}): no winner"
-    return Decision("inconclusive", why, result, missing)
+        assert result is not None
+        why = f"{_interval(result)} still spans the {100 * margin:g}% margin"
+    look = min((done + 1) * schedule.cycle_s, schedule.max_duration_s) - elapsed_s
+    if done:
+        why += f"; next look in {duration_text(look)}"
+    return answer("running", why, missing, look)
+
+
+# --- guardrails ---------------------------------------------------------------------------
+_STEPS = tuple(2.0**k for k in range(1, 17))
+"""The mixtures' alternatives: odds (or rate ratios) 2x, 4x, ... 65536x the null's,
+equally weighted."""
+
+
+def _logmeanexp(terms: Sequence[float]) -> float:
+    top = max(terms)
+    if math.isinf(top):
+        return top
+    return top + math.log(math.fsum(math.exp(t - top) for t in terms) / len(terms))
+
+
+def rate_evidence(events: float, trials: float, p0: float, *, above: bool = True) -> float:
+    """log of a mixture likelihood ratio against "the rate is at most p0" (`above`), or
+    "at least p0" (not `above`), after `events` in `trials` Bernoulli trials.
+
+    Each alternative p' (odds 2x ... 65536x p0's, or as many times smaller) gives a
+    likelihood ratio whose expectation under any rate on the null's side is at most one;
+    their average is a nonnegative supermartingale, so P(ever >= 1/alpha) <= alpha.
+    """
+    events = min(max(events, 0.0), trials)
+    if trials <= 0:
+        return 0.0
+    if p0 <= 0:  # one event is proof of a rate above 0; nothing is below 0
+        return math.inf if above and events > 0 else 0.0
+    if p0 >= 1:  # one non-event is proof of a rate below 1; nothing is above 1
+        return math.inf if not above and events < trials else 0.0
+    odds0 = p0 / (1 - p0)
+    terms = []
+    for step in _STEPS:
+        odds = odds0 * step if above else odds0 / step
+        p = odds / (1 + odds)
+        terms.append(events * math.log(p / p0) + (trials - events) * math.log((1 - p) / (1 - p0)))
+    return _logmeanexp(terms)
+
+
+def excess_evidence(minutes: Iterable[tuple[float, float, float, float]]) -> list[float]:
+    """log of a mixture likelihood ratio against "the candidate's error rate is at most
+    the incumbent's" after each minute, from each minute's (candidate invocations,
+    candidate errors, incumbent invocations, incumbent errors).
+
+    Given a minute's errors, each is the candidate's with probability q = n_c / (n_c +
+    n_i) when the rates are equal, less when the candidate's is lower (exactly for
+    Poisson counts; for binomial ones the split is hypergeometric, which is more
+    concentrated, so the ratio stays a supermartingale, Hoeffding 1963). The
+    alternatives are the candidate's rate 2x ... 65536x the incumbent's.
+    """
+    totals = [0.0] * len(_STEPS)
+    path: list[float] = []
+    for n_c, errors_c, n_i, errors_i in minutes:
+        e_c, e_i = min(max(errors_c, 0.0), n_c), min(max(errors_i, 0.0), n_i)
+        if n_c > 0 and n_i > 0 and e_c + e_i > 0:
+            q = n_c / (n_c + n_i)
+            for j, ratio in enumerate(_STEPS):
+                q1 = ratio * n_c / (ratio * n_c + n_i)
+                totals[j] += e_c * math.log(q1 / q) + e_i * math.log((1 - q1) / (1 - q))
+            path.append(_logmeanexp(totals))
+        else:
+            path.append(path[-1] if path else 0.0)
+    return path

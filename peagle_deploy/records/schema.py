@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from peagle_deploy.records.paths import Kind, RecordPath
-from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec
+from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec, without_retired_fields
 
 if TYPE_CHECKING:
     from peagle_deploy.plan import Plan
@@ -37,6 +37,17 @@ class StoredRecord(BaseModel):
     stage: str
     region: str
     spec: DeploymentSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_experiment_blocks(cls, value: Any) -> Any:
+        # A spec stored before issue 30 may carry an experiment block with knobs since
+        # retired; the record stays readable (to conclude or abort that experiment).
+        spec = value.get("spec") if isinstance(value, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("experiment"), dict):
+            block = without_retired_fields(spec["experiment"])
+            return {**value, "spec": {**spec, "experiment": block}}
+        return value
 
     @model_validator(mode="after")
     def _spec_is_of_this_stage(self) -> StoredRecord:

@@ -302,45 +302,71 @@ class CandidateSpec(_Strict):
 
 
 class GuardrailSpec(_Strict):
-    """When the candidate is stopped early and the incumbent restored."""
+    """When the candidate is stopped early and the incumbent restored.
 
-    max_error_rate_percent: float = Field(default=1.0, ge=0, le=100)
-    """The candidate's Invocation5XXErrors / Invocations over the guardrail window."""
-    max_p99_latency_increase_percent: float = Field(default=50.0, ge=0, le=1000)
+    Each guardrail is a sequential test over everything since the start (not a recent
+    window), so a failing candidate is stopped at low traffic too; it fires only on
+    evidence, at most `alpha` of the time for a candidate within its limits."""
+
+    max_error_rate_percent: float = Field(default=1.0, ge=0, le=100, strict=True)
+    """The candidate's 5xx rate (Invocation5XXErrors / Invocations since the start) that
+    is tolerated: the guardrail fires once the evidence says the candidate's rate is above
+    this and above the incumbent's."""
+    max_p99_latency_increase_percent: float = Field(default=50.0, ge=0, le=1000, strict=True)
     """How far the candidate's p99 time to first token and p99 request latency may exceed
-    the incumbent's over the guardrail window."""
-    window_minutes: float = Field(default=10.0, gt=0, le=1440)
-    """The recent span the guardrails read."""
-    min_requests: int = Field(default=200, ge=1, le=AWS_INT_MAX)
-    """Requests each variant needs in the window before a guardrail may fire."""
+    the incumbent's (since the start): the guardrail fires once a lower bound of the
+    candidate's p99 is above an upper bound of the incumbent's times 1 + this/100."""
+    alpha: float = Field(default=0.01, gt=0, le=0.2, strict=True)
+    """Each guardrail's chance of stopping, over the whole experiment, a candidate that is
+    within its limits."""
 
 
 class ExperimentSpec(_Strict):
     """A candidate against the incumbent on live traffic, and how a winner is decided."""
 
     mode: ExperimentMode = "shadow"
-    """`shadow`: the candidate gets a copy of a share of the requests and its answers are
-    discarded; `split`: the candidate answers a share of the requests itself."""
-    candidate: CandidateSpec
-    """The candidate's speculative settings (the rest is the incumbent's spec)."""
-    sampling_percent: int | None = Field(default=None, ge=1, le=100)
-    """Shadow mode: the share of requests copied to the candidate (default 100)."""
-    weight_percent: int | None = Field(default=None, ge=1, le=99)
-    """Split mode: the share of requests the candidate answers (default 50)."""
-    candidate_instance_count: int | None = Field(default=None, ge=1, le=AWS_INT_MAX)
-    """The candidate's instances (default: as many as give it the incumbent's load per
-    instance, at least one)."""
-    alpha: float = Field(default=0.05, gt=0, le=0.2)
-    """The chance of declaring a winner when there is no difference (two-sided)."""
-    min_duration_minutes: float = Field(default=60.0, ge=0, le=43200)
-    """No winner before this much time (a traffic cycle)."""
-    max_duration_minutes: float = Field(default=1440.0, gt=0, le=43200)
-    """Without a winner by then, the experiment ends and the incumbent stays."""
-    min_requests: int = Field(default=1000, ge=1, le=AWS_INT_MAX)
-    """Finished requests per variant before a winner may be declared."""
-    window_seconds: int = Field(default=60, ge=1, le=3600)
-    """Length of the paired windows the test compares (at least the container's metric
-    interval, PEAGLE_METRICS_INTERVAL_SECONDS, 60 s by default)."""
+    """`shadow`: the candidate gets a copy of the requests and its answers are discarded;
+    `split`: the candidate answers half of the requests itself."""
+    candidate: CandidateSpec = Field(default_factory=CandidateSpec)
+    """The candidate's speculative settings (the rest is the incumbent's spec); empty
+    with `calibration: true`."""
+    calibration: bool = Field(default=False, strict=True)
+    """An A/A run: the candidate is a copy of the incumbent (leave `candidate` empty). It
+    never promotes; it measures how far two copies differ on this endpoint's traffic,
+    whether the rule would have declared a false winner, and whether the blocks are long
+    enough (docs/experiments.md)."""
+    sampling_percent: int | None = Field(default=None, ge=1, le=100, strict=True)
+    """Shadow mode: the share of requests copied to the candidate; the decision needs 100
+    (the default): the candidate's instances then carry the incumbent's load."""
+    weight_percent: int | None = Field(default=None, ge=1, le=99, strict=True)
+    """Split mode: the share of requests the candidate answers; the decision needs 50
+    (the default) on as many instances as the incumbent."""
+    candidate_instance_count: int | None = Field(default=None, ge=1, le=AWS_INT_MAX, strict=True)
+    """The candidate's instances; the decision needs the incumbent's count (the default
+    for shadow 100 % and split 50 %)."""
+    alpha: float = Field(default=0.05, gt=0, le=0.2, strict=True)
+    """The chance of promoting a candidate that is no faster, while the two fleets differ
+    by less than `margin_percent` (the confidence sequence of the difference is at level
+    1 - alpha)."""
+    margin_percent: float = Field(default=2.0, ge=0, le=100, strict=True)
+    """Promote only when the confidence sequence's lower bound of the candidate's decode
+    speed gain is above this. Two fleets of the same model differ a little (per-instance
+    offsets, drift), which no test on live traffic can tell from a real gain: a smaller
+    gain is never called a win. A calibration (A/A) run measures it on your endpoint."""
+    block_minutes: float = Field(default=60.0, gt=0, le=1440, strict=True)
+    """The test compares block means: each variant's decode speed pooled over this many
+    minutes, one log ratio per block. Long blocks make the ratios nearly independent
+    despite drift and autocorrelation from minute to minute; at least the container's
+    metric interval (PEAGLE_METRICS_INTERVAL_SECONDS, 60 s)."""
+    cycle_minutes: float = Field(default=1440.0, gt=0, le=43200, strict=True, validate_default=True)
+    """One traffic cycle (a day): the rule decides only at the end of a whole number of
+    cycles, so every hour of the day weighs the same and the start time cannot pick the
+    winner of an effect that depends on load. A multiple of `block_minutes`."""
+    max_duration_minutes: float = Field(
+        default=4320.0, gt=0, le=43200, strict=True, validate_default=True
+    )
+    """Without a decision by then, the experiment ends and the incumbent stays; at least
+    one `cycle_minutes`."""
     guardrails: GuardrailSpec = Field(default_factory=GuardrailSpec)
     """Error-rate and latency limits that end the experiment early."""
 
@@ -364,15 +390,31 @@ class ExperimentSpec(_Strict):
             )
         return value
 
+    @field_validator("cycle_minutes")
+    @classmethod
+    def _whole_blocks(cls, value: float, info: ValidationInfo) -> float:
+        block = info.data.get("block_minutes")
+        if not isinstance(block, int | float) or block <= 0:
+            return value  # block_minutes is refused on its own
+        blocks = value / block
+        if blocks < 1 or abs(blocks - round(blocks)) > 1e-6 * blocks:
+            raise PydanticCustomError(
+                "experiment_cycle",
+                f"{value:g} is not a whole number of blocks of {block:g} minutes",
+                {"allowed": f"a multiple of block_minutes ({block:g})"},
+            )
+        return value
+
     @field_validator("max_duration_minutes")
     @classmethod
-    def _max_after_min(cls, value: float, info: ValidationInfo) -> float:
-        low = info.data.get("min_duration_minutes")
-        if isinstance(low, int | float) and value < low:
+    def _max_after_a_cycle(cls, value: float, info: ValidationInfo) -> float:
+        cycle = info.data.get("cycle_minutes")
+        if isinstance(cycle, int | float) and value < cycle:
             raise PydanticCustomError(
                 "experiment_duration",
-                f"{value:g} is shorter than min_duration_minutes ({low:g})",
-                {"allowed": f">= {low:g}"},
+                f"{value:g} is shorter than one cycle_minutes ({cycle:g}): the rule decides "
+                "only at the end of a cycle",
+                {"allowed": f">= {cycle:g}"},
             )
         return value
 
@@ -391,12 +433,35 @@ class ExperimentSpec(_Strict):
         ratio = self.share if self.mode == "shadow" else self.share / (1 - self.share)
         return max(1, round(incumbent_instances * ratio))
 
-    def load_ratio(self, incumbent_instances: int) -> float:
-        """Requests per candidate instance over requests per incumbent instance."""
-        incumbent_share = 1.0 if self.mode == "shadow" else 1 - self.share
-        return (self.share / self.candidate_instances(incumbent_instances)) / (
-            incumbent_share / incumbent_instances
-        )
+
+RETIRED_EXPERIMENT_FIELDS = ("min_duration_minutes", "min_requests", "window_seconds")
+RETIRED_GUARDRAIL_FIELDS = ("window_minutes", "min_requests")
+"""The knobs of the decision rule before issue 30 (a minimum duration and request count,
+per-minute paired windows, the guardrails' recent window): gone with that rule."""
+
+
+def without_retired_fields(experiment: dict[str, Any]) -> dict[str, Any]:
+    """An experiment block stored before issue 30 (an experiment record), readable now.
+
+    The retired knobs are dropped; a stored maximum shorter than the default cycle
+    becomes the cycle (with hourly blocks when it is a whole number of hours), so the
+    record reads and the experiment can be seen, concluded or aborted. For stored
+    records only: a spec file that names a retired field is refused (unknown field).
+    """
+    block = {k: v for k, v in experiment.items() if k not in RETIRED_EXPERIMENT_FIELDS}
+    rules = block.get("guardrails")
+    if isinstance(rules, dict):
+        block["guardrails"] = {k: v for k, v in rules.items() if k not in RETIRED_GUARDRAIL_FIELDS}
+    longest = block.get("max_duration_minutes")
+    default_cycle = ExperimentSpec.model_fields["cycle_minutes"].default
+    if (
+        isinstance(longest, int | float)
+        and "cycle_minutes" not in block
+        and longest < default_cycle
+    ):
+        block["cycle_minutes"] = float(longest)
+        block.setdefault("block_minutes", 60.0 if longest % 60 == 0 else float(longest))
+    return block
 
 
 DeploymentSpec.model_rebuild()

@@ -63,9 +63,10 @@ def make_spec(**experiment: Any) -> DeploymentSpec:
             "experiment": {
                 "mode": "shadow",
                 "candidate": {"num_speculative_tokens": 5},
-                "min_duration_minutes": 20,
+                # a short cycle for emulated minutes (a real endpoint keeps the day)
+                "block_minutes": 4,
+                "cycle_minutes": 20,
                 "max_duration_minutes": 120,
-                "min_requests": 100,
                 **experiment,
             },
         }
@@ -172,7 +173,7 @@ def test_no_difference_keeps_the_incumbent(emulator: MotoExtensions, wall: Wall)
 def test_a_failing_candidate_trips_the_error_guardrail(
     emulator: MotoExtensions, wall: Wall
 ) -> None:
-    spec = make_spec(guardrails={"max_error_rate_percent": 5, "min_requests": 50})
+    spec = make_spec(guardrails={"max_error_rate_percent": 5})
     name = started(emulator, spec, VariantBehaviour(error_rate=0.2))
     traffic(name, wall, minutes=10)
     status = experiment_status(name)
@@ -271,3 +272,33 @@ def test_status_reads_an_experiment_a_stack_started_from_its_spec(
     status = experiment_status(name, spec=spec)
     assert status.record.state == "running"
     assert status.analysis is not None and status.analysis.candidate.requests > 0
+
+
+def test_a_calibration_runs_a_copy_of_the_incumbent_and_never_promotes(
+    emulator: MotoExtensions, wall: Wall, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A/A: the candidate is the incumbent's own settings under the candidate's variant;
+    status reports the calibration's verdict and conclude keeps the incumbent."""
+    from rich.console import Console
+
+    from peagle_deploy.experiment.report import render_status
+
+    spec = make_spec(candidate={}, calibration=True)
+    name = started(emulator, spec, FAST)
+    traffic(name, wall, minutes=10)
+    early = experiment_status(name)
+    assert early.analysis is not None and early.analysis.decision.verdict == "running"
+    traffic(name, wall, minutes=30)
+    status = experiment_status(name)
+    assert status.analysis is not None
+    decision = status.analysis.decision
+    assert decision.calibration and decision.winner is None
+    assert decision.verdict in ("calibrated", "running")
+    console = Console(record=True, width=200)
+    render_status(status, console)
+    text = console.export_text()
+    assert "calibration (A/A):" in text and "confidence sequence" in text
+    outcome = conclude_experiment(name, progress=False)
+    assert outcome.action == "kept"
+    manifest = read_manifest("dev", name)
+    assert manifest is not None and manifest.spec.speculative.num_speculative_tokens == 3

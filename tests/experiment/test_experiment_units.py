@@ -1,5 +1,6 @@
-"""The pieces of the decision on their own: histogram quantiles, the sequential test,
-the decision's minimums, the guardrails, and how an endpoint in an experiment is seen."""
+"""The pieces of the decision on their own: histogram quantiles, the confidence sequence,
+the rule's schedule and margin, calibration, the guardrails' tests, and how an endpoint
+in an experiment is seen."""
 
 from __future__ import annotations
 
@@ -9,10 +10,23 @@ import random
 import pytest
 
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.experiment.guardrails import (
+    latency_breaches,
+    p99_lower_bound,
+    p99_upper_bound,
+)
 from peagle_deploy.experiment.histogram import Histogram
-from peagle_deploy.experiment.stats import Minimums, decide, sequential_test
+from peagle_deploy.experiment.stats import (
+    Schedule,
+    blocks_needed,
+    confidence_sequence,
+    decide,
+    excess_evidence,
+    rate_evidence,
+)
 from peagle_deploy.promote.runner import _refuse_experiment
 from peagle_deploy.records import running_experiment
+from peagle_deploy.spec.models import GuardrailSpec
 
 
 def test_histogram_quantiles_are_read_inside_the_bucket() -> None:
@@ -27,30 +41,114 @@ def test_histogram_quantiles_are_read_inside_the_bucket() -> None:
         h.merge(Histogram((1.0,), (1.0, 0.0)))
 
 
-def test_sequential_test_is_symmetric_and_its_interval_holds_the_mean() -> None:
+def test_the_confidence_sequence_is_symmetric_and_holds_the_mean() -> None:
     rng = random.Random(1)
-    diffs = [rng.gauss(0.05, 0.1) for _ in range(100)]
-    up = sequential_test(diffs, alpha=0.05)
-    down = sequential_test([-d for d in diffs], alpha=0.05)
-    assert up is not None and down is not None
-    assert up.p_value == pytest.approx(down.p_value)
+    diffs = [rng.gauss(0.05, 0.02) for _ in range(24)]
+    up = confidence_sequence(diffs, alpha=0.05)
+    down = confidence_sequence([-d for d in diffs], alpha=0.05)
+    assert up is not None and down is not None and up.finite
+    assert up.ci_log_ratio[0] == pytest.approx(-down.ci_log_ratio[1])
     assert up.ci_log_ratio[0] < up.mean_log_ratio < up.ci_log_ratio[1]
     assert up.relative_difference == pytest.approx(math.expm1(up.mean_log_ratio))
-    assert sequential_test(diffs[:10], alpha=0.05) is None  # fewer than 30 windows
+    short = confidence_sequence(diffs[: blocks_needed(0.05) - 1], alpha=0.05)
+    assert short is not None and not short.finite  # too few blocks: unbounded
+    assert confidence_sequence(diffs[:1], alpha=0.05) is None
 
 
-def test_no_winner_before_the_minimums_even_when_significant() -> None:
-    diffs = [0.2 + 0.01 * (i % 3) for i in range(40)]
-    minimums = Minimums(duration_s=3600, requests=100)
-    early = decide(diffs, alpha=0.05, elapsed_s=600, requests=(500, 500), minimums=minimums,
-                   max_duration_s=7200)  # fmt: skip
-    assert early.verdict == "running" and early.missing
-    later = decide(diffs, alpha=0.05, elapsed_s=3700, requests=(500, 500), minimums=minimums,
-                   max_duration_s=7200)  # fmt: skip
+def test_the_confidence_sequence_holds_the_mean_at_every_block_at_once() -> None:
+    """Ville's inequality, checked: over 2,000 series of 72 normal blocks, the share of
+    series whose sequence ever misses the true mean stays below alpha."""
+    rng = random.Random(7)
+    missed = 0
+    for _ in range(2000):
+        diffs = [rng.gauss(0.0, 1.0) for _ in range(72)]
+        for n in range(2, 73):
+            result = confidence_sequence(diffs[:n], alpha=0.05)
+            assert result is not None
+            if not result.ci_log_ratio[0] <= 0.0 <= result.ci_log_ratio[1]:
+                missed += 1
+                break
+    assert missed / 2000 <= 0.05
+
+
+SCHEDULE = Schedule(block_s=3600, cycle_s=86400, max_duration_s=3 * 86400)
+
+
+def _blocks(values: list[float]) -> list[tuple[int, float]]:
+    return list(enumerate(values))
+
+
+def test_no_decision_before_a_whole_cycle_even_with_strong_evidence() -> None:
+    strong = _blocks([0.2 + 0.01 * (i % 3) for i in range(30)])
+    early = decide(strong, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=23 * 3600)
+    assert early.verdict == "running" and early.missing and early.result is None
+    assert early.current is not None and early.current.finite  # shown, not acted on
+    assert early.next_look_s == pytest.approx(3600)
+    later = decide(strong, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=25 * 3600)
     assert later.verdict == "candidate" and later.winner == "candidate"
-    forced = decide(diffs, alpha=0.05, elapsed_s=600, requests=(500, 500), minimums=minimums,
-                    max_duration_s=7200, final=True)  # fmt: skip
-    assert forced.verdict == "inconclusive" and forced.winner is None
+    assert later.result is not None and later.result.blocks == 24  # whole cycles only
+    forced = decide(strong, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=3600, final=True)
+    assert forced.verdict == "inconclusive" and forced.winner is None and forced.missing
+
+
+def test_a_gain_below_the_margin_is_never_a_win() -> None:
+    rng = random.Random(3)
+    small = _blocks([rng.gauss(0.01, 0.002) for _ in range(72)])  # +1 %, very precise
+    kept = decide(small, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400)
+    assert kept.verdict == "incumbent" and kept.winner == "incumbent"
+    assert "not 2% faster" in kept.reason
+    wide = _blocks([rng.gauss(0.02, 0.05) for _ in range(72)])  # spans the margin
+    waiting = decide(wide, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400)
+    assert waiting.verdict == "running" and not waiting.missing  # conclude may end it
+    ended = decide(wide, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=3 * 86400)
+    assert ended.verdict == "inconclusive"
+
+
+def test_a_calibration_never_names_a_winner() -> None:
+    rng = random.Random(4)
+    same = _blocks([rng.gauss(0.0, 0.005) for _ in range(24)])
+    calm = decide(
+        same, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, calibration=True
+    )
+    assert calm.verdict == "calibrated" and calm.winner is None
+    apart = _blocks([rng.gauss(0.05, 0.005) for _ in range(24)])
+    off = decide(
+        apart, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, calibration=True
+    )
+    assert off.verdict == "miscalibrated" and off.winner is None
+    assert "false winner" in off.reason
+
+
+def test_rate_evidence_is_one_sided_and_grows_with_the_events() -> None:
+    assert rate_evidence(0, 100, 0.01) < 0 < rate_evidence(5, 100, 0.01)
+    assert rate_evidence(10, 100, 0.01) > rate_evidence(5, 100, 0.01)
+    assert rate_evidence(0, 1000, 0.01, above=False) > math.log(100)
+    assert rate_evidence(1, 1, 0.0) == math.inf and rate_evidence(0, 50, 0.0) == 0.0
+    assert rate_evidence(3, 3, 1.0) == 0.0 and rate_evidence(0, 0, 0.5) == 0.0
+
+
+def test_excess_evidence_compares_the_candidate_with_the_incumbent() -> None:
+    worse = excess_evidence([(10, 5, 10, 0)] * 3)
+    assert worse[-1] > math.log(100) and worse == sorted(worse)
+    same = excess_evidence([(10, 1, 10, 1)] * 50)
+    assert same[-1] < 0
+    assert excess_evidence([(0, 0, 10, 3)]) == [0.0]  # no candidate traffic: no evidence
+
+
+def test_the_latency_guardrail_compares_confidence_bounds_of_the_p99s() -> None:
+    bounds = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+    rng = random.Random(5)
+    fast = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.09) for _ in range(2000)))
+    slow = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.5) for _ in range(2000)))
+    rules = GuardrailSpec()
+    assert p99_upper_bound(fast, 0.005) == 0.1
+    assert p99_lower_bound(slow, 0.005) == 0.4
+    (breach,) = latency_breaches({"ttft_s": fast}, {"ttft_s": slow}, rules)
+    assert breach.guardrail == "max_p99_latency_increase_percent"
+    assert latency_breaches({"ttft_s": fast}, {"ttft_s": fast}, rules) == []
+    few = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.09) for _ in range(50)))
+    assert p99_upper_bound(few, 0.005) is None  # 50 requests bound no p99
+    assert latency_breaches({"ttft_s": few}, {"ttft_s": slow}, rules) == []
 
 
 def test_an_endpoint_in_an_experiment_is_seen_and_promote_refuses_it() -> None:
@@ -63,3 +161,29 @@ def test_an_endpoint_in_an_experiment_is_seen_and_promote_refuses_it() -> None:
     _refuse_experiment(one, "source endpoint e (dev)")
     with pytest.raises(PeagleError, match="runs an experiment"):
         _refuse_experiment(shadow, "source endpoint e (dev)")
+
+
+DECISION_FILES = (
+    "peagle_deploy/experiment/stats.py",
+    "peagle_deploy/experiment/analysis.py",
+    "peagle_deploy/experiment/observations.py",
+    "peagle_deploy/experiment/guardrails.py",
+    "peagle_deploy/experiment/design.py",
+    "tests/experiment/decision_sim.py",
+    "benchmarks/experiment_decision.py",
+)
+
+
+def test_no_function_of_the_decision_is_longer_than_80_lines() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    long = []
+    for name in DECISION_FILES:
+        for node in ast.walk(ast.parse((root / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{name}:{node.name} ({lines} lines)")
+    assert long == []
