@@ -25,7 +25,7 @@ ALLOWED_LONG: dict[str, int] = {
     "local/peagle_local/demo.py:_rehearse": 153,
     "peagle_deploy/cli/deploy.py:deploy_command": 104,
     "peagle_deploy/cli/deploy.py:status_command": 97,
-    "peagle_deploy/cli/promote.py:promote_command": 90,
+    "peagle_deploy/cli/promote.py:promote_command": 101,
     "peagle_deploy/doctor/capacity.py:check_quota": 84,
     "local/peagle_local/emulator/loopback.py:LoopbackServer._chat": 125,
     "local/peagle_local/emulator/moto_ext.py:MotoExtensions._install_patches": 117,
