@@ -59,8 +59,11 @@ def start_command(
         ),
     ] = 2.0,
 ) -> None:
-    """Serve the emulator in the foreground until Ctrl-C; print the exports for a shell
-    (a free port and an access key, new on every start: it refuses any other key)."""
+    """Serve the emulator in the foreground until Ctrl-C; print the exports for a shell.
+
+    The exports hold a free port and an access key, both new on every start; the
+    emulator answers only requests signed with that key.
+    """
     from peagle_deploy.extras import require
 
     require("moto", "peagle emulator start")
