@@ -42,15 +42,28 @@ def _say(line: str) -> None:
 @emulator_app.command("start")
 def start_command(
     port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free one).")
-    ] = 5599,
+        int,
+        typer.Option(
+            "--port",
+            help="Port on 127.0.0.1 (default 0: any free one).",
+            parser=number("--port", int, "0 to 65535 (0: any free port)", minimum=0, maximum=65535),
+        ),
+    ] = 0,
     region: Annotated[str, typer.Option("--region", help="The emulated region.")] = "us-east-1",
     creating_s: Annotated[
         float,
-        typer.Option("--creating-s", min=0.0, help="Seconds an endpoint stays Creating/Updating."),
+        typer.Option(
+            "--creating-s",
+            help="Seconds an endpoint stays Creating/Updating.",
+            parser=number("--creating-s", float, "0 to 3600 seconds", minimum=0, maximum=3600),
+        ),
     ] = 2.0,
 ) -> None:
-    """Serve the emulator in the foreground until Ctrl-C; print the exports for a shell."""
+    """Serve the emulator in the foreground until Ctrl-C; print the exports for a shell.
+
+    The exports hold a free port and an access key, both new on every start; the
+    emulator answers only requests signed with that key.
+    """
     from peagle_deploy.extras import require
 
     require("moto", "peagle emulator start")
@@ -107,24 +120,21 @@ def stage_command(
     stage: so.StageOpt = None,
 ) -> None:
     """Ready the running emulator's account for a spec: role, data, image, quota."""
-    from peagle_deploy.doctor.capacity import instances_for
     from peagle_deploy.plan import build_plan
     from peagle_local.emulator.account_ext import endpoint_quota_name
-    from peagle_local.emulator.shell import emulator_endpoint, stage_account
+    from peagle_local.emulator.shell import (
+        emulator_credentials,
+        emulator_endpoint,
+        instances_to_stage,
+        stage_account,
+    )
 
     url = emulator_endpoint()  # refused before anything is read or written
+    credentials = emulator_credentials()
     spec, from_file, role_added = _load(reference, stage)
     plan = build_plan(spec)
-    needed, why = instances_for(plan.spec)
-    try:
-        staged = stage_account(plan, url, needed)
-    except Exception as exc:
-        if type(exc).__name__ == "EndpointConnectionError":
-            raise PeagleError(
-                f"no emulator answers at {url}: start it with `peagle emulator start` "
-                "(and paste its export lines into this shell)"
-            ) from None
-        raise
+    needed, why = instances_to_stage(plan.spec)
+    staged = stage_account(plan, url, credentials, needed)
     world = staged.world
     lines = [
         f"staged the emulated account for {plan.endpoint_name} ({plan.region}):",
@@ -132,8 +142,7 @@ def stage_command(
         f"  model data    {world.model_data_uri}",
         f"  drafter       {world.drafter_uri or '-'}",
         f"  image         {plan.image_uri}",
-        f"  quota         {endpoint_quota_name(plan.instance_type)} = {staged.quota:g} "
-        f"(+{needed} for {why})",
+        f"  quota         {endpoint_quota_name(plan.instance_type)} = {staged.quota:g} ({why})",
         "next:",
     ]
     role = staged.role_arn if role_added else None

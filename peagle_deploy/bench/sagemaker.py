@@ -20,7 +20,7 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
-from peagle_deploy.aws import check_environment_region
+from peagle_deploy.aws import check_environment_region, make_session
 from peagle_deploy.bench.metrics import (
     AcceptanceStats,
     RequestOutput,
@@ -228,11 +228,9 @@ class SageMakerTarget:
         from peagle_serve.contract import metric_filter_pattern, parse_metric_line
 
         if self._logs is None:
-            import boto3
-
-            self._logs = boto3.client(
-                "logs", region_name=self.region, endpoint_url=self.endpoint_url
-            )
+            # a session of its own, as the invocations' (InvokeStreamCall): boto3's default
+            # session keeps the credentials it first found for the whole process
+            self._logs = make_session(self.region).client("logs", endpoint_url=self.endpoint_url)
         docs: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "logGroupName": self.log_group,

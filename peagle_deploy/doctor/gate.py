@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peagle_deploy.doctor.result import DoctorReport
+from peagle_deploy.doctor.result import CheckResult, DoctorReport
 from peagle_deploy.errors import DeployError
 from peagle_deploy.plan import Plan
 
@@ -14,12 +14,19 @@ class DoctorFailedError(DeployError):
 
     def __init__(self, report: DoctorReport) -> None:
         self.report = report
-        lines = [r.line() for r in report.failures]
+        lines = [line for r in report.failures for line in _lines(r)]
         super().__init__(
-            f"doctor: {len(lines)} check(s) would fail the deployment of "
+            f"doctor: {len(report.failures)} check(s) would fail the deployment of "
             f"{report.endpoint_name}; nothing was created (skip with --no-doctor / "
             "doctor=False):\n  " + "\n  ".join(lines)
         )
+
+
+def _lines(result: CheckResult) -> list[str]:
+    """A failure and its fix on lines of their own: an error line is cut at
+    redaction.MESSAGE_CHARS, and a fix (a command to paste) must arrive whole."""
+    text = f"{result.status.upper()} {result.check} {result.resource}: {result.detail}"
+    return [text, f"  fix: {result.fix}"] if result.fix else [text]
 
 
 def require_healthy(

@@ -30,7 +30,8 @@ def account(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
             yield Account("inprocess", make_session(REGION), quotas)
     else:
         with LocalAWS(region=REGION) as local:
-            monkeypatch.setenv("AWS_ENDPOINT_URL", local.endpoint_url)
+            for key, value in local.env().items():  # its endpoint, its own key
+                monkeypatch.setenv(key, value)
             yield Account("server", make_session(REGION), local.account)
 
 

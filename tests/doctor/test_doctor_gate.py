@@ -121,3 +121,27 @@ def test_role_arn_over_2048_characters_exits_2_before_any_call(
         out, err = capsys.readouterr()
         assert code == 2 and out == "", (command, err)
         assert err.startswith("error: execution_role_arn: is 3031 characters long")
+
+
+def test_the_fix_of_a_long_failure_arrives_whole() -> None:
+    """A quota failure with an experiment's fleets and the endpoint's own (issue 30): the
+    error printed every line cut at MESSAGE_CHARS, so the fix command lost its end."""
+    from peagle_deploy.doctor.result import DoctorReport, failed
+    from peagle_deploy.redaction import MESSAGE_CHARS, safe_lines
+
+    fix = (
+        "aws service-quotas request-service-quota-increase --region us-east-1 "
+        "--service-code sagemaker --quota-code L-1A2B3C4D --desired-value 6"
+    )
+    detail = (
+        "the applied quota is 4 instances; the endpoint needs 4 (2 for "
+        "initial_instance_count + 2 for the experiment's candidate); 2 already run: "
+        "peagle-gpt-oss-20b-dev 2 (this endpoint, until an update has moved traffic)"
+    )
+    resource = "sagemaker quota 'ml.g7e.2xlarge for endpoint usage' (us-east-1)"
+    report = DoctorReport(
+        "peagle-gpt-oss-20b-dev", REGION, [failed("capacity.quota", resource, detail, fix)]
+    )
+    assert len(f"FAIL capacity.quota {resource}: {detail} (fix: {fix})") > MESSAGE_CHARS
+    shown = safe_lines(str(DoctorFailedError(report)))
+    assert fix in shown and detail in shown and "…" not in shown

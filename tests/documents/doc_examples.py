@@ -2,7 +2,9 @@
 
 A block is one of:
 - run: ```bash (one `bash -e` script), ```console (`$ ` commands; the lines after a
-  command are output the command must print), ```python (a subprocess), a ```yaml /
+  command are output the command must print, where `<name>` stands for one run of
+  non-blank characters that differs on every run: a port, a key), ```python (a
+  subprocess), a ```yaml /
   ```json deployment spec (a mapping with `model:`; planned with `peagle plan --file`);
 - a file: `<!-- file: NAME -->` before a ```yaml / ```json block writes it to NAME in the
   document's working directory, for the blocks after it (a spec is planned too);
@@ -167,6 +169,17 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
+PLACEHOLDER = re.compile(r"<[a-z][a-z0-9-]*>")
+"""`<port>`, `<access-key-id>`: in an output line, what differs on every run."""
+
+
+def output_pattern(line: str) -> re.Pattern[str]:
+    """An expected output line as a pattern over squashed output: its text as written,
+    each placeholder one run of non-blank characters."""
+    parts = PLACEHOLDER.split(_squash(line))
+    return re.compile(r"\S+".join(re.escape(part) for part in parts))
+
+
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv,
@@ -204,7 +217,7 @@ def run_console(block: Block, cwd: Path, env: dict[str, str]) -> None:
         checked_next = n + 1 < len(commands) and commands[n + 1].line.strip() == "echo $?"
         assert code == 0 or checked_next, f"{block.where}: `{command.line}` exit {code}:\n{out}"
         for line in command.expected:
-            assert _squash(line) in _squash(out), (
+            assert output_pattern(line).search(_squash(out)), (
                 f"{block.where}: `{command.line}` did not print {line!r}; it printed:\n{out}"
             )
 

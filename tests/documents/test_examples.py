@@ -25,6 +25,7 @@ from doc_examples import (
     documents,
     example_env,
     is_spec,
+    output_pattern,
     run_block,
     sandbox,
 )
@@ -67,37 +68,40 @@ def test_every_relative_link_resolves() -> None:
     assert broken == []
 
 
-def _readme_exports() -> dict[str, str]:
+def _readme_exports() -> list[str]:
     """The `export NAME=value` lines the README shows `peagle emulator start` printing."""
     (block,) = [b for b in blocks(ROOT / "README.md") if "$ peagle emulator start" in b.text]
     assert block.marker == "run-by" and block.marker_value.endswith(Path(__file__).name)
-    lines = [line.removeprefix("export ") for line in block.text.splitlines()]
-    return dict(line.partition("=")[::2] for line in lines if "=" in line)
+    return [line for line in block.text.splitlines() if line.startswith("export ")]
 
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[dict[str, str]]:
-    """One emulator for every document, started as the README starts it (on any free
-    port); the variables it exports are the ones the README shows."""
-    command = [str(Path(sys.executable).with_name("peagle")), "emulator", "start", "--port", "0"]
+    """One emulator for every document, started as the README starts it; it prints the
+    export lines the README shows (a port and a key of its own where the README has
+    placeholders)."""
+    command = [str(Path(sys.executable).with_name("peagle")), "emulator", "start"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
-    exports: dict[str, str] = {}
+    printed: list[str] = []
     guard = threading.Timer(EMULATOR_START_S, server.kill)  # a hang guard, not a timing check
     guard.start()
     try:
-        while "AWS_DEFAULT_REGION" not in exports:
+        while not printed or not printed[-1].startswith("export AWS_DEFAULT_REGION="):
             line = server.stdout.readline()
             assert line, "the emulator exited before printing its export lines"
             if line.startswith("export "):
-                key, _, value = line.removeprefix("export ").strip().partition("=")
-                exports[key] = value
+                printed.append(line.strip())
         guard.cancel()
-        assert sorted(exports) == sorted(_readme_exports()), exports
+        shown = _readme_exports()
+        assert len(printed) == len(shown), printed
+        for expected, actual in zip(shown, printed, strict=True):
+            assert output_pattern(expected).fullmatch(actual), (expected, actual)
         # keep reading what it prints, so that a full pipe never blocks it
         threading.Thread(target=server.stdout.read, daemon=True).start()
-        yield exports
+        exports = [line.removeprefix("export ").partition("=") for line in printed]
+        yield {key: value for key, _, value in exports}
     finally:
         guard.cancel()
         server.terminate()
@@ -143,6 +147,9 @@ def test_console_checks_output_and_exit_codes(tmp_path: Path) -> None:
     )
     with pytest.raises(AssertionError, match="did not print 'bye'"):
         run_block(_block(tmp_path, "$ echo hi\nbye\n"), tmp_path, env)
+    run_block(_block(tmp_path, "$ echo port 5599 up\nport <port> up\n"), tmp_path, env)
+    with pytest.raises(AssertionError, match="did not print 'port <port> up'"):
+        run_block(_block(tmp_path, "$ echo port  up\nport <port> up\n"), tmp_path, env)
     with pytest.raises(AssertionError, match="exit 1"):
         run_block(_block(tmp_path, "$ false\n$ echo next\n"), tmp_path, env)
     with pytest.raises(AssertionError, match="exit 3"):

@@ -28,7 +28,8 @@ def env(
             yield boto3.Session(region_name=REGION), account
     else:
         with LocalAWS(region=REGION) as local:
-            monkeypatch.setenv("AWS_ENDPOINT_URL", local.endpoint_url)
+            for key, value in local.env().items():  # its endpoint, its own key
+                monkeypatch.setenv(key, value)
             yield boto3.Session(region_name=REGION), local.account
 
 

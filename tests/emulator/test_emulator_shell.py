@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from peagle_local.emulator.shell import EMULATOR_ROLE_ARN, emulator_endpoint
@@ -59,10 +60,10 @@ def _parse_exports(lines: list[str]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _served(*options: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
-    """`peagle emulator start` on a free port, once it says it is ready; killed if the
-    test did not stop it."""
+    """`peagle emulator start` (on a free port: its default), once it says it is ready;
+    killed if the test did not stop it."""
     process = subprocess.Popen(
-        [*PEAGLE, "emulator", "start", "--port", "0", *options],
+        [*PEAGLE, "emulator", "start", *options],
         env=_clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -104,6 +105,88 @@ def test_start_prints_the_exports_a_shell_needs(emulator: Emulator) -> None:
     }
     assert emulator.exports["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
     assert emulator_endpoint(emulator.exports) == emulator.exports["AWS_ENDPOINT_URL"]
+    assert emulator.exports["AWS_ACCESS_KEY_ID"] != "testing"  # its own key, not moto's
+
+
+def test_another_key_gets_nothing_from_it(emulator: Emulator) -> None:
+    """Another local user, or a program with the well-known moto key: refused."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    for key, secret in (("testing", "testing"), (emulator.exports["AWS_ACCESS_KEY_ID"], "x")):
+        ssm = boto3.client(
+            "ssm",
+            endpoint_url=emulator.exports["AWS_ENDPOINT_URL"],
+            region_name="us-east-1",
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+        )
+        with pytest.raises(ClientError) as refused:
+            ssm.describe_parameters()
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_the_default_port_is_any_free_one() -> None:
+    """Not a fixed port another program can count on (it was 5599): started without
+    --port while 5599 is taken, it serves on another."""
+    import socket
+
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", 5599))
+        taken.listen(1)
+    except OSError:
+        pass  # in use already: taken either way
+    try:
+        with _served() as (_, banner):
+            url = _parse_exports(banner)["AWS_ENDPOINT_URL"]
+    finally:
+        taken.close()
+    assert url.startswith("http://127.0.0.1:") and not url.endswith(":5599")
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], field: str) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), done.stderr
+    return lines[0]
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    """A second `peagle emulator start --port N`: werkzeug printed its own two lines."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*PEAGLE, "emulator", "start", "--port", str(port)],
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    line = _one_line_error(done, "--port")
+    assert f"{port} is in use" in line and "any free one" in line
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e9", "-inf", "abc"])
+def test_creating_s_must_be_a_number_of_seconds(value: str) -> None:
+    try:
+        done = subprocess.run(
+            [*PEAGLE, "emulator", "start", f"--creating-s={value}"],
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,  # an accepted value serves until killed: a failure, not a hang
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"--creating-s {value} was accepted: the emulator started")
+    assert "0 to 3600 seconds" in _one_line_error(done, "--creating-s")
 
 
 def test_quickstart_plan_stage_doctor_deploy_invoke_delete(emulator: Emulator) -> None:
@@ -185,6 +268,10 @@ def test_staging_twice_makes_room_for_both_endpoints(emulator: Emulator) -> None
         ("https://sagemaker.us-east-1.amazonaws.com", "is not on this machine's loopback"),
         ("http://10.0.0.5:5599", "is not on this machine's loopback"),
         ("http://127.0.0.1.example.com:5599", "is not on this machine's loopback"),
+        ("http://127.0.0.1:99999", "has no port a server can listen on"),
+        ("http://127.0.0.1:abc", "has no port a server can listen on"),
+        ("http://127.0.0.1:0", "has no port a server can listen on"),
+        ("http://[::1]:-1", "has no port a server can listen on"),
     ],
 )
 def test_stage_refuses_anything_but_a_loopback_endpoint(url: str | None, problem: str) -> None:
@@ -241,3 +328,114 @@ def test_sigterm_stops_the_emulator_cleanly_too() -> None:
         assert process.wait(timeout=60) == 0
         assert process.stderr is not None
         assert process.stderr.read().strip() == "emulator stopped"
+
+
+def test_stage_needs_the_emulators_key(emulator: Emulator) -> None:
+    """No key in the shell: one line naming it. The key of an earlier start: one line
+    saying so (the emulator refuses it)."""
+    no_key = {k: v for k, v in emulator.env().items() if k != "AWS_ACCESS_KEY_ID"}
+    done = subprocess.run(
+        [*PEAGLE, "emulator", "stage", MODEL],
+        env=no_key,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "is not set" in _one_line_error(done, "AWS_ACCESS_KEY_ID")
+    old_key = {**emulator.env(), "AWS_ACCESS_KEY_ID": "PEAGLEANEARLIERSTART"}
+    done = subprocess.run(
+        [*PEAGLE, "emulator", "stage", MODEL],
+        env=old_key,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: the emulator at {emulator.exports['AWS_ENDPOINT_URL']} refuses this shell's "
+        "AWS_ACCESS_KEY_ID (InvalidClientTokenId): paste the export lines of its current "
+        "start (a new key on every start)"
+    ]
+
+
+EXPERIMENT_SPEC = f"""\
+model: {MODEL}
+image_uri: 123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0
+instance_type: ml.g7e.2xlarge
+initial_instance_count: 2
+execution_role_arn: {EMULATOR_ROLE_ARN}
+speculative: {{mode: p-eagle, num_speculative_tokens: 3}}
+experiment:
+  mode: shadow
+  candidate: {{num_speculative_tokens: 7}}
+  sampling_percent: 100
+"""
+
+
+def test_stage_makes_room_for_an_experiment(emulator: Emulator, tmp_path: Any) -> None:
+    """docs/experiments.md on the emulator (issue 30): after stage and deploy, starting
+    the experiment needs both of its fleets beside the one the endpoint runs until the
+    update has moved traffic (2 + 2 + 2); stage gave 4, so doctor refused the start."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(EXPERIMENT_SPEC, encoding="utf-8")
+    staged = emulator.peagle("emulator", "stage", str(spec))
+    assert staged.returncode == 0, staged.stderr
+    deployed = emulator.peagle("deploy", "-f", str(spec))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    # what `peagle experiment start` asks first: the same doctor, with the endpoint running
+    report = json.loads(emulator.peagle("doctor", "-f", str(spec), "--json").stdout)
+    quota = next(c for c in report["checks"] if c["check"] == "capacity.quota")
+    assert quota["status"] == "pass", quota
+    assert (  # and the summary says what the figure is made of
+        "for endpoint usage = 6 (+6: 2 for initial_instance_count + 2 for the experiment's "
+        "candidate, and the 2 the endpoint runs until `peagle experiment start` has moved "
+        "traffic)"
+    ) in " ".join(staged.stdout.split())
+
+
+def _blocked_signals(tid_status: str) -> int:
+    line = next(x for x in tid_status.splitlines() if x.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads Linux's /proc")
+def test_only_the_main_thread_takes_sigint_and_sigterm(emulator: Emulator) -> None:
+    """The kernel hands a process's signal to any thread that does not block it, and
+    Python runs handlers only in the main thread: a SIGTERM taken by a request thread
+    while the main thread waited was never handled, and the emulator kept serving."""
+    import socket
+    import time
+
+    port = int(emulator.exports["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    pid = emulator.process.pid
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(b"POST / HTTP/1.1\r\n")  # half a request: its thread waits for more
+        deadline = time.monotonic() + 60  # a hang guard, not a timing check
+        while len(tasks := [t for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]) < 2:
+            assert time.monotonic() < deadline, "no thread took the connection"
+            time.sleep(0.05)
+        wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+        for tid in tasks:  # the server's and the connection's
+            with open(f"/proc/{pid}/task/{tid}/status", encoding="ascii") as status:
+                assert _blocked_signals(status.read()) & wanted == wanted, tid
+
+
+def test_sigterm_right_after_clients_connect_stops_the_emulator() -> None:
+    """The same, end to end: requests in flight on fresh connections, then SIGTERM."""
+    import socket
+
+    for _ in range(3):
+        with _served() as (process, banner):
+            exports = _parse_exports(banner)
+            port = int(exports["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+            clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+            for client in clients:
+                client.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+            process.send_signal(signal.SIGTERM)
+            try:
+                assert process.wait(timeout=60) == 0
+            finally:
+                for client in clients:
+                    client.close()

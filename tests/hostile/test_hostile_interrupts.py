@@ -82,9 +82,7 @@ def _interrupted(capsys: pytest.CaptureFixture[str], argv: list[str], resume: st
 
 
 def _endpoints(aws: LocalAWS) -> list[str]:
-    import boto3
-
-    sm = boto3.client("sagemaker", region_name=REGION)
+    sm = aws.client("sagemaker")  # its key (boto3's default session keeps an earlier one)
     return sorted(e["EndpointName"] for e in sm.list_endpoints()["Endpoints"])
 
 

@@ -43,8 +43,9 @@ def aws(
             env.on("before-call", lambda model, **_: env.calls.append(model.name))
             yield env
     else:
-        with LocalAWS(clock=clock) as local:
-            monkeypatch.setenv("AWS_ENDPOINT_URL", local.endpoint_url)
+        with LocalAWS(region=REGION, clock=clock) as local:
+            for key, value in local.env().items():  # its endpoint, its own key
+                monkeypatch.setenv(key, value)
             env = AwsEnv("server", local, make_session(), clock)
             env.on("before-call", lambda model, **_: env.calls.append(model.name))
             yield env

@@ -48,8 +48,8 @@ def test_service_specific_endpoint_urls_are_honoured(monkeypatch: pytest.MonkeyP
     with LocalAWS() as local:
         for var in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
             monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", local.credentials.access_key_id)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", local.credentials.secret_access_key)
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", local.endpoint_url)
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", local.endpoint_url)
         monkeypatch.setenv("AWS_ENDPOINT_URL_SSM", local.endpoint_url)

@@ -5,7 +5,9 @@ types, UpdateEndpoint with rollback, scripted Creating/Failed lifecycles, OpenAI
 InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framing);
 `AccountExtensions` adds the Service Quotas and iam:SimulatePrincipalPolicy answers
 `peagle doctor` reads, and `world.stage_world` an account a plan would deploy into;
-`LocalAWS` runs them behind a moto server on 127.0.0.1.
+`LocalAWS` runs them behind a moto server on 127.0.0.1 that answers only its own Host,
+no web page, requests signed with its own key (`env()`), and the services the project
+calls (`guard`).
 
     from peagle_local.emulator import LocalAWS
     with LocalAWS() as aws:

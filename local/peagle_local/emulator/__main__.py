@@ -1,8 +1,9 @@
 """`python -m peagle_local.emulator`: serve LocalAWS on loopback until Ctrl-C.
 
 The same server as `peagle emulator start` (emulator.shell.serve), with every pacing
-knob on the command line: prints `export` lines for another shell, then keeps the
-emulated AWS running. Every endpoint gets the scripted lifecycle and stream pacing given.
+knob on the command line: prints `export` lines for another shell (a free port and an
+access key, new on every start), then keeps the emulated AWS running. Every endpoint
+gets the scripted lifecycle and stream pacing given.
 """
 
 from __future__ import annotations
@@ -32,20 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acceptance-rate", type=float, default=None)
     parser.add_argument("--num-speculative-tokens", type=int, default=3)
     args = parser.parse_args(argv)
-    settings = ServeSettings(
-        port=args.port,
-        region=args.region,
-        creating_s=args.creating_s,
-        updating_s=args.updating_s,
-        stream=StreamSettings(
-            ttft_s=args.ttft_s,
-            token_delay_s=args.token_delay_s,
-            tokens_per_chunk=args.tokens_per_chunk,
-        ),
-        acceptance_rate=args.acceptance_rate,
-        num_speculative_tokens=args.num_speculative_tokens,
-    )
     try:
+        settings = ServeSettings(
+            port=args.port,
+            region=args.region,
+            creating_s=args.creating_s,
+            updating_s=args.updating_s,
+            stream=StreamSettings(
+                ttft_s=args.ttft_s,
+                token_delay_s=args.token_delay_s,
+                tokens_per_chunk=args.tokens_per_chunk,
+            ),
+            acceptance_rate=args.acceptance_rate,
+            num_speculative_tokens=args.num_speculative_tokens,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             serve(settings, _say)
     except PeagleError as exc:

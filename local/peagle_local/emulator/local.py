@@ -1,23 +1,29 @@
 """`LocalAWS`: a moto server on loopback with the peagle extensions, for demos and tests.
 
 Real HTTP (so AWS_ENDPOINT_URL, retries, streaming and event-stream parsing all run as
-they would against AWS), in this process, on 127.0.0.1 and a free port.
+they would against AWS), in this process, on 127.0.0.1 and a free port, behind `Guard`
+(guard.py): only its own Host, no browser, only requests signed with its `credentials`
+(new for every instance), only the services the project uses; and moto never starts a
+Docker container for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from peagle_local.emulator.account_ext import AccountExtensions
+from peagle_local.emulator.guard import EmulatorCredentials, Guard, served_apps
 from peagle_local.emulator.moto_ext import MotoExtensions
 from peagle_local.emulator.world import StagedWorld, stage_world
 
-FAKE_ACCESS_KEY = "testing"
-FAKE_SECRET_KEY = "testing"  # moto accepts any credentials
+LOOPBACK = "127.0.0.1"
 
 
 def reset_moto_state() -> None:
@@ -34,13 +40,15 @@ class LocalAWS(MotoExtensions):
     Inherits the control API of `MotoExtensions` (`script_endpoint`, `set_stream`,
     `set_acceptance_metrics`, `log_lines`); `account` holds the Service Quotas and IAM
     simulation double (`AccountExtensions`). `reset=True` clears moto's state on entry
-    and exit.
+    and exit. Clients sign with `credentials` (`env()`, `session()`, `client()` do);
+    the server refuses any other key. An `OSError` on entry: the port cannot be bound.
     """
 
     region: str = "us-east-1"
     port: int = 0
     reset: bool = True
     account: AccountExtensions = field(default_factory=AccountExtensions)
+    credentials: EmulatorCredentials = field(default_factory=EmulatorCredentials.new)
     endpoint_url: str = field(default="", init=False)
     _server: Any = field(default=None, init=False)
 
@@ -54,7 +62,7 @@ class LocalAWS(MotoExtensions):
             self.uninstall()
             raise
         try:
-            self._server = _QuietMotoServer("127.0.0.1", self.port)
+            self._server = _QuietMotoServer(LOOPBACK, self.port, self.credentials)
         except BaseException:
             self.account.uninstall()
             self.uninstall()
@@ -80,8 +88,8 @@ class LocalAWS(MotoExtensions):
             raise RuntimeError("LocalAWS is not started")
         return {
             "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+            "AWS_ACCESS_KEY_ID": self.credentials.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.credentials.secret_access_key,
             "AWS_DEFAULT_REGION": self.region,
         }
 
@@ -112,12 +120,13 @@ class LocalAWS(MotoExtensions):
         )
 
     def session(self) -> Any:
-        """A boto3 Session with the fake credentials and region (no endpoint baked in)."""
+        """A boto3 Session with this emulator's credentials and region (no endpoint baked
+        in)."""
         import boto3
 
         return boto3.Session(
-            aws_access_key_id=FAKE_ACCESS_KEY,
-            aws_secret_access_key=FAKE_SECRET_KEY,
+            aws_access_key_id=self.credentials.access_key_id,
+            aws_secret_access_key=self.credentials.secret_access_key,
             region_name=self.region,
         )
 
@@ -125,17 +134,58 @@ class LocalAWS(MotoExtensions):
         """A boto3 client for `service` talking to this server."""
         return self.session().client(service, endpoint_url=self.endpoint_url, **kwargs)
 
+    def _install_patches(self) -> None:
+        from moto.utilities.docker_utilities import DockerModel
+
+        super()._install_patches()
+        # moto runs Lambda functions (reachable through CloudFormation custom resources
+        # and log subscriptions even though Lambda itself is not served) and Batch jobs
+        # in Docker; its one way to Docker is this property.
+        self._patch(DockerModel, "docker_client", property(_no_docker))
+
+
+def _no_docker(_model: Any) -> Any:
+    raise RuntimeError("the peagle emulator starts no Docker container (no Lambda, no Batch)")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound here: a port in use is an OSError to the caller
+    (werkzeug would print its own text and exit)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart, TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _start_without_signals(thread: threading.Thread) -> None:
+    """Start `thread` (and every thread it starts: the per-request ones) with SIGINT and
+    SIGTERM blocked. The kernel may deliver a process's signal to any thread that does
+    not block it; Python runs handlers in the main thread only, so a signal taken by a
+    request thread while the main thread sleeps in a lock (serve's wait) was never
+    handled: the emulator kept serving. A new thread inherits its creator's mask."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no such delivery
+        thread.start()
+        return
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
 
 class _QuietMotoServer:
-    """moto's ThreadedMotoServer, minus the per-request access log on stderr.
+    """moto's ThreadedMotoServer behind `Guard`, minus the per-request access log.
 
     Same parts (moto's DomainDispatcherApplication and request handler, werkzeug's
     threaded server); the server socket is bound before the constructor returns.
     """
 
-    def __init__(self, host: str, port: int) -> None:
-        import threading
-
+    def __init__(self, host: str, port: int, credentials: EmulatorCredentials) -> None:
         from moto.moto_server.werkzeug_app import (
             DomainDispatcherApplication,
             MotoRequestHandler,
@@ -147,16 +197,20 @@ class _QuietMotoServer:
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 return None
 
-        app = DomainDispatcherApplication(create_backend_app)
-        self._server = make_server(host, port, app, threaded=True, request_handler=Handler)
-        self.address: tuple[str, int] = (
-            str(self._server.server_address[0]),
-            int(self._server.server_address[1]),
-        )
+        sock = _listen(host, port)
+        try:
+            self.address: tuple[str, int] = (host, int(sock.getsockname()[1]))
+            dispatcher = DomainDispatcherApplication(served_apps(create_backend_app))
+            app = Guard(dispatcher, f"{host}:{self.address[1]}", credentials)
+            self._server = make_server(
+                host, self.address[1], app, threaded=True, request_handler=Handler, fd=sock.fileno()
+            )
+        finally:
+            sock.close()  # werkzeug serves a duplicate of it
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="peagle-local-aws", daemon=True
         )
-        self._thread.start()
+        _start_without_signals(self._thread)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -125,6 +125,19 @@ def _model_error(conn: _Connection, status: int, message: str) -> None:
     )
 
 
+def _chat_request(body: bytes) -> dict[str, Any] | str:
+    """The chat request, or what is wrong with it."""
+    try:
+        req = json.loads(body)
+        if not isinstance(req, dict):
+            raise TypeError("the body must be a JSON object")
+        if not isinstance(req["messages"], list):
+            raise TypeError("messages must be a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        return str(exc)
+    return req
+
+
 def _logprobs(tokens: int, top: int | None) -> dict[str, Any] | None:
     """An OpenAI chat `logprobs` block for `tokens` tokens of " x" (None without `top`)."""
     if top is None:
@@ -396,18 +409,12 @@ class LoopbackServer:
             conn._simple(404, {"error": f"no route {method} {path}"})
 
     def _chat(self, conn: _Connection, body: bytes, *, sagemaker: bool = False) -> None:
-        cfg = self.config
         arrived = conn.loop.time()
-        # One write = one HTTP chunk; through SageMaker also one PayloadPart message.
-        frame = _sagemaker_frame if sagemaker else _frame
-        try:
-            req = json.loads(body)
-            messages = req["messages"]
-            if not isinstance(messages, list):
-                raise TypeError("messages must be a list")
-        except (ValueError, KeyError, TypeError) as exc:
-            conn._simple(400, {"error": {"message": f"bad request: {exc}", "code": 400}})
+        req = _chat_request(body)
+        if isinstance(req, str):
+            conn._simple(400, {"error": {"message": f"bad request: {req}", "code": 400}})
             return
+        cfg = self.config
         self._seq += 1
         self.counters.requests += 1
         if cfg.fail_every and self._seq % cfg.fail_every == 0:
@@ -425,39 +432,57 @@ class LoopbackServer:
         )
         n = max(n, 1)
         prompt_tokens = sum(
-            len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict)
+            len(str(m.get("content", "")).split()) for m in req["messages"] if isinstance(m, dict)
         )
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": n,
             "total_tokens": prompt_tokens + n,
         }
-        finish = "length"
         self.counters.add_request(n, cfg.draft_tokens, cfg.acceptance_rate)
-        if not req.get("stream"):
-            doc = {
-                "id": f"chatcmpl-{self._seq}",
-                "object": "chat.completion",
-                "created": self._created,
-                "model": cfg.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": " x" * n},
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": usage,
-            }
-            if sagemaker:  # the container's JSON answer, streamed in one PayloadPart
-                conn.transport.write(
-                    _EVENT_STREAM_HEADERS + frame(json.dumps(doc).encode()) + b"0\r\n\r\n"
-                )
-                conn.response_done()
-            else:
-                conn._simple(200, doc)
-            return
-        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+        if req.get("stream"):
+            include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+            self._stream(conn, n, usage if include_usage else None, arrived, sagemaker=sagemaker)
+        else:
+            self._answer(conn, n, usage, sagemaker=sagemaker)
+
+    def _answer(self, conn: _Connection, n: int, usage: dict[str, int], *, sagemaker: bool) -> None:
+        """A non-streamed chat completion of `n` tokens."""
+        doc = {
+            "id": f"chatcmpl-{self._seq}",
+            "object": "chat.completion",
+            "created": self._created,
+            "model": self.config.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": " x" * n},
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": usage,
+        }
+        if sagemaker:  # the container's JSON answer, streamed in one PayloadPart
+            conn.transport.write(
+                _EVENT_STREAM_HEADERS + _sagemaker_frame(json.dumps(doc).encode()) + b"0\r\n\r\n"
+            )
+            conn.response_done()
+        else:
+            conn._simple(200, doc)
+
+    def _stream(
+        self,
+        conn: _Connection,
+        n: int,
+        usage: dict[str, int] | None,
+        arrived: float,
+        *,
+        sagemaker: bool,
+    ) -> None:
+        """A streamed chat completion of `n` tokens (`usage`: the final usage chunk)."""
+        cfg = self.config
+        # One write = one HTTP chunk; through SageMaker also one PayloadPart message.
+        frame = _sagemaker_frame if sagemaker else _frame
         base = {
             "id": f"chatcmpl-{self._seq}",
             "object": "chat.completion.chunk",
@@ -465,10 +490,10 @@ class LoopbackServer:
             "model": cfg.model,
         }
 
-        def token_chunk(tokens: int, finish_reason: str | None) -> bytes:
+        def chunk(delta: dict[str, str], tokens: int, finish_reason: str | None) -> bytes:
             choice = {
                 "index": 0,
-                "delta": {"content": " x" * tokens},
+                "delta": delta,
                 "logprobs": _logprobs(tokens, cfg.top_logprobs),
                 "finish_reason": finish_reason,
             }
@@ -476,37 +501,27 @@ class LoopbackServer:
 
         per = cfg.tokens_per_chunk
         chunks = math.ceil(n / per)
-        last_tokens = n - per * (chunks - 1)
-        role = frame(
-            _sse(
-                {
-                    **base,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": {"role": "assistant", "content": ""},
-                            "logprobs": None,
-                            "finish_reason": None,
-                        }
-                    ],
-                }
-            )
-        )
+        role = chunk({"role": "assistant", "content": ""}, 0, None)
         tail = b""
-        if include_usage and not cfg.omit_usage:
+        if usage is not None and not cfg.omit_usage:
             tail += frame(_sse({**base, "choices": [], "usage": usage}))
         tail += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        last_tokens = n - per * (chunks - 1)
         stream = _Stream(
             conn,
             chunks=chunks,
-            chunk_bytes=token_chunk(per, None),
-            last_bytes=token_chunk(last_tokens, finish),
+            chunk_bytes=chunk({"content": " x" * per}, per, None),
+            last_bytes=chunk({"content": " x" * last_tokens}, last_tokens, "length"),
             tail=tail,
             interval=cfg.token_delay_s * per,
         )
         conn.transport.write(_EVENT_STREAM_HEADERS if sagemaker else _STREAM_HEADERS)
-        loop = conn.loop
-        first_at = loop.time() + cfg.ttft_s
+        self._first_chunk_after_ttft(stream, role, arrived)
+
+    def _first_chunk_after_ttft(self, stream: _Stream, role: bytes, arrived: float) -> None:
+        """The role chunk and the first tokens `ttft_s` after the request arrived."""
+        conn, loop = stream.conn, stream.loop
+        first_at = loop.time() + self.config.ttft_s
 
         def first() -> None:
             if conn.closed:
@@ -516,7 +531,7 @@ class LoopbackServer:
             stream.next_at = first_at
             stream.step()
 
-        if cfg.ttft_s > 0:
+        if self.config.ttft_s > 0:
             loop.call_at(first_at, first)
         else:
             first()

@@ -291,19 +291,23 @@ class MotoExtensions(Installable):
 
     def _install_patches(self) -> None:
         from moto.sagemaker import models as sm_models
-        from moto.sagemaker import urls as sm_urls
-        from moto.sagemaker.responses import SageMakerResponse
-        from moto.sagemakerruntime import urls as rt_urls
-        from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 
-        backend_cls = sm_models.SageMakerModelBackend
         self._patch(sm_models.FakeEndpointConfig, "validate_instance_type", _validate_instance_type)
+        self._patch_creates()
+        self._patch_lifecycle()
+        self._patch_runtime()
+
+    def _patch_creates(self) -> None:
+        """Creates: "already exists" as SageMaker says it, shadow variants, a scripted
+        lifecycle for each new endpoint."""
+        from moto.sagemaker.models import SageMakerModelBackend
+        from moto.sagemaker.responses import SageMakerResponse
+
+        backend_cls = SageMakerModelBackend
         orig_create_model = backend_cls.create_model
         orig_create_config = backend_cls.create_endpoint_config
         orig_create_endpoint = backend_cls.create_endpoint
-        orig_describe = backend_cls.describe_endpoint
-        orig_delete = backend_cls.delete_endpoint
-        orig_list = backend_cls.list_endpoints
+        orig_response_create_config = SageMakerResponse.create_endpoint_config
 
         def create_model(backend: Any, model_name: str, *args: Any, **kwargs: Any) -> Any:
             if model_name in backend._models:
@@ -329,8 +333,6 @@ class MotoExtensions(Installable):
                 self._start_create(backend, endpoint)
                 return endpoint
 
-        orig_response_create_config = SageMakerResponse.create_endpoint_config
-
         def response_create_endpoint_config(response: Any) -> Any:
             shadows = response._get_param("ShadowProductionVariants") or []
             if shadows:
@@ -345,6 +347,21 @@ class MotoExtensions(Installable):
                 shadows or None
             )
             return result
+
+        self._patch(backend_cls, "create_model", create_model)
+        self._patch(backend_cls, "create_endpoint_config", create_endpoint_config)
+        self._patch(backend_cls, "create_endpoint", create_endpoint)
+        self._patch(SageMakerResponse, "create_endpoint_config", response_create_endpoint_config)
+
+    def _patch_lifecycle(self) -> None:
+        """Reads advance scripted transitions; UpdateEndpoint runs its scripted update."""
+        from moto.sagemaker.models import SageMakerModelBackend
+        from moto.sagemaker.responses import SageMakerResponse
+
+        backend_cls = SageMakerModelBackend
+        orig_describe = backend_cls.describe_endpoint
+        orig_delete = backend_cls.delete_endpoint
+        orig_list = backend_cls.list_endpoints
 
         def describe_endpoint(backend: Any, endpoint_name: str) -> Any:
             with self._lock:
@@ -373,15 +390,17 @@ class MotoExtensions(Installable):
             with self._lock:
                 return self._update(backend, endpoint_name, endpoint_config_name, deployment_config)
 
-        def response_update_endpoint(response: Any) -> Any:
-            from moto.core.responses import ActionResult
+        self._patch(backend_cls, "describe_endpoint", describe_endpoint)
+        self._patch(backend_cls, "delete_endpoint", delete_endpoint)
+        self._patch(backend_cls, "list_endpoints", list_endpoints)
+        self._patch(backend_cls, "update_endpoint", update_endpoint)
+        self._patch(SageMakerResponse, "update_endpoint", _response_update_endpoint)
 
-            endpoint = response.sagemaker_backend.update_endpoint(
-                endpoint_name=response._get_param("EndpointName"),
-                endpoint_config_name=response._get_param("EndpointConfigName"),
-                deployment_config=response._get_param("DeploymentConfig"),
-            )
-            return ActionResult({"EndpointArn": endpoint.arn})
+    def _patch_runtime(self) -> None:
+        """InvokeEndpoint and InvokeEndpointWithResponseStream answered by the emulator."""
+        from moto.sagemaker import urls as sm_urls
+        from moto.sagemakerruntime import urls as rt_urls
+        from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 
         def response_invoke_endpoint(response: Any) -> Any:
             name = response._get_param("EndpointName") or _name_from_path(response.path)
@@ -391,15 +410,6 @@ class MotoExtensions(Installable):
             headers["status"] = status
             return status, headers, body
 
-        self._patch(backend_cls, "create_model", create_model)
-        self._patch(backend_cls, "create_endpoint_config", create_endpoint_config)
-        self._patch(backend_cls, "create_endpoint", create_endpoint)
-        self._patch(backend_cls, "describe_endpoint", describe_endpoint)
-        self._patch(backend_cls, "delete_endpoint", delete_endpoint)
-        self._patch(backend_cls, "list_endpoints", list_endpoints)
-        self._patch(backend_cls, "update_endpoint", update_endpoint)
-        self._patch(SageMakerResponse, "update_endpoint", response_update_endpoint)
-        self._patch(SageMakerResponse, "create_endpoint_config", response_create_endpoint_config)
         self._patch(SageMakerRuntimeResponse, "invoke_endpoint", response_invoke_endpoint)
         # In-process requests reach the runtime backend by host name; a moto *server*
         # routes every SigV4 "sagemaker" request whose path does not end in
@@ -723,6 +733,18 @@ class _Sent:
     ok: bool
     reported: bool
     """Whether the variants wrote their own metric lines (else the endpoint's SpecMetrics do)."""
+
+
+def _response_update_endpoint(response: Any) -> Any:
+    """SageMakerResponse.update_endpoint, passing DeploymentConfig on (moto drops it)."""
+    from moto.core.responses import ActionResult
+
+    endpoint = response.sagemaker_backend.update_endpoint(
+        endpoint_name=response._get_param("EndpointName"),
+        endpoint_config_name=response._get_param("EndpointConfigName"),
+        deployment_config=response._get_param("DeploymentConfig"),
+    )
+    return ActionResult({"EndpointArn": endpoint.arn})
 
 
 def _set_shadow_variants(endpoint: Any, config: Any) -> None:

@@ -1,7 +1,9 @@
 """The emulator for a shell: serve it in one terminal, ready its account from another.
 
 `serve` runs `LocalAWS` on loopback until interrupted and prints the `export` lines that
-point another shell's AWS SDKs at it. Its account starts like a new one: no hosting
+point another shell's AWS SDKs at it: a free port and an access key, both new on every
+start, and the server answers only requests signed with that key (guard.py). Its
+account starts like a new one: no hosting
 instances granted (`AccountExtensions.new_account_endpoint_quotas`), so `peagle doctor`
 names the quota to raise. `stage_account` then gives that running emulator, over HTTP
 only, what one plan needs (`world.stage_world`, the same code the demo and the tests
@@ -11,7 +13,9 @@ never write to a real account.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -19,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from peagle_deploy.errors import InputError
+from peagle_deploy.errors import InputError, PeagleError
 from peagle_local.emulator.chat import StreamSettings
-from peagle_local.emulator.local import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, LocalAWS
+from peagle_local.emulator.local import LocalAWS
 from peagle_local.emulator.moto_ext import EndpointScript, known_instance_types
+from peagle_local.emulator.sigv4 import EmulatorCredentials
 from peagle_local.emulator.world import (
     EMULATED_ACCOUNT,
     StagedWorld,
@@ -30,10 +35,15 @@ from peagle_local.emulator.world import (
     stage_world,
 )
 
-DEFAULT_PORT = 5599
-"""`peagle emulator start`'s port: fixed, so that the quickstart's export lines are the
-same on every machine (--port 0 picks a free one)."""
+DEFAULT_PORT = 0
+"""`peagle emulator start`'s port: any free one (the export lines say which), so another
+program cannot count on finding the emulator at a known port."""
+PORT_ALLOWED = "a free port, or none (--port 0, the default): any free one"
+MAX_PHASE_S = 3600.0
+"""Longest scripted Creating/Updating phase (a real endpoint takes minutes)."""
+PHASE_ALLOWED = f"a number of seconds from 0 to {MAX_PHASE_S:g}"
 ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL"
+KEY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 EMULATOR_ROLE_ARN = f"arn:aws:iam::{EMULATED_ACCOUNT}:role/peagle-emulator"
 """The execution role `stage_account` creates when the spec names none."""
 
@@ -52,6 +62,11 @@ class ServeSettings:
     acceptance_rate: float | None = None
     """The draft acceptance the emulated containers report (None: no metric lines)."""
     num_speculative_tokens: int = 3
+
+    def __post_init__(self) -> None:
+        for flag, seconds in (("--creating-s", self.creating_s), ("--updating-s", self.updating_s)):
+            if not (math.isfinite(seconds) and 0 <= seconds <= MAX_PHASE_S):
+                raise InputError(flag, f"{seconds!r} is out of range", PHASE_ALLOWED)
 
 
 def export_lines(aws: LocalAWS) -> list[str]:
@@ -77,9 +92,12 @@ def serve(
     try:
         aws.__enter__()
     except OSError as exc:
-        raise InputError(
-            "--port", f"{settings.port} cannot be served ({exc.strerror or exc})", "a free port"
-        ) from None
+        problem = (
+            "is in use (another `peagle emulator start`?)"
+            if exc.errno == errno.EADDRINUSE
+            else f"cannot be served ({exc.strerror or exc})"
+        )
+        raise InputError("--port", f"{settings.port} {problem}", PORT_ALLOWED) from None
     try:
         aws.account.new_account_endpoint_quotas(known_instance_types())
         if settings.acceptance_rate is not None:
@@ -90,7 +108,10 @@ def serve(
             )
         for line in export_lines(aws):
             say(line)
-        say(f"# peagle emulator on {aws.endpoint_url}: paste the lines above into another shell;")
+        say(
+            f"# peagle emulator on {aws.endpoint_url}, for requests signed with this key only: "
+            "paste the lines above into another shell;"
+        )
         say("# then: peagle emulator stage MODEL_OR_SPEC_FILE. Ctrl-C stops the emulator.")
         (stop or threading.Event()).wait()
     finally:
@@ -125,7 +146,30 @@ def emulator_endpoint(environ: Mapping[str, str] | None = None) -> str:
             "through another endpoint (it could be a real account)",
             "http://127.0.0.1:PORT, as `peagle emulator start` prints it",
         )
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of 0-65535
+        port = 0
+    if port == 0:
+        raise InputError(
+            ENDPOINT_VARIABLE,
+            f"{url!r} has no port a server can listen on",
+            "http://127.0.0.1:PORT with PORT from 1 to 65535, as `peagle emulator start` prints it",
+        )
     return url
+
+
+def emulator_credentials(environ: Mapping[str, str] | None = None) -> EmulatorCredentials:
+    """The emulator's key, from the export lines pasted into this shell; else InputError."""
+    env = os.environ if environ is None else environ
+    for variable in KEY_VARIABLES:
+        if not env.get(variable, "").strip():
+            raise InputError(
+                variable,
+                "is not set: the emulator answers only requests signed with its own key",
+                "the export lines `peagle emulator start` printed, pasted into this shell",
+            )
+    return EmulatorCredentials(env[KEY_VARIABLES[0]].strip(), env[KEY_VARIABLES[1]].strip())
 
 
 def check_emulator_role(role_arn: str) -> None:
@@ -149,19 +193,68 @@ class StagedAccount:
     needed: int
 
 
-def stage_account(plan: Any, endpoint_url: str, needed: int) -> StagedAccount:
+def instances_to_stage(spec: Any) -> tuple[int, str]:
+    """Instances the staged quota adds for `spec`, and why (the summary's words).
+
+    What doctor asks before the deploy (`instances_for`); with an experiment, also
+    what it asks before `peagle experiment start`: both fleets of the experiment beside
+    the fleet the endpoint runs until the update has moved traffic (counted as in use).
+    """
+    from peagle_deploy.doctor.capacity import instances_for
+
+    needed, why = instances_for(spec)
+    if spec.experiment is None:
+        return needed, f"+{needed} for {why}"
+    serving, _ = instances_for(spec.model_copy(update={"experiment": None}))
+    return needed + serving, (
+        f"+{needed + serving}: {why}, and the {serving} the endpoint runs until "
+        "`peagle experiment start` has moved traffic"
+    )
+
+
+def stage_account(
+    plan: Any, endpoint_url: str, credentials: EmulatorCredentials, needed: int
+) -> StagedAccount:
     """Give the running emulator what `plan` needs to pass `peagle doctor`: model data,
     drafter, the execution role, the image, and a hosting quota raised by `needed`
-    instances (room for this endpoint beside what the account already runs)."""
+    instances (room for this endpoint beside what the account already runs). No emulator
+    at `endpoint_url`, or one that refuses `credentials`: PeagleError, one line."""
     import boto3
 
     check_emulator_role(plan.execution_role_arn)
     session = boto3.Session(
-        aws_access_key_id=FAKE_ACCESS_KEY,
-        aws_secret_access_key=FAKE_SECRET_KEY,
+        aws_access_key_id=credentials.access_key_id,
+        aws_secret_access_key=credentials.secret_access_key,
         region_name=plan.region,
     )
-    quotas = session.client("service-quotas", endpoint_url=endpoint_url)
-    quota = applied_endpoint_quota(quotas, plan.instance_type) + needed
-    world = stage_world(plan, session, None, endpoint_quota=quota, endpoint_url=endpoint_url)
+    try:
+        quotas = session.client("service-quotas", endpoint_url=endpoint_url)
+        quota = applied_endpoint_quota(quotas, plan.instance_type) + needed
+        world = stage_world(plan, session, None, endpoint_quota=quota, endpoint_url=endpoint_url)
+    except Exception as exc:
+        refused = _unreachable(exc, endpoint_url)
+        if refused is None:
+            raise
+        raise refused from None
     return StagedAccount(world, plan.execution_role_arn, quota, needed)
+
+
+REFUSED_KEY = frozenset(
+    {"InvalidClientTokenId", "SignatureDoesNotMatch", "MissingAuthenticationToken"}
+)
+
+
+def _unreachable(exc: Exception, url: str) -> PeagleError | None:
+    """The two expected failures of staging, in one line each (None: any other)."""
+    if type(exc).__name__ == "EndpointConnectionError":
+        return PeagleError(
+            f"no emulator answers at {url}: start it with `peagle emulator start` "
+            "(and paste its export lines into this shell)"
+        )
+    code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+    if code in REFUSED_KEY:
+        return PeagleError(
+            f"the emulator at {url} refuses this shell's AWS_ACCESS_KEY_ID ({code}): paste "
+            "the export lines of its current start (a new key on every start)"
+        )
+    return None
