@@ -27,8 +27,6 @@ ALLOWED_LONG: dict[str, int] = {
     "peagle_deploy/cli/deploy.py:status_command": 97,
     "peagle_deploy/cli/promote.py:promote_command": 101,
     "peagle_deploy/doctor/capacity.py:check_quota": 84,
-    "local/peagle_local/emulator/loopback.py:LoopbackServer._chat": 125,
-    "local/peagle_local/emulator/moto_ext.py:MotoExtensions._install_patches": 117,
     "peagle_deploy/experiment/lifecycle.py:start_experiment": 99,
     "peagle_deploy/promote/runner.py:run_gates": 96,
 }
