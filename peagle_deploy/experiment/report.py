@@ -31,7 +31,11 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     )
     analysis = status.analysis
     if analysis is None:
-        console.print("no data yet: the variants are not both serving", highlight=False)
+        console.print(
+            f"no data yet: {status.note or 'the variants are not both serving'}",
+            highlight=False,
+            markup=False,
+        )
         return
     table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
     table.add_column("")
@@ -41,6 +45,11 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     rows: list[tuple[str, Any, Any]] = [
         ("variant", inc.variant, cand.variant),
         ("instances seen", inc.instances, cand.instances),
+        (
+            "requests (invocations)",
+            _fmt(inc.invocations, digits=0),
+            _fmt(cand.invocations, digits=0),
+        ),
         ("requests finished", _fmt(inc.requests, digits=0), _fmt(cand.requests, digits=0)),
         (
             "output tokens/s per instance",
@@ -69,7 +78,7 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
             )
     rows.append(
         (
-            "error rate (5xx)",
+            "error rate (5xx, stream errors)",
             _fmt(None if inc.error_rate is None else 100 * inc.error_rate, "%", 2),
             _fmt(None if cand.error_rate is None else 100 * cand.error_rate, "%", 2),
         )
@@ -92,6 +101,8 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
         f"[bold]decision:[/] {escape(verdict.verdict)}: {escape(verdict.reason)}",
         highlight=False,
     )
+    if status.note:
+        console.print(f"note: {status.note}", highlight=False, markup=False)
     for breach in analysis.breaches:
         console.print(
             f"[yellow]guardrail crossed:[/] {escape(breach.guardrail)}: {escape(breach.detail)}",
