@@ -16,6 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
+from infra.experiment import ShadowExperiment
 from infra.model import PeagleModel, provider_log_group_name
 from infra.role import ExecutionRole
 from peagle_deploy.access import s3_reads
@@ -156,6 +157,20 @@ def production_variant_property(
     return sm.CfnEndpointConfig.ProductionVariantProperty(**kwargs)
 
 
+def metrics_config_property(
+    metrics: Mapping[str, Any] | None,
+) -> sm.CfnEndpointConfig.MetricsConfigProperty | None:
+    """The plan's MetricsConfig (detailed observability) as the L1 property."""
+    if metrics is None:
+        return None
+    unknown = set(metrics) - {"EnableDetailedObservability"}
+    if unknown:
+        raise NotExpressibleError("MetricsConfig", f"fields {sorted(unknown)}")
+    return sm.CfnEndpointConfig.MetricsConfigProperty(
+        enable_detailed_observability=metrics["EnableDetailedObservability"]
+    )
+
+
 def deployment_config_property(
     deployment_config: Mapping[str, Any], alarm_names: Sequence[str]
 ) -> sm.CfnEndpoint.DeploymentConfigProperty:
@@ -204,11 +219,13 @@ class PeagleEndpoint(Construct):
     `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
 
     With an `experiment` (the stage's spec carries one), the candidate's model joins
-    the incumbent's on the same provider, the endpoint config is the experiment's (both
-    variants, `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's
-    blue/green guardrails need the old and new configs' variant names to match, which
-    adding the candidate changes (docs/platform-facts.md); without one the update is
-    blue/green all at once, with no availability loss.
+    the incumbent's on the same provider. A shadow experiment is an InferenceExperiment
+    beside the endpoint (`infra.experiment`), which keeps the incumbent's config and
+    rollout. A split experiment's config is the experiment's (both variants,
+    `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's blue/green
+    guardrails need the old and new configs' variant names to match, which adding the
+    candidate changes (docs/platform-facts.md); without one the update is blue/green all
+    at once, with no availability loss.
     """
 
     def __init__(
@@ -259,16 +276,17 @@ class PeagleEndpoint(Construct):
         self.model.resource.node.add_dependency(self.execution_role.policy)
         self.candidate_model: Any = None
         config_request = plan.create_endpoint_config
+        split = experiment is not None and experiment.requests.create_endpoint_config is not None
         if experiment is not None:
             self.candidate_model = self.model.add_model(experiment.create_candidate_model)
             self.candidate_model.node.add_dependency(self.execution_role.policy)
-            config_request = experiment.create_experiment_config
+            config_request = experiment.requests.create_endpoint_config or config_request
 
         self.endpoint_config = self._endpoint_config(plan, key, config_request)
         self.endpoint_config.node.add_dependency(self.model.resource)
         deployment_config = (
             None
-            if experiment is not None
+            if split
             else deployment_config_property(
                 plan.update_endpoint["DeploymentConfig"],
                 [*rollback_alarm_names, *plan.spec.rollout.alarms],
@@ -283,11 +301,18 @@ class PeagleEndpoint(Construct):
             tags=_tags(plan.create_endpoint["Tags"]),
         )
         self.endpoint.node.add_dependency(self.model.resource)
-        if self.candidate_model is not None:
+        if self.candidate_model is not None and split:
             self.endpoint_config.node.add_dependency(self.candidate_model)
             self.endpoint.node.add_dependency(self.candidate_model)
         if log_group is not None:
             self.endpoint.node.add_dependency(log_group)
+        self.shadow: ShadowExperiment | None = None
+        shadow_request = experiment.requests.create_inference_experiment if experiment else None
+        if shadow_request is not None:
+            self.shadow = ShadowExperiment(
+                self, "ShadowExperiment", request=shadow_request, endpoint=self.endpoint
+            )
+            self.shadow.resource.node.add_dependency(self.candidate_model)
 
     def _endpoint_config(
         self, plan: Plan, key: kms.IKey, request: Mapping[str, Any]
@@ -297,6 +322,7 @@ class PeagleEndpoint(Construct):
             "ProductionVariants",
             "ShadowProductionVariants",
             "KmsKeyId",
+            "MetricsConfig",
             "Tags",
         }
         unknown = set(request) - known
@@ -321,5 +347,6 @@ class PeagleEndpoint(Construct):
             ]
             or None,
             kms_key_id=kms_key_id,
+            metrics_config=metrics_config_property(request.get("MetricsConfig")),
             tags=_tags(request["Tags"]),
         )
