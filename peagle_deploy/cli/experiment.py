@@ -139,11 +139,6 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.emit_json(status.to_json())
         return
     render_status(status, output.console)
-    output.console.print(
-        f"read it with `peagle experiment status {endpoint} --stage {status.record.stage}`",
-        highlight=False,
-        markup=False,
-    )
 
 
 @experiment_app.command("status", epilog=EXAMPLES)

@@ -521,7 +521,15 @@ def _await_start(
         _failed_start(xp, record, clients, created=created, why=why, show=show)
     _settle_start(record, desc, clients, at=_now())
     say(show, f"[green]{record.endpoint_name}: experiment running[/] ({xp.settings.mode})")
-    return ExperimentStatus(record, "InService", None)
+    return ExperimentStatus(record, "InService", None, note=_running_note(record))
+
+
+def _running_note(record: ExperimentRecord) -> str:
+    return (
+        "both variants serve; the comparison reads the endpoint's live traffic (for a trial: "
+        f"`peagle invoke {record.endpoint_name} PROMPT --repeat 50`), then `peagle experiment "
+        f"status {record.endpoint_name} --stage {record.stage}`"
+    )
 
 
 def _failed_start(
@@ -723,7 +731,7 @@ def conclude_experiment(
             f"too early to conclude the experiment on {endpoint_name}: it needs "
             f"{', '.join(analysis.decision.missing)}. Wait (`peagle experiment watch "
             f"{endpoint_name} --stage {record.stage}`), or end it now keeping the incumbent "
-            "(`peagle experiment conclude ... --force`)"
+            f"(`peagle experiment conclude {endpoint_name} --stage {record.stage} --force`)"
         )
     return _conclude(
         record, analysis, boto_session, promote=promote, progress=progress, timeout_s=timeout_s

@@ -31,11 +31,9 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     )
     analysis = status.analysis
     if analysis is None:
-        console.print(
-            f"no data yet: {status.note or 'the variants are not both serving'}",
-            highlight=False,
-            markup=False,
-        )
+        text = status.note or "the variants are not both serving"
+        prefix = "" if record.state == "running" else "no data yet: "
+        console.print(prefix + text, highlight=False, markup=False)
         return
     table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
     table.add_column("")
