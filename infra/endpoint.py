@@ -301,18 +301,25 @@ class PeagleEndpoint(Construct):
             tags=_tags(plan.create_endpoint["Tags"]),
         )
         self.endpoint.node.add_dependency(self.model.resource)
-        if self.candidate_model is not None and split:
-            self.endpoint_config.node.add_dependency(self.candidate_model)
-            self.endpoint.node.add_dependency(self.candidate_model)
         if log_group is not None:
             self.endpoint.node.add_dependency(log_group)
         self.shadow: ShadowExperiment | None = None
-        shadow_request = experiment.requests.create_inference_experiment if experiment else None
-        if shadow_request is not None:
-            self.shadow = ShadowExperiment(
-                self, "ShadowExperiment", request=shadow_request, endpoint=self.endpoint
-            )
-            self.shadow.resource.node.add_dependency(self.candidate_model)
+        if experiment is not None:
+            self._wire_experiment(experiment, split=split)
+
+    def _wire_experiment(self, experiment: ExperimentPlan, *, split: bool) -> None:
+        """A split's config names the candidate's model; a shadow experiment is its own
+        resource beside the endpoint, created once the endpoint and the model exist."""
+        if split:
+            self.endpoint_config.node.add_dependency(self.candidate_model)
+            self.endpoint.node.add_dependency(self.candidate_model)
+            return
+        request = experiment.requests.create_inference_experiment
+        assert request is not None
+        self.shadow = ShadowExperiment(
+            self, "ShadowExperiment", request=request, endpoint=self.endpoint
+        )
+        self.shadow.resource.node.add_dependency(self.candidate_model)
 
     def _endpoint_config(
         self, plan: Plan, key: kms.IKey, request: Mapping[str, Any]

@@ -382,48 +382,49 @@ def _rehearse(
         _experiment_step(settings, aws=aws, steps=steps, created=created, summary=summary)
 
 
+def _experiment_spec(settings: DemoSettings) -> Any:
+    """The demo's experiment: K=3 serving, K=5 in shadow, minimums a demo can reach."""
+    from peagle_deploy.spec import spec_from_dict
+
+    return spec_from_dict(
+        {
+            "model": settings.model,
+            "instance_type": settings.instance_type,
+            "region": settings.region,
+            "image_uri": DEMO_IMAGE.format(region=settings.region),
+            "execution_role_arn": settings.role_arn + "-experiment",
+            "endpoint_name": "peagle-demo-experiment",
+            "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
+            "experiment": {
+                "mode": "shadow",
+                "candidate": {"num_speculative_tokens": 5},
+                "min_duration_minutes": 0.5,
+                "max_duration_minutes": 5,
+                "min_requests": 100,
+                "window_seconds": settings.experiment_window_s,
+                "guardrails": {"min_requests": 50},
+            },
+        }
+    )
+
+
 def _experiment_step(
     settings: DemoSettings, *, aws: Any, steps: _Steps, created: list[str], summary: DemoSummary
 ) -> None:
     """Step 6: K=3 serving, K=5 in shadow, live requests, the decision, the promotion."""
     import tempfile
-    import threading
 
-    from peagle_deploy.experiment.lifecycle import (
-        conclude_experiment,
-        experiment_status,
-        start_experiment,
-    )
+    from peagle_deploy.experiment.lifecycle import conclude_experiment, start_experiment
     from peagle_deploy.experiment.plan import experiment_plan, incumbent_spec
     from peagle_deploy.experiment.plot import plot_experiment
     from peagle_deploy.experiment.report import render_status
     from peagle_deploy.sdk import deploy_peagle
-    from peagle_deploy.spec import spec_from_dict
     from peagle_local.emulator.traffic import VariantBehaviour
 
     out = steps.console
     title = "6. experiment on live traffic: K=3 serving, K=5 as a shadow; promote the winner"
     with steps.step(title) as step:
-        spec = spec_from_dict(
-            {
-                "model": settings.model,
-                "instance_type": settings.instance_type,
-                "region": settings.region,
-                "image_uri": DEMO_IMAGE.format(region=settings.region),
-                "execution_role_arn": settings.role_arn + "-experiment",
-                "endpoint_name": "peagle-demo-experiment",
-                "speculative": {"mode": "p-eagle", "num_speculative_tokens": 3},
-                "experiment": {
-                    "mode": "shadow",
-                    "candidate": {"num_speculative_tokens": 5},
-                    "min_duration_minutes": 0.5,
-                    "max_duration_minutes": 5,
-                    "min_requests": 100,
-                    "window_seconds": settings.experiment_window_s,
-                    "guardrails": {"min_requests": 50},
-                },
-            }
-        )
+        spec = _experiment_spec(settings)
         planned = experiment_plan(spec)
         # its own role; a quota for both fleets beside dev's and staging's endpoints
         aws.stage_world(planned.incumbent, endpoint_quota=8)
@@ -434,37 +435,20 @@ def _experiment_step(
         aws.set_variant(name, "Candidate", VariantBehaviour(0.55, 5, step_s=0.022, ttft_s=0.05))
         deploy_peagle(spec=incumbent_spec(spec), poll_interval_s=settings.poll_interval_s)
         created.append(name)
-        start_experiment(spec=spec, poll_interval_s=settings.poll_interval_s)
+        # shadow mode runs as SageMaker's InferenceExperiment, which assumes a role of its
+        # own; the emulated account's execution role stands in for it here
+        start_experiment(
+            spec=spec,
+            poll_interval_s=settings.poll_interval_s,
+            experiment_role_arn=settings.role_arn + "-experiment",
+        )
         out.print(
             f"{name}: serving K=3 (AllTraffic) with K=5 as a shadow variant; sending "
             f"{settings.experiment_rps:g} requests/s (emulated truth: K=5 decodes about "
             f"{_truth_gain():+.0%} faster per stream)",
             highlight=False,
         )
-        stop = threading.Event()
-        sender = threading.Thread(
-            target=_send_traffic, args=(aws, name, settings.experiment_rps, stop), daemon=True
-        )
-        sender.start()
-        try:
-            status = experiment_status(name)
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                time.sleep(5)
-                status = experiment_status(name)
-                analysis = status.analysis
-                if analysis is not None:
-                    out.print(
-                        f"  {analysis.elapsed_s:5.0f} s: {analysis.decision.verdict} "
-                        f"({analysis.decision.reason})",
-                        highlight=False,
-                        markup=False,
-                    )
-                    if analysis.decision.verdict != "running":
-                        break
-        finally:
-            stop.set()
-            sender.join()
+        status = _until_decided(aws, name, settings.experiment_rps, out)
         render_status(status, out)
         plot = plot_experiment(status, tempfile.mkdtemp(prefix="peagle-demo-") + "/experiment.png")
         out.print(f"plot of the two variants over time: {plot}", highlight=False, markup=False)
@@ -478,6 +462,37 @@ def _experiment_step(
             highlight=False,
         )
         step.detail = outcome.reason
+
+
+def _until_decided(aws: Any, name: str, rps: float, out: Console) -> Any:
+    """Send traffic and read the experiment every 5 s until it decides (4 minutes at most)."""
+    import threading
+
+    from peagle_deploy.experiment.lifecycle import experiment_status
+
+    stop = threading.Event()
+    sender = threading.Thread(target=_send_traffic, args=(aws, name, rps, stop), daemon=True)
+    sender.start()
+    try:
+        status = experiment_status(name)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            status = experiment_status(name)
+            analysis = status.analysis
+            if analysis is not None:
+                out.print(
+                    f"  {analysis.elapsed_s:5.0f} s: {analysis.decision.verdict} "
+                    f"({analysis.decision.reason})",
+                    highlight=False,
+                    markup=False,
+                )
+                if analysis.decision.verdict != "running":
+                    break
+    finally:
+        stop.set()
+        sender.join()
+    return status
 
 
 def _truth_gain() -> float:

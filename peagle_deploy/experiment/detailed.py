@@ -282,20 +282,25 @@ def read_detailed(
     """Every observation between `start` and `end`, from one step before `start` (the
     baseline each first step is measured from)."""
     begin = start - timedelta(seconds=step_s)
-    span = {"start": begin, "end": end, "step_s": step_s}
     born_after = begin.timestamp() + step_s / 2
+
+    def ask(
+        names: Iterable[str], extra: Mapping[str, str] | None = None
+    ) -> tuple[str | None, list[Series]]:
+        return read(post, names, endpoint, start=begin, end=end, step_s=step_s, extra=extra)
+
     fig = _Figures()
     found_any = False
     for what, names in SCALARS.items():
-        name, series = read(post, names, endpoint, **span)
+        name, series = ask(names)
         found_any = found_any or name is not None
         fig.scalars[what] = _increases(series, _key, born_after)
     for _, family in SERVING_HISTOGRAMS:
-        _, buckets = read(post, (family + "_bucket",), endpoint, **span)
+        _, buckets = ask((family + "_bucket",))
         fig.buckets[family] = _bucket_increases(buckets, born_after)
-        _, sums = read(post, (family + "_sum",), endpoint, **span)
+        _, sums = ask((family + "_sum",))
         fig.scalars[family + "_sum"] = _increases(sums, _key, born_after)
-    _, failed = read(post, ERRORS, endpoint, extra=ERROR_MATCH, **span)
+    _, failed = ask(ERRORS, ERROR_MATCH)
     errors: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for (variant, _), per_t in _increases(failed, _key, born_after).items():
         errors[variant].extend((int(t * 1000), n) for t, n in per_t.items() if n > 0)

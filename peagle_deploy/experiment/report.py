@@ -18,27 +18,8 @@ def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}{unit}"
 
 
-def render_status(status: ExperimentStatus, console: Console) -> None:
-    """The per-variant table, the difference, the decision and any guardrail crossed."""
-    from rich.table import Table
-
-    record = status.record
-    settings = record.settings
-    console.print(
-        f"[bold]{escape(record.endpoint_name)}[/] {escape(settings.mode)} experiment: "
-        f"{escape(record.state)} (endpoint {escape(status.endpoint_status)})",
-        highlight=False,
-    )
-    analysis = status.analysis
-    if analysis is None:
-        text = status.note or "the variants are not both serving"
-        prefix = "" if record.state == "running" else "no data yet: "
-        console.print(prefix + text, highlight=False, markup=False)
-        return
-    table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
-    table.add_column("")
-    for role in ("incumbent", "candidate"):
-        table.add_column(role, justify="right")
+def _rows(analysis: Any) -> list[tuple[str, Any, Any]]:
+    """The per-variant table's rows: (label, incumbent, candidate)."""
     inc, cand = analysis.incumbent, analysis.candidate
     rows: list[tuple[str, Any, Any]] = [
         ("variant", inc.variant, cand.variant),
@@ -81,7 +62,31 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
             _fmt(None if cand.error_rate is None else 100 * cand.error_rate, "%", 2),
         )
     )
-    for label, a, b in rows:
+    return rows
+
+
+def render_status(status: ExperimentStatus, console: Console) -> None:
+    """The per-variant table, the difference, the decision and any guardrail crossed."""
+    from rich.table import Table
+
+    record = status.record
+    settings = record.settings
+    console.print(
+        f"[bold]{escape(record.endpoint_name)}[/] {escape(settings.mode)} experiment: "
+        f"{escape(record.state)} (endpoint {escape(status.endpoint_status)})",
+        highlight=False,
+    )
+    analysis = status.analysis
+    if analysis is None:
+        text = status.note or "the variants are not both serving"
+        prefix = "" if record.state == "running" else "no data yet: "
+        console.print(prefix + text, highlight=False, markup=False)
+        return
+    table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
+    table.add_column("")
+    for role in ("incumbent", "candidate"):
+        table.add_column(role, justify="right")
+    for label, a, b in _rows(analysis):
         table.add_row(label, literal(a), literal(b))
     console.print(table)
     result = analysis.decision.result

@@ -256,3 +256,22 @@ def test_an_aws_vllm_image_is_compared_through_detailed_observability(
         assert inc.mean_acceptance_length and inc.ttft_ms["p99"] is not None
         assert analysis.decision.verdict == "candidate"
         assert conclude_experiment(name, progress=False).action == "promoted"
+
+
+def test_invoke_repeat_sends_traffic_and_counts_broken_streams(
+    emulator: MotoExtensions, wall: Wall, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`peagle invoke --repeat`, the documented way to send a trial's traffic: one
+    summary; a stream that breaks off is a failure it counts (no traceback), exit 1."""
+    from peagle_deploy.cli.app import main
+
+    spec = make_spec()
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    assert main(["invoke", name, "hi", "--repeat", "5", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["sent"], doc["answered"], doc["failed"]) == (5, 5, 0)
+    emulator.set_variant(name, "AllTraffic", VariantBehaviour(stream_error_rate=1.0))
+    assert main(["invoke", name, "hi", "--repeat", "3", "--stream"]) == 1
+    out, err = capsys.readouterr()
+    assert f"{name}: sent 3, answered 0" in out
+    assert "3 failed" in err and "broke off" in err and "Traceback" not in out + err
