@@ -166,3 +166,15 @@ def test_a_split_experiment_is_one_config_with_both_production_variants(
     ]
     endpoint = split_synth.one(STACK, "AWS::SageMaker::Endpoint")["Properties"]
     assert "DeploymentConfig" not in endpoint  # a plain, all-at-once blue/green update
+
+
+def test_cfn_lint_accepts_the_split_template(split_synth: Synthesized) -> None:
+    """test_infra_cfnlint.py lints the shadow stage; the split one here, the same way."""
+    from test_infra_cfnlint import ALLOWED_WARNINGS, _lint
+
+    findings = [
+        f
+        for f in _lint(split_synth, STACK)
+        if not any(f[0] == rule and where in f[1] for rule, where in ALLOWED_WARNINGS)
+    ]
+    assert findings == []
