@@ -227,8 +227,23 @@ def experiment_status(
         return ExperimentStatus(record, status, None, note=_waiting_note(record))
     at = now or _now()
     analysis, seen = _analyse(record, clients, final=final, now=at)
-    note = _traffic_note(record, analysis, seen)
+    note = _ended_note(record, clients) or _traffic_note(record, analysis, seen)
     return ExperimentStatus(record, status, analysis, seen.lines, at, note)
+
+
+def _ended_note(record: ExperimentRecord, clients: Clients) -> str | None:
+    """A shadow experiment SageMaker ended on its own (its schedule, a failure)."""
+    if record.inference_experiment is None:
+        return None
+    now, why, _ = shadow.state(record, clients)
+    if now != "ended":
+        return None
+    return (
+        f"SageMaker ended the inference experiment ({why}); the incumbent serves alone. "
+        f"End it here with `peagle experiment conclude {record.endpoint_name} --stage "
+        f"{record.stage} --force` or `peagle experiment abort {record.endpoint_name} "
+        f"--stage {record.stage}`"
+    )
 
 
 def _waiting_note(record: ExperimentRecord) -> str | None:

@@ -275,3 +275,24 @@ def test_invoke_repeat_sends_traffic_and_counts_broken_streams(
     out, err = capsys.readouterr()
     assert f"{name}: sent 3, answered 0" in out
     assert "3 failed" in err and "broke off" in err and "Traceback" not in out + err
+
+
+def test_sagemaker_ends_a_forgotten_shadow_experiment_and_status_says_so(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """Once running, the experiment's end is set to max_duration_minutes plus an hour
+    (UpdateInferenceExperiment): SageMaker's backstop; status then says how to finish."""
+    _role()
+    spec = make_spec()  # max_duration_minutes 120
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    record = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE).record
+    sm = boto3.client("sagemaker", region_name=REGION)
+    schedule = sm.describe_inference_experiment(Name=record.inference_experiment)["Schedule"]
+    span = (schedule["EndTime"] - record.started_at).total_seconds()  # type: ignore[operator]
+    assert abs(span - 3 * 3600) < 1  # millisecond timestamps on the wire
+    wall.now += 3 * 3600 + 1
+    status = experiment_status(name)
+    assert status.note is not None and "SageMaker ended the inference experiment" in status.note
+    assert not sm.describe_endpoint(EndpointName=name).get("ShadowProductionVariants")
+    outcome = abort_experiment(name, progress=False)
+    assert outcome.action == "aborted" and any(r.startswith("model:") for r in outcome.removed)
