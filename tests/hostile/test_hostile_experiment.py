@@ -64,6 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "argv", "fld"), CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line_before_any_aws_call(
+    *,
     name: str,
     argv: list[str],
     fld: str,
