@@ -227,8 +227,27 @@ def experiment_status(
         return ExperimentStatus(record, status, None, note=_waiting_note(record))
     at = now or _now()
     analysis, seen = _analyse(record, clients, final=final, now=at)
-    note = _ended_note(record, clients) or _traffic_note(record, analysis, seen)
+    note = (
+        _ended_note(record, clients)
+        or _observability_note(record, desc)
+        or _traffic_note(record, analysis, seen)
+    )
     return ExperimentStatus(record, status, analysis, seen.lines, at, note)
+
+
+def _observability_note(record: ExperimentRecord, desc: dict[str, Any] | None) -> str | None:
+    """An image read through detailed observability on a config that has it off (the
+    endpoint says so in its MetricsConfig): nothing to compare will come."""
+    if observation_source(record.spec.image_uri or "") != "detailed":
+        return None
+    metrics = (desc or {}).get("MetricsConfig") or {}
+    if metrics.get("EnableDetailedObservability") is not False:
+        return None
+    return (
+        f"detailed observability is off on {record.endpoint_name}'s current config "
+        f"({(desc or {}).get('EndpointConfigName')}): the variants' vLLM metrics are not "
+        "published, so this experiment cannot compare them; abort it"
+    )
 
 
 def _ended_note(record: ExperimentRecord, clients: Clients) -> str | None:

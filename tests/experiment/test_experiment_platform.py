@@ -296,3 +296,21 @@ def test_sagemaker_ends_a_forgotten_shadow_experiment_and_status_says_so(
     assert not sm.describe_endpoint(EndpointName=name).get("ShadowProductionVariants")
     outcome = abort_experiment(name, progress=False)
     assert outcome.action == "aborted" and any(r.startswith("model:") for r in outcome.removed)
+
+
+def test_status_says_when_the_endpoint_has_detailed_observability_off() -> None:
+    """Verified by content: the endpoint's MetricsConfig, not the image's name alone."""
+    from peagle_deploy.experiment.lifecycle import _new_record, _observability_note
+
+    spec = make_spec().model_copy(update={"image_uri": AWS_VLLM})
+    record = _new_record(experiment_plan(spec), spec)
+    off = {"EndpointConfigName": "c", "MetricsConfig": {"EnableDetailedObservability": False}}
+    note = _observability_note(record, off)
+    assert note is not None and "detailed observability is off" in note
+    assert (
+        _observability_note(record, {"MetricsConfig": {"EnableDetailedObservability": True}})
+        is None
+    )
+    assert _observability_note(record, {}) is None  # not said: not assumed either way
+    peagle = make_spec()
+    assert _observability_note(_new_record(experiment_plan(peagle), peagle), off) is None
