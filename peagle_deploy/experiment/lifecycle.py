@@ -471,7 +471,7 @@ def start_experiment(
         created = _create(xp, record, clients, show)
     else:
         say(show, f"{record.endpoint_name}: resuming the start requested at {record.requested_at}")
-        created = []
+        created = [] if _already_sent(xp, clients, desc) else _create(xp, record, clients, show)
     if not wait:
         return ExperimentStatus(record, "Updating", None, note=_waiting_note(record))
     limit = timeout_s or float(
@@ -503,6 +503,17 @@ def _create(
         raise
     except KeyboardInterrupt:
         raise Interrupted(record.endpoint_name, _resume_hint(record, "creating")) from None
+
+
+def _already_sent(xp: ExperimentPlan, clients: Clients, desc: dict[str, Any] | None) -> bool:
+    """Whether an interrupted start got as far as its last create call (SageMaker has the
+    experiment, or the endpoint serves or moves to the split's config)."""
+    if xp.experiment_name is not None:
+        found = shadow.describe(clients.sm, xp.experiment_name)
+        return found is not None and found.get("Status") not in shadow.TERMINAL
+    pending = (desc or {}).get("PendingDeploymentSummary") or {}
+    targets = {(desc or {}).get("EndpointConfigName"), pending.get("EndpointConfigName")}
+    return xp.config_name in targets
 
 
 def _resume_hint(record: ExperimentRecord, when: str) -> str:

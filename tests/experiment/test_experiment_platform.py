@@ -314,3 +314,28 @@ def test_status_says_when_the_endpoint_has_detailed_observability_off() -> None:
     assert _observability_note(record, {}) is None  # not said: not assumed either way
     peagle = make_spec()
     assert _observability_note(_new_record(experiment_plan(peagle), peagle), off) is None
+
+
+def test_a_start_interrupted_between_its_create_calls_is_completed_by_start(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the candidate's model was created, before the InferenceExperiment:
+    the same `start` sends what is missing (the model exists already) and waits."""
+    _role()
+    spec = make_spec()
+    deploy_peagle(spec=incumbent_spec(spec), progress=False)
+    real = shadow._replace_stale
+
+    def ctrl_c(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shadow, "_replace_stale", ctrl_c)
+    with pytest.raises(Interrupted, match="--file SPEC"):
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    assert sm.list_inference_experiments()["InferenceExperiments"] == []
+    monkeypatch.setattr(shadow, "_replace_stale", real)
+    resumed = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert resumed.record.state == "running"
+    (found,) = sm.list_inference_experiments()["InferenceExperiments"]
+    assert found["Status"] == "Running"
