@@ -68,7 +68,7 @@ def test_the_shadow_experiment_is_an_inference_experiment_beside_the_endpoint(
     xp = _plan()
     request = dict(xp.requests.create_inference_experiment)
     (props,) = [
-        r["Properties"]
+        copy.deepcopy(r["Properties"])  # the synthesized template is shared: read a copy
         for r in experiment_synth.resources(STACK, "AWS::SageMaker::InferenceExperiment").values()
     ]
     role = _experiment_role(experiment_synth)
