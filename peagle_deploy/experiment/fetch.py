@@ -7,10 +7,10 @@
   (`experiment.detailed`, PromQL);
 - how many requests each variant got and failed: CloudWatch `AWS/SageMaker`, dimensions
   EndpointName and VariantName: Invocations and Invocation5XXErrors, summed over
-  60-second periods (GetMetricData), plus the requests the engine ended in an error after
-  a stream had started (the lines' `errors`, or vLLM's `request_success` with
-  `finished_reason="error"`): SageMaker counts a 5XX only when the model's response
-  status is one, and a stream's status is 200 before it can fail.
+  60-second periods (GetMetricData); the error count is the larger of that and the
+  requests the engine ended in an error (the lines' `errors`, or vLLM's
+  `request_success` with `finished_reason="error"`): SageMaker counts a 5XX only when the
+  model's response status is one, and a stream's status is 200 before it can fail.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ class Observed:
 
     lines: list[LineObservation]
     counts: dict[str, InvocationCounts]
-    """Over the whole span; `errors_5xx` includes the engine errors after a stream started."""
+    """Over the whole span; `errors_5xx` also covers the engine errors after a stream
+    started (`_with_errors`)."""
     recent: dict[str, InvocationCounts]
     """Likewise, over the guardrails' recent span."""
     missing: str | None = None
@@ -184,11 +185,15 @@ class Observed:
 def _with_errors(
     counts: Mapping[str, InvocationCounts], errors: ErrorTimes, since_ms: int
 ) -> dict[str, InvocationCounts]:
-    added: dict[str, float] = defaultdict(float)
+    """Each variant's errors: the larger of SageMaker's 5XX count and the engine's error
+    count since `since_ms`. A non-streamed engine error is both a 500 and an engine error
+    (adding the two would count it twice); a streamed one is only the latter, since its
+    status was 200 already. Both kinds at once: a lower bound."""
+    engine: dict[str, float] = defaultdict(float)
     for variant, seen in errors.items():
-        added[variant] += sum(n for t, n in seen if t >= since_ms)
+        engine[variant] += sum(n for t, n in seen if t >= since_ms)
     return {
-        v: InvocationCounts(c.invocations, c.errors_5xx + added.get(v, 0.0))
+        v: InvocationCounts(c.invocations, max(c.errors_5xx, engine.get(v, 0.0)))
         for v, c in counts.items()
     }
 

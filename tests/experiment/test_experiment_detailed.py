@@ -151,3 +151,14 @@ def test_a_counter_stored_without_its_total_suffix_is_found_by_the_second_name()
         "vllm:generation_tokens_total",
         "vllm:generation_tokens",
     ]
+
+
+def test_engine_errors_raise_the_error_count_without_counting_a_500_twice() -> None:
+    from peagle_deploy.experiment.fetch import _with_errors
+    from peagle_deploy.experiment.observations import InvocationCounts
+
+    counts = {"AllTraffic": InvocationCounts(100, 4), "Candidate": InvocationCounts(100, 0)}
+    engine = {"AllTraffic": [(1000, 4.0)], "Candidate": [(500, 9.0), (1000, 6.0)]}
+    got = _with_errors(counts, engine, since_ms=1000)
+    assert got["AllTraffic"].errors_5xx == 4  # non-streamed: each was a 500 as well
+    assert got["Candidate"].errors_5xx == 6  # streamed: SageMaker saw none; before 1000 ignored
