@@ -16,6 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
+from infra.experiment import ShadowExperiment
 from infra.model import PeagleModel
 from infra.role import ExecutionRole
 from peagle_deploy.access import s3_reads
@@ -155,6 +156,20 @@ def production_variant_property(
     return sm.CfnEndpointConfig.ProductionVariantProperty(**kwargs)
 
 
+def metrics_config_property(
+    metrics: Mapping[str, Any] | None,
+) -> sm.CfnEndpointConfig.MetricsConfigProperty | None:
+    """The plan's MetricsConfig (detailed observability) as the L1 property."""
+    if metrics is None:
+        return None
+    unknown = set(metrics) - {"EnableDetailedObservability"}
+    if unknown:
+        raise NotExpressibleError("MetricsConfig", f"fields {sorted(unknown)}")
+    return sm.CfnEndpointConfig.MetricsConfigProperty(
+        enable_detailed_observability=metrics["EnableDetailedObservability"]
+    )
+
+
 def deployment_config_property(
     deployment_config: Mapping[str, Any], alarm_names: Sequence[str]
 ) -> sm.CfnEndpoint.DeploymentConfigProperty:
@@ -203,11 +218,13 @@ class PeagleEndpoint(Construct):
     `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
 
     With an `experiment` (the stage's spec carries one), the candidate's model joins
-    the incumbent's on the same provider, the endpoint config is the experiment's (both
-    variants, `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's
-    blue/green guardrails need the old and new configs' variant names to match, which
-    adding the candidate changes (docs/platform-facts.md); without one the update is
-    blue/green all at once, with no availability loss.
+    the incumbent's on the same provider. A shadow experiment is an InferenceExperiment
+    beside the endpoint (`infra.experiment`), which keeps the incumbent's config and
+    rollout. A split experiment's config is the experiment's (both variants,
+    `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's blue/green
+    guardrails need the old and new configs' variant names to match, which adding the
+    candidate changes (docs/platform-facts.md); without one the update is blue/green all
+    at once, with no availability loss.
     """
 
     def __init__(
@@ -257,16 +274,17 @@ class PeagleEndpoint(Construct):
         self.model.resource.node.add_dependency(self.execution_role.policy)
         self.candidate_model: Any = None
         config_request = plan.create_endpoint_config
+        split = experiment is not None and experiment.requests.create_endpoint_config is not None
         if experiment is not None:
             self.candidate_model = self.model.add_model(experiment.create_candidate_model)
             self.candidate_model.node.add_dependency(self.execution_role.policy)
-            config_request = experiment.create_experiment_config
+            config_request = experiment.requests.create_endpoint_config or config_request
 
         self.endpoint_config = self._endpoint_config(plan, key, config_request)
         self.endpoint_config.node.add_dependency(self.model.resource)
         deployment_config = (
             None
-            if experiment is not None
+            if split
             else deployment_config_property(
                 plan.update_endpoint["DeploymentConfig"],
                 [*rollback_alarm_names, *plan.spec.rollout.alarms],
@@ -281,11 +299,25 @@ class PeagleEndpoint(Construct):
             tags=_tags(plan.create_endpoint["Tags"]),
         )
         self.endpoint.node.add_dependency(self.model.resource)
-        if self.candidate_model is not None:
-            self.endpoint_config.node.add_dependency(self.candidate_model)
-            self.endpoint.node.add_dependency(self.candidate_model)
         if log_group is not None:
             self.endpoint.node.add_dependency(log_group)
+        self.shadow: ShadowExperiment | None = None
+        if experiment is not None:
+            self._wire_experiment(experiment, split=split)
+
+    def _wire_experiment(self, experiment: ExperimentPlan, *, split: bool) -> None:
+        """A split's config names the candidate's model; a shadow experiment is its own
+        resource beside the endpoint, created once the endpoint and the model exist."""
+        if split:
+            self.endpoint_config.node.add_dependency(self.candidate_model)
+            self.endpoint.node.add_dependency(self.candidate_model)
+            return
+        request = experiment.requests.create_inference_experiment
+        assert request is not None
+        self.shadow = ShadowExperiment(
+            self, "ShadowExperiment", request=request, endpoint=self.endpoint
+        )
+        self.shadow.resource.node.add_dependency(self.candidate_model)
 
     def _endpoint_config(
         self, plan: Plan, key: kms.IKey, request: Mapping[str, Any]
@@ -295,6 +327,7 @@ class PeagleEndpoint(Construct):
             "ProductionVariants",
             "ShadowProductionVariants",
             "KmsKeyId",
+            "MetricsConfig",
             "Tags",
         }
         unknown = set(request) - known
@@ -319,5 +352,6 @@ class PeagleEndpoint(Construct):
             ]
             or None,
             kms_key_id=kms_key_id,
+            metrics_config=metrics_config_property(request.get("MetricsConfig")),
             tags=_tags(request["Tags"]),
         )

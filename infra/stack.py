@@ -80,7 +80,8 @@ class PeagleStack(Stack):
             thresholds=AlarmThresholds(**stage.alarms),
         )
         # The stage's spec may carry an experiment: the candidate's model and the
-        # two-variant config, exactly as `peagle experiment start` sends them.
+        # InferenceExperiment (shadow) or the two-variant config (split), exactly as
+        # `peagle experiment start` sends them.
         self.experiment = experiment_plan(stage.load_spec()) if plan.spec.experiment else None
         self.endpoint = PeagleEndpoint(
             self,
@@ -178,4 +179,11 @@ class PeagleStack(Stack):
                 "ExperimentCandidateModel",
                 value=self.experiment.candidate_model_name,
                 description=f"The experiment's candidate ({self.experiment.settings.mode})",
+            )
+        if self.experiment is not None and self.experiment.experiment_name is not None:
+            CfnOutput(
+                self,
+                "InferenceExperimentName",
+                value=self.experiment.experiment_name,
+                description="The shadow experiment (peagle experiment status reads it)",
             )

@@ -31,8 +31,8 @@ MODEL_TAG = "peagle:model"
 MANAGED_TAG_COUNT = 4
 """The tags peagle-deploy puts on every resource it makes (user tags cannot use `peagle:`)."""
 
-DerivedKind = Literal["m", "c"]
-"""`m`: model; `c`: endpoint config."""
+DerivedKind = Literal["m", "c", "x"]
+"""`m`: model; `c`: endpoint config; `x`: inference experiment (a shadow experiment)."""
 
 _HEAD_LEN = MAX_NAME - len("-m") - DIGEST_LEN
 _KEPT_LEN = _HEAD_LEN - len("-") - NAME_DIGEST_LEN
@@ -79,7 +79,8 @@ def derived_prefix(endpoint_name: str, kind: DerivedKind) -> str:
 
 
 def derived_name(endpoint_name: str, kind: DerivedKind, digest: str) -> str:
-    """The model (`m`) or endpoint-config (`c`) name for content digest `digest`."""
+    """The model (`m`), endpoint-config (`c`) or inference-experiment (`x`) name for
+    content digest `digest`."""
     if not re.fullmatch(rf"[0-9a-f]{{{DIGEST_LEN}}}", digest):
         raise ValueError(f"digest must be {DIGEST_LEN} hex digits, got {digest!r}")
     return derived_prefix(endpoint_name, kind) + digest

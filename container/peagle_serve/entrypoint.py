@@ -32,9 +32,9 @@ from peagle_serve.envargs import ArgvError, build_args, resolve_model
 from peagle_serve.launch import LaunchError, launch_argv
 from peagle_serve.metrics import (
     DEFAULT_INTERVAL_S,
-    DEFAULT_METRICS_URL,
     METRICS_URL_ENV,
     MetricsReporter,
+    metrics_url,
 )
 from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 from peagle_serve.preflight import PreflightError, PreflightResult, run_preflight
@@ -184,8 +184,11 @@ def main(args: Sequence[str] | None = None) -> int:
     child_env = {**env, **result.env_updates}
     reporter = None
     if result.speculative is not None and interval > 0:
+        url, problem = metrics_url(env.get(METRICS_URL_ENV))
+        if problem:
+            _log("warning", problem)
         reporter = MetricsReporter(
-            env.get(METRICS_URL_ENV) or DEFAULT_METRICS_URL,
+            url,
             interval,
             dimensions=contract.metric_dimensions(env),
         )

@@ -209,6 +209,28 @@ def render_line(
     )
 
 
+def metrics_url(value: str | None) -> tuple[str, str | None]:
+    """The /metrics URL to read from PEAGLE_METRICS_URL's value, and a warning when the
+    value is no http(s) URL with a host (the reporter then reads the default: a bad value
+    must not stop the metric lines, without which an experiment can never decide)."""
+    from urllib.parse import urlsplit
+
+    if not value:
+        return DEFAULT_METRICS_URL, None
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError:
+        ok = False
+    if ok:
+        return value, None
+    return DEFAULT_METRICS_URL, (
+        f"{METRICS_URL_ENV}={value!r} is not an http(s) URL with a host; reading "
+        f"{DEFAULT_METRICS_URL} instead"
+    )
+
+
 def fetch_metrics(url: str, timeout_s: float = 5.0) -> str:
     with urllib.request.urlopen(url, timeout=timeout_s) as resp:
         body: bytes = resp.read()
@@ -224,7 +246,8 @@ class MetricsReporter:
     acceptance). That window begins at the last read that found no engine answering (no
     request can have been served before it), or when the reporter started.
 
-    Errors while vLLM is still starting (connection refused) are expected and skipped.
+    Errors while vLLM is still starting (connection refused) are expected and skipped, as
+    are unreadable pages and URLs: the thread keeps reading until it is stopped.
     """
 
     def __init__(
@@ -258,7 +281,7 @@ class MetricsReporter:
             text = self._fetch(self.url)
             current = draft_counters(text)
             served_now = serving.serving_counters(parse_prometheus_text(text))
-        except (OSError, PrometheusParseError):
+        except (OSError, ValueError):  # not answering yet, a bad page, a bad URL
             current = None
         now = self._monotonic()
         if current is None:

@@ -12,6 +12,11 @@ counter and histogram deltas between two reads of /metrics (vLLM 0.30.0,
   decode_s       the time those requests spent decoding (`vllm:request_decode_time_seconds`
                  sum), so decode_tokens / decode_s is the speed of one stream
   ttft_s, itl_s, e2e_s   per-bucket counts of the latency histograms (contract.SERVING_HISTOGRAMS)
+  errors         requests that ended in an error inside the engine
+                 (`vllm:request_success` with `finished_reason="error"`, which vLLM turns
+                 into a 500). A streamed request that fails after its first bytes is not
+                 counted by SageMaker's Invocation5XXErrors (its response status was 200
+                 already), so experiments add this count to their error guardrail.
 
 Pure functions of the parsed samples; `metrics.MetricsReporter` adds the result to its line.
 """
@@ -30,6 +35,9 @@ GENERATION_TOKENS: Final = "vllm:generation_tokens"
 REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
 DECODE_TIME: Final = "vllm:request_decode_time_seconds"
 REQUESTS: Final = "vllm:e2e_request_latency_seconds"
+REQUEST_SUCCESS: Final = "vllm:request_success"
+ERROR_REASON: Final = "error"
+"""vLLM's FinishReason.ERROR: a request-level internal error, always turned into a 500."""
 
 
 class SampleLike(Protocol):
@@ -62,6 +70,7 @@ class ServingCounters:
     generation_tokens_of_finished: float
     decode_s: float
     histograms: Mapping[str, Histogram]
+    errors: float = 0.0
 
 
 def _series(name: str) -> tuple[str, str]:
@@ -99,6 +108,10 @@ def serving_counters(samples: Iterable[SampleLike]) -> ServingCounters | None:
             sums[family] = sums.get(family, 0.0) + sample.value
         if part in ("sum", "count", "total"):
             scalars[(family, part)] = scalars.get((family, part), 0.0) + sample.value
+        if family == REQUEST_SUCCESS and sample.labels.get("finished_reason") == ERROR_REASON:
+            scalars[(family, ERROR_REASON)] = (
+                scalars.get((family, ERROR_REASON), 0.0) + sample.value
+            )
     if (REQUESTS, "count") not in scalars and (GENERATION_TOKENS, "total") not in scalars:
         return None
     histograms: dict[str, Histogram] = {}
@@ -117,6 +130,7 @@ def serving_counters(samples: Iterable[SampleLike]) -> ServingCounters | None:
         generation_tokens_of_finished=scalars.get((REQUEST_GENERATION_TOKENS, "sum"), 0.0),
         decode_s=scalars.get((DECODE_TIME, "sum"), 0.0),
         histograms=histograms,
+        errors=scalars.get((REQUEST_SUCCESS, ERROR_REASON), 0.0),
     )
 
 
@@ -144,7 +158,8 @@ def serving_window(
         previous = ServingCounters(0.0, 0.0, 0.0, 0.0, {})
     requests = current.requests - previous.requests
     tokens = current.output_tokens - previous.output_tokens
-    if requests <= 0 and tokens <= 0:
+    errors = max(0.0, current.errors - previous.errors)
+    if requests <= 0 and tokens <= 0 and errors <= 0:
         return None
     finished_tokens = current.generation_tokens_of_finished - previous.generation_tokens_of_finished
     window: dict[str, Any] = {
@@ -153,6 +168,7 @@ def serving_window(
         "output_tokens": round(tokens),
         "decode_tokens": round(max(0.0, finished_tokens - requests)),
         "decode_s": round(max(0.0, current.decode_s - previous.decode_s), 6),
+        "errors": round(errors),
     }
     for key, histogram in current.histograms.items():
         window[key] = _histogram_delta(previous.histograms.get(key), histogram)

@@ -410,7 +410,13 @@ def _experiment_step(
         aws.set_variant(name, "Candidate", VariantBehaviour(0.55, 5, step_s=0.022, ttft_s=0.05))
         deploy_peagle(spec=incumbent_spec(spec), poll_interval_s=settings.poll_interval_s)
         created.append(name)
-        start_experiment(spec=spec, poll_interval_s=settings.poll_interval_s)
+        # shadow mode runs as SageMaker's InferenceExperiment, which assumes a role of its
+        # own; the emulated account's execution role stands in for it here
+        start_experiment(
+            spec=spec,
+            poll_interval_s=settings.poll_interval_s,
+            experiment_role_arn=settings.role_arn + "-experiment",
+        )
         out.print(
             f"{name}: serving K=3 (AllTraffic) with K=5 as a shadow variant; sending "
             f"{settings.experiment_rps:g} requests/s (emulated truth: K=5 decodes about "

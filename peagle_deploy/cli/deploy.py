@@ -24,6 +24,8 @@ MAX_WAIT_S = 86400.0
 """Longest --timeout: a day, well past any SageMaker change (a blue/green rollout may
 run 8 h: MaximumExecutionTimeoutInSeconds <= 28800)."""
 MAX_TOKENS = 2**31 - 1
+MAX_REPEAT = 100_000
+"""`invoke --repeat` at most (sequential requests; more is a load test: `peagle bench`)."""
 """Largest --max-tokens sent (a 32-bit integer; the server caps it by max_model_len)."""
 MAX_TEMPERATURE = 100.0
 """Largest --temperature sent (vLLM takes any value >= 0; beyond this it is noise)."""
@@ -294,6 +296,16 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
         typer.Option("--temperature", help="Sampling temperature (default: the server's)."),
     ] = None,
     system: Annotated[str | None, typer.Option("--system", help="System message.")] = None,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=MAX_REPEAT,
+            help="Send it this many times, one after the other, and print a summary "
+            "(traffic for a trial, e.g. an experiment).",
+        ),
+    ] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Send one chat message (OpenAI chat-completions payload) and print the answer."""
@@ -312,6 +324,9 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     if temperature is not None:
         params["temperature"] = temperature
     endpoint = PeagleEndpoint.from_name(name, region=region)
+    if repeat > 1:
+        _repeat(endpoint, messages, params, repeat=repeat, stream=stream, as_json=as_json)
+        return
     if stream:
         chat_stream = endpoint.stream(messages, **params)
         for delta in chat_stream:
@@ -335,6 +350,50 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.emit_json(result.raw)
     else:
         sys.stdout.write(result.text + "\n")
+
+
+def _repeat(
+    endpoint: Any,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    repeat: int,
+    stream: bool,
+    as_json: bool,
+) -> None:
+    """Send the same message `repeat` times; one summary; exit 1 when any failed."""
+    answered = tokens = 0
+    failures: list[str] = []
+    for _ in range(repeat):
+        try:
+            if stream:
+                chat_stream = endpoint.stream(messages, **params)
+                for _delta in chat_stream:
+                    pass
+                usage = chat_stream.usage
+            else:
+                usage = endpoint.chat(messages, **params).usage
+        except PeagleError as exc:
+            failures.append(str(exc))
+            continue
+        answered += 1
+        tokens += int((usage or {}).get("completion_tokens") or 0)
+    summary = {
+        "endpoint_name": endpoint.endpoint_name,
+        "sent": repeat,
+        "answered": answered,
+        "failed": len(failures),
+        "completion_tokens": tokens,
+        "first_failure": failures[0] if failures else None,
+    }
+    if as_json:
+        output.emit_json(summary)
+    else:
+        _say(f"{endpoint.endpoint_name}: sent {repeat}, answered {answered}, {tokens} tokens")
+        if failures:
+            output.warn(f"{len(failures)} failed; the first: {failures[0]}")
+    if failures:
+        raise typer.Exit(1)
 
 
 def list_command(

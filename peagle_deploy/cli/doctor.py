@@ -15,7 +15,7 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
-from peagle_deploy.cli.plan_json import load_cli_spec
+from peagle_deploy.cli.plan_json import load_cli_spec, plan_with_experiment
 from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.errors import InputError
 
@@ -38,11 +38,10 @@ Examples:
 
 def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[Any, Any, Any]:
     """(plan, role view, session): a spec's plan with its role, or a CDK stage's with the
-    stack's role."""
-    from peagle_deploy.plan import build_plan
-
+    stack's role. A spec's experiment block is planned too: doctor refuses what `plan`
+    refuses."""
     if file is not None or model is not None or STAGE_KNOB not in knobs:
-        return build_plan(load_cli_spec(file, model, knobs)), None, None
+        return plan_with_experiment(load_cli_spec(file, model, knobs))[0], None, None
     others = sorted(k for k in knobs if k != STAGE_KNOB)
     if others:
         raise InputError(
@@ -54,6 +53,8 @@ def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[
     from peagle_deploy.cli.cdk_stage import planned_role, stage_plan
 
     stage, plan = stage_plan(str(knobs[STAGE_KNOB]), Path.cwd())
+    if plan.spec.experiment is not None:
+        plan_with_experiment(stage.load_spec())
     session = make_session(plan.region)
     return plan, planned_role(plan, session, stage.stack_id, stage.account), session
 

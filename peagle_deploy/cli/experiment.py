@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
+from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.report import render_status
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 EXAMPLES = """\
 Examples:
 
-  peagle experiment start peagle-gpt-oss-20b-prod --file stages/prod.yaml
+  peagle experiment start peagle-gpt-oss-20b-prod --file stages/prod.yaml \\
+      --experiment-role-arn arn:aws:iam::123456789012:role/peagle-shadow-tests
 
   peagle experiment status peagle-gpt-oss-20b-prod --stage prod --plot experiment.png
 
@@ -86,8 +88,24 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
         str | None, typer.Option("--stage", help="Stage (default: the spec's, else dev).")
     ] = None,
     region: so.RegionOpt = None,
+    role_arn: Annotated[
+        str | None,
+        typer.Option(
+            "--role-arn", help="The execution role (the spec's execution_role_arn, as for deploy)."
+        ),
+    ] = None,
+    experiment_role_arn: Annotated[
+        str | None,
+        typer.Option(
+            "--experiment-role-arn",
+            help="Shadow mode: the role SageMaker assumes to run the InferenceExperiment.",
+        ),
+    ] = None,
+    no_doctor: Annotated[
+        bool, typer.Option("--no-doctor", help="Skip the read-only checks of `peagle doctor`.")
+    ] = False,
     no_wait: Annotated[
-        bool, typer.Option("--no-wait", help="Return once SageMaker accepted the update.")
+        bool, typer.Option("--no-wait", help="Return once SageMaker accepted the experiment.")
     ] = False,
     no_progress: ProgressOpt = False,
     as_json: so.JsonOpt = False,
@@ -95,28 +113,32 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
     """Put the spec's candidate beside the serving incumbent (no traffic is dropped).
 
     The spec is --file (with an `experiment:` block), else the one the stage manifest
-    records; it must be the spec the endpoint serves.
+    records; it must be the spec the endpoint serves. Shadow mode runs as SageMaker's
+    InferenceExperiment (--experiment-role-arn); split mode as two production variants.
+    Run again with the same spec after an interruption, it resumes the same start.
     """
     from peagle_deploy.experiment.lifecycle import start_experiment
+    from peagle_deploy.validation.aws_shapes import check_role
 
     _check(endpoint, region, stage or "dev")
+    for flag, value in (("--role-arn", role_arn), ("--experiment-role-arn", experiment_role_arn)):
+        if value is not None:
+            check_role(value, flag)
     status = start_experiment(
         endpoint,
         spec_file=str(file) if file is not None else None,
         stage=stage,
         region=region,
+        role_arn=role_arn,
+        experiment_role_arn=experiment_role_arn,
         wait=not no_wait,
         progress=False if (no_progress or as_json) else None,
+        doctor=not no_doctor,
     )
     if as_json:
         output.emit_json(status.to_json())
         return
     render_status(status, output.console)
-    output.console.print(
-        f"read it with `peagle experiment status {endpoint} --stage {status.record.stage}`",
-        highlight=False,
-        markup=False,
-    )
 
 
 @experiment_app.command("status", epilog=EXAMPLES)
@@ -147,6 +169,8 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     from peagle_deploy.experiment.lifecycle import experiment_status
 
     _check(endpoint, region, stage)
+    if plot is not None:
+        _check_plot(plot)
     spec = None
     if file is not None:
         from peagle_deploy.spec import load_spec
@@ -164,6 +188,23 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     render_status(status, output.console)
     if written:
         output.console.print(f"plot: {written}", highlight=False, markup=False)
+    elif plot is not None:
+        output.console.print(
+            f"plot: not written ({plot}): no data yet", highlight=False, markup=False
+        )
+
+
+def _check_plot(plot: Path) -> None:
+    """Where --plot writes must be a file in an existing directory (before any AWS call)."""
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(
+            "--plot", f"{str(folder)!r} is not an existing directory", "FILE.png in one"
+        )
+    if plot.is_dir():
+        raise InputError(
+            "--plot", f"{str(plot)!r} is a directory", "a file path, e.g. experiment.png"
+        )
 
 
 @experiment_app.command("watch", epilog=EXAMPLES)

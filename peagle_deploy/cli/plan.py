@@ -86,17 +86,20 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
         output.literal(
             f"experiment ({experiment['mode']}): incumbent {variants['incumbent']['variant']} "
             f"x {variants['incumbent']['instances']}, candidate "
-            f"{variants['candidate']['variant']} x {variants['candidate']['instances']}"
+            f"{variants['candidate']['variant']} x {variants['candidate']['instances']}; "
+            f"observations from {experiment['observations']}"
         )
     )
     for title, key in (
         ("experiment: CreateModel (the candidate)", "create_candidate_model"),
+        ("experiment: CreateInferenceExperiment (shadow)", "create_inference_experiment"),
         ("experiment: CreateEndpointConfig (both variants)", "create_endpoint_config"),
         ("experiment: UpdateEndpoint (start)", "start_update_endpoint"),
         ("experiment: UpdateEndpoint (restore the incumbent)", "restore_update_endpoint"),
     ):
-        output.console.rule(title)
-        output.console.print_json(data=experiment[key], indent=2)
+        if key in experiment:
+            output.console.rule(title)
+            output.console.print_json(data=experiment[key], indent=2)
     for warning in experiment["warnings"]:
         output.warn(warning)
 

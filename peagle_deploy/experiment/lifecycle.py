@@ -1,21 +1,21 @@
 """Start, read, conclude and abort an experiment on a live endpoint (the SDK functions).
 
-- `start_experiment`: CreateModel (the candidate), CreateEndpointConfig (both variants),
-  UpdateEndpoint onto it; waits until both variants serve.
-- `experiment_status`: reads only: DescribeEndpoint, the variants' metric lines (Logs) and
-  invocation metrics (CloudWatch), then the analysis.
-- `conclude_experiment`: the decision rule; UpdateEndpoint back onto the incumbent's config,
-  then, for a winning candidate, an ordinary `deploy_peagle` (blue/green with the stage's
-  rollout) that records it in the stage manifest.
-- `abort_experiment`: UpdateEndpoint back onto the incumbent's config; removes the
-  candidate's model and config.
+- `start_experiment`: the candidate's model, then by mode a shadow InferenceExperiment
+  (`experiment.shadow`) or a split endpoint config and UpdateEndpoint
+  (`experiment.split`); waits until both variants serve. A start interrupted while it
+  waits is resumed by running it again with the same spec.
+- `experiment_status`: reads only: the endpoint (and its InferenceExperiment), the
+  variants' observations (`experiment.fetch`), then the analysis.
+- `conclude_experiment`: the decision rule; the endpoint back on the incumbent alone
+  (StopInferenceExperiment, or UpdateEndpoint for a split), then, for a winning
+  candidate, an ordinary `deploy_peagle` (blue/green with the stage's rollout) that
+  records it in the stage manifest.
+- `abort_experiment`: the endpoint back on the incumbent alone; the candidate removed.
 - `watch_experiment`: status every interval; a guardrail breach aborts, a decision concludes.
 
-Every transition is a plain UpdateEndpoint (see `experiment.plan` for why), which SageMaker
-performs on a new fleet with no availability loss; a failed start leaves the incumbent
-serving and removes what it created. The record (`peagle_deploy.records`, kind
-`experiment`) says where an experiment stands; the endpoint's own variants are checked
-against it at every step.
+A failed start leaves the incumbent serving and removes what it created. The record
+(`peagle_deploy.records`, kind `experiment`) says where an experiment stands; the
+endpoint's own variants are checked against it at every step.
 """
 
 from __future__ import annotations
@@ -26,12 +26,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, make_client
-from peagle_deploy.errors import DeployError, InputError
+from peagle_deploy.aws import describe_endpoint_or_none
+from peagle_deploy.errors import InputError
+from peagle_deploy.experiment import shadow, split
 from peagle_deploy.experiment.analysis import Analysis, analyse
-from peagle_deploy.experiment.fetch import fetch_counts, fetch_lines
+from peagle_deploy.experiment.common import UPDATE_MARGIN_S, Clients, ExperimentError, say
+from peagle_deploy.experiment.fetch import Observed, fetch_observations
 from peagle_deploy.experiment.observations import VariantSample
-from peagle_deploy.experiment.plan import ExperimentPlan, candidate_spec, experiment_plan
+from peagle_deploy.experiment.plan import (
+    ExperimentPlan,
+    candidate_spec,
+    experiment_plan,
+    observation_source,
+)
+from peagle_deploy.plan.experiment_requests import PLACEHOLDER_EXPERIMENT_ROLE_ARN
 from peagle_deploy.records import (
     OPEN_STATES,
     ExperimentRecord,
@@ -39,42 +47,27 @@ from peagle_deploy.records import (
     running_experiment,
     write_record,
 )
-from peagle_deploy.redaction import SecretValues
-from peagle_deploy.sdk.waiter import IN_PROGRESS, use_progress, wait_for_endpoint
+from peagle_deploy.sdk.waiter import IN_PROGRESS, Interrupted, use_progress, wait_for_endpoint
 from peagle_deploy.spec.models import DeploymentSpec
 
-UPDATE_MARGIN_S = 600
+__all__ = [
+    "ExperimentError",
+    "ExperimentOutcome",
+    "ExperimentStatus",
+    "abort_experiment",
+    "conclude_experiment",
+    "experiment_status",
+    "start_experiment",
+    "watch_experiment",
+]
+
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
 
 Action = Literal["promoted", "kept", "aborted"]
 
 
-class ExperimentError(DeployError):
-    """An experiment step SageMaker refused, or one the endpoint's state does not allow."""
-
-
-@dataclass
-class _Clients:
-    region: str
-    session: Any
-    sm: Any = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.sm = make_client("sagemaker", region=self.region, boto_session=self.session)
-
-    def client(self, service: str) -> Any:
-        return make_client(service, region=self.region, boto_session=self.session)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _say(progress: bool, text: str) -> None:
-    if progress:
-        from peagle_deploy.terminal import plain_console
-
-        plain_console(stderr=True).print(text, highlight=False)
 
 
 # --- status -----------------------------------------------------------------------------
@@ -87,6 +80,8 @@ class ExperimentStatus:
     analysis: Analysis | None
     observations: list[VariantSample] = field(default_factory=list, repr=False)
     read_at: datetime = field(default_factory=_now)
+    note: str | None = None
+    """Why there is nothing to compare yet, and what to do about it."""
 
     def to_json(self) -> dict[str, Any]:
         r = self.record
@@ -97,15 +92,17 @@ class ExperimentStatus:
             "endpoint_status": self.endpoint_status,
             "mode": r.settings.mode,
             "variants": {"incumbent": r.incumbent_variant, "candidate": r.candidate_variant},
+            "inference_experiment": r.inference_experiment,
             "started_at": r.started_at.isoformat() if r.started_at else None,
             "ended_at": r.ended_at.isoformat() if r.ended_at else None,
             "read_at": self.read_at.isoformat(),
             "analysis": self.analysis.to_json() if self.analysis else None,
+            "note": self.note,
             "outcome": r.outcome,
         }
 
 
-def _record_or_refuse(stage: str, endpoint_name: str, clients: _Clients) -> ExperimentRecord:
+def _record_or_refuse(stage: str, endpoint_name: str, clients: Clients) -> ExperimentRecord:
     record = read_record(clients.client("ssm"), ExperimentRecord, stage, endpoint_name)
     if record is None:
         raise ExperimentError(
@@ -115,77 +112,85 @@ def _record_or_refuse(stage: str, endpoint_name: str, clients: _Clients) -> Expe
     return record
 
 
-def _settle_start(record: ExperimentRecord, desc: dict[str, Any] | None, ssm: Any) -> None:
-    """A start that did not wait: once the endpoint serves the experiment's config, the
-    experiment runs from the moment it did."""
-    if record.state != "starting" or not desc:
+def _serving_since(
+    record: ExperimentRecord, clients: Clients, desc: dict[str, Any] | None
+) -> datetime | None:
+    """When both variants started serving (None while they do not)."""
+    if not desc or desc.get("EndpointStatus") != "InService":
+        return None
+    if record.inference_experiment is not None:
+        now, _, ie = shadow.state(record, clients)
+        if now != "running" or not running_experiment(desc):
+            return None
+        config = (ie.get("EndpointMetadata") or {}).get("EndpointConfigName")
+        record.experiment_config = str(config or desc.get("EndpointConfigName") or "")
+    elif not split.serving(record, desc):
+        return None
+    started = desc.get("LastModifiedTime")
+    return started if isinstance(started, datetime) else _now()
+
+
+def _settle_start(
+    record: ExperimentRecord,
+    desc: dict[str, Any] | None,
+    clients: Clients,
+    at: datetime | None = None,
+) -> None:
+    """Once both variants serve, the experiment runs: from `at` (a start that saw it),
+    else from when the endpoint last changed (a start that did not wait)."""
+    if record.state != "starting":
         return
-    if desc.get("EndpointStatus") == "InService" and (
-        desc.get("EndpointConfigName") == record.experiment_config
-    ):
-        started = desc.get("LastModifiedTime")
-        record.started_at = started if isinstance(started, datetime) else _now()
-        record.state = "running"
-        write_record(ssm, record)
+    started = _serving_since(record, clients, desc)
+    if started is None:
+        return
+    started = at or started
+    record.started_at = started
+    record.state = "running"
+    if record.inference_experiment is not None:
+        shadow.after_start(record, clients, started)
+    write_record(clients.client("ssm"), record)
 
 
 def _analyse(
-    record: ExperimentRecord, clients: _Clients, *, final: bool, now: datetime
-) -> tuple[Analysis, list[VariantSample]]:
+    record: ExperimentRecord, clients: Clients, *, final: bool, now: datetime
+) -> tuple[Analysis, Observed]:
     assert record.started_at is not None
-    start_ms = int(record.started_at.timestamp() * 1000)
-    now_ms = int(now.timestamp() * 1000)
-    lines = fetch_lines(
-        clients.client("logs"), record.endpoint_name, start_ms=start_ms, end_ms=now_ms
+    seen = fetch_observations(
+        observation_source(record.spec.image_uri or ""),
+        clients,
+        record.endpoint_name,
+        (record.incumbent_variant, record.candidate_variant),
+        start=record.started_at,
+        end=now,
     )
-    variants = (record.incumbent_variant, record.candidate_variant)
-    cw = clients.client("cloudwatch")
-    counts = fetch_counts(cw, record.endpoint_name, variants, start=record.started_at, end=now)
     analysis = analyse(
-        [*lines, *counts],
+        seen.samples,
         experiment=record.settings,
         incumbent=record.incumbent_variant,
         candidate=record.candidate_variant,
-        started_ms=start_ms,
-        now_ms=now_ms,
+        started_ms=int(record.started_at.timestamp() * 1000),
+        now_ms=int(now.timestamp() * 1000),
         final=final,
     )
-    return analysis, lines
+    return analysis, seen
 
 
 def _record_from_spec(
-    spec: DeploymentSpec, endpoint_name: str, desc: dict[str, Any] | None
+    spec: DeploymentSpec, endpoint_name: str, desc: dict[str, Any] | None, clients: Clients
 ) -> ExperimentRecord:
     """The record of an experiment some other tool started (a CDK stage carrying it):
-    from its spec and the endpoint; it runs from when the endpoint last became InService
-    on the experiment's config. Not stored."""
+    from its spec and the endpoint; it runs from when both variants served. Not stored."""
     xp = experiment_plan(spec)
     inc = xp.incumbent
     if inc.endpoint_name != endpoint_name:
         raise InputError(
             "ENDPOINT", f"{endpoint_name} is not the spec's endpoint", inc.endpoint_name
         )
-    seen = desc or {}
-    serving = (
-        seen.get("EndpointConfigName") == xp.config_name
-        and seen.get("EndpointStatus") == "InService"
-    )
-    started = seen.get("LastModifiedTime") if serving else None
-    return ExperimentRecord(
-        endpoint_name=endpoint_name,
-        stage=inc.spec.stage,
-        region=inc.region,
-        state="running" if serving else "starting",
-        spec=spec,
-        incumbent_variant=xp.incumbent_variant,
-        candidate_variant=xp.candidate_variant,
-        incumbent_config=inc.endpoint_config_name,
-        incumbent_model=inc.model_name,
-        candidate_model=xp.candidate_model_name,
-        experiment_config=xp.config_name,
-        requested_at=started if isinstance(started, datetime) else _now(),
-        started_at=started if isinstance(started, datetime) else None,
-    )
+    record = _new_record(xp, spec, state="starting")
+    started = _serving_since(record, clients, desc)
+    if started is not None:
+        record.state, record.started_at, record.requested_at = "running", started, started
+    return record
 
 
 def experiment_status(
@@ -203,20 +208,77 @@ def experiment_status(
     Without a stored record (an experiment a CDK stage carries), `spec` (the stage's spec,
     with its experiment block) says what runs.
     """
-    clients = _Clients(region or _region(boto_session), boto_session)
+    clients = Clients(region or _region(boto_session), boto_session)
     stored = read_record(clients.client("ssm"), ExperimentRecord, stage, endpoint_name)
     desc = describe_endpoint_or_none(clients.sm, endpoint_name)
     if stored is None and spec is not None and spec.experiment is not None:
-        record = _record_from_spec(spec, endpoint_name, desc)
+        record = _record_from_spec(spec, endpoint_name, desc, clients)
     else:
         record = stored if stored is not None else _record_or_refuse(stage, endpoint_name, clients)
-        _settle_start(record, desc, clients.client("ssm"))
+        _settle_start(record, desc, clients)
     status = str(desc.get("EndpointStatus")) if desc else "absent"
     if record.state != "running" or record.started_at is None:
-        return ExperimentStatus(record, status, None)
+        return ExperimentStatus(record, status, None, note=_waiting_note(record))
     at = now or _now()
-    analysis, lines = _analyse(record, clients, final=final, now=at)
-    return ExperimentStatus(record, status, analysis, lines, at)
+    analysis, seen = _analyse(record, clients, final=final, now=at)
+    note = (
+        _ended_note(record, clients)
+        or _observability_note(record, desc)
+        or _traffic_note(record, analysis, seen)
+    )
+    return ExperimentStatus(record, status, analysis, seen.served, at, note)
+
+
+def _observability_note(record: ExperimentRecord, desc: dict[str, Any] | None) -> str | None:
+    """An image read through detailed observability on a config that has it off (the
+    endpoint says so in its MetricsConfig): nothing to compare will come."""
+    if observation_source(record.spec.image_uri or "") != "detailed":
+        return None
+    metrics = (desc or {}).get("MetricsConfig") or {}
+    if metrics.get("EnableDetailedObservability") is not False:
+        return None
+    return (
+        f"detailed observability is off on {record.endpoint_name}'s current config "
+        f"({(desc or {}).get('EndpointConfigName')}): the variants' vLLM metrics are not "
+        "published, so this experiment cannot compare them; abort it"
+    )
+
+
+def _ended_note(record: ExperimentRecord, clients: Clients) -> str | None:
+    """A shadow experiment SageMaker ended on its own (its schedule, a failure)."""
+    if record.inference_experiment is None:
+        return None
+    now, why, _ = shadow.state(record, clients)
+    if now != "ended":
+        return None
+    return (
+        f"SageMaker ended the inference experiment ({why}); the incumbent serves alone. "
+        f"End it here with `peagle experiment conclude {record.endpoint_name} --stage "
+        f"{record.stage} --force` or `peagle experiment abort {record.endpoint_name} "
+        f"--stage {record.stage}`"
+    )
+
+
+def _waiting_note(record: ExperimentRecord) -> str | None:
+    if record.state == "starting":
+        return (
+            "the variants are not both serving yet; read again with `peagle experiment "
+            f"status {record.endpoint_name} --stage {record.stage}`"
+        )
+    return None
+
+
+def _traffic_note(record: ExperimentRecord, analysis: Analysis, seen: Observed) -> str | None:
+    """What to do when a variant has seen no request, or no observation came back."""
+    inc, cand = analysis.incumbent, analysis.candidate
+    if inc.invocations + cand.invocations == 0:
+        return (
+            "no requests yet: the experiment compares the endpoint's live traffic; send "
+            f"some (for a trial: `peagle invoke {record.endpoint_name} PROMPT --repeat 50`)"
+        )
+    if not seen.served:
+        return seen.missing or "the containers have reported no finished request yet"
+    return None
 
 
 def _region(boto_session: Any) -> str:
@@ -235,31 +297,22 @@ def _experiment_spec(
     *,
     stage: str | None,
     region: str | None,
+    role_arn: str | None,
     boto_session: Any,
 ) -> DeploymentSpec:
-    """The spec with the experiment: given, or the one the stage manifest records."""
-    from peagle_deploy.spec import load_spec
+    """The spec with the experiment: given, or the one the stage manifest records; with
+    `role_arn` as its execution role when given."""
+    from peagle_deploy.spec import load_spec, spec_with
 
     if spec is not None and spec_file is not None:
         raise InputError("spec", "give either spec= or spec_file=, not both")
     if spec_file is not None:
-        overrides = {"stage": stage, "region": region}
+        overrides = {"stage": stage, "region": region, "execution_role_arn": role_arn}
         spec = load_spec(spec_file, file_field="--file", **overrides)
-    if spec is None:
-        if endpoint_name is None:
-            raise InputError("ENDPOINT", "is required without a spec file")
-        from peagle_deploy.records import read_manifest
-
-        manifest = read_manifest(
-            stage or "dev", endpoint_name, region=region, boto_session=boto_session
-        )
-        if manifest is None:
-            raise InputError(
-                "--file",
-                f"no spec given and no manifest for {endpoint_name} in stage {stage or 'dev'}",
-                "a spec file with an experiment block",
-            )
-        spec = manifest.spec
+    elif spec is None:
+        spec = _manifest_spec(endpoint_name, stage, region, boto_session)
+    if role_arn is not None and spec.execution_role_arn != role_arn:
+        spec = spec_with(spec, execution_role_arn=role_arn)
     if spec.experiment is None:
         raise InputError(
             "experiment", "the spec has no experiment block", "see docs/experiments.md"
@@ -267,31 +320,48 @@ def _experiment_spec(
     return spec
 
 
-def start_experiment(
-    endpoint_name: str | None = None,
-    *,
-    spec: DeploymentSpec | None = None,
-    spec_file: str | None = None,
-    stage: str | None = None,
-    region: str | None = None,
-    boto_session: Any = None,
-    wait: bool = True,
-    timeout_s: float | None = None,
-    poll_interval_s: float = 2.0,
-    progress: bool | None = None,
-    doctor: bool = True,
-) -> ExperimentStatus:
-    """Put the spec's candidate beside the incumbent that serves `endpoint_name`.
+def _manifest_spec(
+    endpoint_name: str | None, stage: str | None, region: str | None, boto_session: Any
+) -> DeploymentSpec:
+    if endpoint_name is None:
+        raise InputError("ENDPOINT", "is required without a spec file")
+    from peagle_deploy.records import read_manifest
 
-    The spec (or the one the stage manifest records) must be the one the endpoint serves:
-    its plan's endpoint config is the endpoint's current one. InputError before any AWS
-    call for a bad spec; ExperimentError when the endpoint is not ready for it. `doctor`
-    runs `peagle doctor`'s read-only checks first (the capacity check counts both fleets).
-    """
-    the_spec = _experiment_spec(
-        spec, spec_file, endpoint_name, stage=stage, region=region, boto_session=boto_session
+    manifest = read_manifest(
+        stage or "dev", endpoint_name, region=region, boto_session=boto_session
     )
-    xp = experiment_plan(the_spec)
+    if manifest is None:
+        raise InputError(
+            "--file",
+            f"no spec given and no manifest for {endpoint_name} in stage {stage or 'dev'}",
+            "a spec file with an experiment block",
+        )
+    return manifest.spec
+
+
+def _new_record(
+    xp: ExperimentPlan, spec: DeploymentSpec, *, state: Literal["starting"] = "starting"
+) -> ExperimentRecord:
+    inc = xp.incumbent
+    return ExperimentRecord(
+        endpoint_name=inc.endpoint_name,
+        stage=inc.spec.stage,
+        region=inc.region,
+        state=state,
+        spec=spec,
+        incumbent_variant=xp.incumbent_variant,
+        candidate_variant=xp.candidate_variant,
+        incumbent_config=inc.endpoint_config_name,
+        incumbent_model=inc.model_name,
+        candidate_model=xp.candidate_model_name,
+        experiment_config=xp.config_name or "",
+        inference_experiment=xp.experiment_name,
+        requested_at=_now(),
+    )
+
+
+def _check_ready(xp: ExperimentPlan, endpoint_name: str | None, role_flag: str) -> None:
+    """What can be refused from the plan alone, before any AWS call."""
     from peagle_deploy.sdk.deploy import check_deployable_role
 
     check_deployable_role(xp.incumbent)
@@ -300,81 +370,27 @@ def start_experiment(
         raise InputError(
             "ENDPOINT", f"{endpoint_name} is not the spec's endpoint", inc.endpoint_name
         )
-    show = use_progress(progress)
-    if doctor:  # read-only; a failing check stops here, before any create call
-        from peagle_deploy.doctor import require_healthy
-        from peagle_deploy.plan import build_plan
-
-        require_healthy(build_plan(the_spec), boto_session=boto_session)
-    clients = _Clients(inc.region, boto_session)
-    ssm = clients.client("ssm")
-    desc = describe_endpoint_or_none(clients.sm, inc.endpoint_name)
-    _check_startable(
-        xp, desc, read_record(ssm, ExperimentRecord, inc.spec.stage, inc.endpoint_name)
-    )
-    record = ExperimentRecord(
-        endpoint_name=inc.endpoint_name,
-        stage=inc.spec.stage,
-        region=inc.region,
-        state="starting",
-        spec=the_spec,
-        incumbent_variant=xp.incumbent_variant,
-        candidate_variant=xp.candidate_variant,
-        incumbent_config=inc.endpoint_config_name,
-        incumbent_model=inc.model_name,
-        candidate_model=xp.candidate_model_name,
-        experiment_config=xp.config_name,
-        requested_at=_now(),
-    )
-    created = _create_and_update(xp, clients, show)
-    write_record(ssm, record, tags=inc.tags)
-    if not wait:
-        return ExperimentStatus(record, "Updating", None)
-    limit = timeout_s or float(
-        inc.model_data_download_timeout_s
-        + inc.container_startup_health_check_timeout_s
-        + UPDATE_MARGIN_S
-    )
-    result = wait_for_endpoint(
-        clients.sm,
-        inc.endpoint_name,
-        timeout_s=limit,
-        poll_interval_s=poll_interval_s,
-        progress=show,
-        until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
-        label=f"starting the experiment on {inc.endpoint_name}",
-    )
-    serving = result.description.get("EndpointConfigName")
-    if result.status != "InService" or serving != xp.config_name:
-        removed = _remove(
-            clients, inc.endpoint_name, xp.config_name, [xp.candidate_model_name], created
+    create = xp.requests.create_inference_experiment
+    if create is not None and create["RoleArn"] == PLACEHOLDER_EXPERIMENT_ROLE_ARN:
+        raise InputError(
+            role_flag,
+            "is required for a shadow experiment: SageMaker runs it as an InferenceExperiment "
+            "and assumes this role to create its endpoint config and update the endpoint",
+            "the ARN of a role SageMaker can assume (docs/experiments.md#roles)",
         )
-        record.state = "failed"
-        record.ended_at = _now()
-        record.outcome = {
-            "action": "failed",
-            "reason": str(result.description.get("FailureReason") or result.status),
-        }
-        write_record(ssm, record)
-        raise ExperimentError(
-            f"the experiment on {inc.endpoint_name} did not start: the endpoint is "
-            f"{result.status} on {serving} ({record.outcome['reason']}); it still serves the "
-            f"incumbent. Removed {', '.join(removed) or 'nothing'}."
-        )
-    record.state = "running"
-    record.started_at = _now()
-    write_record(ssm, record)
-    _say(show, f"[green]{inc.endpoint_name}: experiment running[/] ({xp.settings.mode})")
-    return ExperimentStatus(record, "InService", None)
 
 
 def _check_startable(
     xp: ExperimentPlan, desc: dict[str, Any] | None, record: ExperimentRecord | None
-) -> None:
+) -> bool:
+    """Whether the endpoint can take the experiment; True when this is a start to resume
+    (an interrupted start of the same experiment); ExperimentError when it cannot."""
     name = xp.incumbent.endpoint_name
     if desc is None:
         raise ExperimentError(f"endpoint {name} does not exist: deploy the incumbent first")
     if record is not None and record.state in OPEN_STATES:
+        if record.state == "starting" and record.candidate_model == xp.candidate_model_name:
+            return True
         raise ExperimentError(
             f"an experiment already runs on {name} (since "
             f"{record.started_at or record.requested_at}): conclude or abort it first"
@@ -392,98 +408,204 @@ def _check_startable(
             f"{xp.incumbent.endpoint_config_name}: deploy the spec (without its experiment "
             "block changing anything else) first"
         )
+    return False
 
 
-def _create_and_update(xp: ExperimentPlan, clients: _Clients, show: bool) -> list[str]:
-    """Create the candidate's model and the experiment's config, then UpdateEndpoint.
+def start_experiment(
+    endpoint_name: str | None = None,
+    *,
+    spec: DeploymentSpec | None = None,
+    spec_file: str | None = None,
+    stage: str | None = None,
+    region: str | None = None,
+    role_arn: str | None = None,
+    experiment_role_arn: str | None = None,
+    boto_session: Any = None,
+    wait: bool = True,
+    timeout_s: float | None = None,
+    poll_interval_s: float = 2.0,
+    progress: bool | None = None,
+    doctor: bool = True,
+) -> ExperimentStatus:
+    """Put the spec's candidate beside the incumbent that serves `endpoint_name`.
 
-    Returns what it created; on a refusal removes it and raises ExperimentError. The
-    values of the spec's secrets are read just before the candidate's CreateModel and
-    masked in any error that leaves (a ValidationException quotes the environment).
+    The spec (or the one the stage manifest records) must be the one the endpoint serves:
+    its plan's endpoint config is the endpoint's current one. `role_arn` replaces the
+    spec's execution role; `experiment_role_arn` is the role SageMaker assumes to run a
+    shadow experiment. InputError before any AWS call for a bad spec; ExperimentError when
+    the endpoint is not ready for it. `doctor` runs `peagle doctor`'s read-only checks
+    first (the capacity check counts both fleets). Run again after an interrupted wait,
+    it waits for the same experiment instead of starting another.
     """
-    from peagle_deploy.sdk.secrets import create_model_with_secrets
-
-    values = SecretValues()
-    with values:
-        candidate = create_model_with_secrets(
-            xp.create_candidate_model,
-            xp.incumbent.secret_refs,
-            lambda: clients.client("secretsmanager"),
-            values,
-        )
-        return _create_candidate(xp, candidate, clients, show)
-
-
-def _create_candidate(
-    xp: ExperimentPlan, candidate: dict[str, Any], clients: _Clients, show: bool
-) -> list[str]:
-    from botocore.exceptions import ClientError
-
-    created: list[str] = []
-    steps: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
-        ("model", clients.sm.create_model, candidate, xp.candidate_model_name),
-        (
-            "endpoint-config",
-            clients.sm.create_endpoint_config,
-            xp.create_experiment_config,
-            xp.config_name,
-        ),
-    ]
-    try:
-        for kind, call, request, name in steps:
-            try:
-                call(**request)
-                created.append(f"{kind}:{name}")
-                _say(show, f"created {kind} {name}")
-            except ClientError as exc:
-                if "already exist" not in str(exc).lower():
-                    raise
-        clients.sm.update_endpoint(**xp.start_update)
-    except ClientError as exc:
-        removed = _remove(
-            clients,
-            xp.incumbent.endpoint_name,
-            xp.config_name,
-            [xp.candidate_model_name],
-            created,
-        )
-        raise ExperimentError(
-            f"SageMaker refused the experiment on {xp.incumbent.endpoint_name}: {exc}. The "
-            f"incumbent still serves; removed {', '.join(removed) or 'nothing'}."
-        ) from exc
-    _say(
-        show,
-        f"updating {xp.incumbent.endpoint_name}: {xp.incumbent.endpoint_config_name} -> "
-        f"{xp.config_name} (incumbent + {xp.settings.mode} candidate)",
+    the_spec = _experiment_spec(
+        spec,
+        spec_file,
+        endpoint_name,
+        stage=stage,
+        region=region,
+        role_arn=role_arn,
+        boto_session=boto_session,
     )
-    return created
+    xp = experiment_plan(the_spec, experiment_role_arn=experiment_role_arn)
+    _check_ready(xp, endpoint_name, "--experiment-role-arn")
+    show = use_progress(progress)
+    if doctor:  # read-only; a failing check stops here, before any create call
+        from peagle_deploy.doctor import require_healthy
+        from peagle_deploy.plan import build_plan
+
+        require_healthy(build_plan(the_spec), boto_session=boto_session)
+    clients = Clients(xp.incumbent.region, boto_session)
+    ssm = clients.client("ssm")
+    stored = read_record(ssm, ExperimentRecord, xp.incumbent.spec.stage, xp.incumbent.endpoint_name)
+    desc = describe_endpoint_or_none(clients.sm, xp.incumbent.endpoint_name)
+    resuming = _check_startable(xp, desc, stored)
+    record = stored if resuming and stored is not None else _new_record(xp, the_spec)
+    if not resuming:
+        write_record(ssm, record, tags=xp.incumbent.tags)
+        created = _create(xp, record, clients, show)
+    else:
+        say(show, f"{record.endpoint_name}: resuming the start requested at {record.requested_at}")
+        created = [] if _already_sent(xp, clients, desc) else _create(xp, record, clients, show)
+    if not wait:
+        return ExperimentStatus(record, "Updating", None, note=_waiting_note(record))
+    limit = timeout_s or float(
+        xp.incumbent.model_data_download_timeout_s
+        + xp.incumbent.container_startup_health_check_timeout_s
+        + UPDATE_MARGIN_S
+    )
+    return _await_start(
+        xp,
+        record,
+        clients,
+        created=created,
+        show=show,
+        limit=limit,
+        poll_interval_s=poll_interval_s,
+    )
 
 
-def _remove(
-    clients: _Clients,
-    endpoint_name: str,
-    config: str,
-    models: list[str],
-    created: list[str] | None = None,
+def _create(
+    xp: ExperimentPlan, record: ExperimentRecord, clients: Clients, show: bool
 ) -> list[str]:
-    """Delete the experiment's config and the candidate's model, unless the endpoint
-    serves or targets the config; with `created`, only what this run created."""
-    desc = describe_endpoint_or_none(clients.sm, endpoint_name)
-    in_use = {desc.get("EndpointConfigName")} if desc else set()
+    """The mode's create calls; a refusal is recorded as a failed start."""
+    try:
+        with clients.secret_values:  # a refusal may quote the candidate's environment
+            if xp.settings.mode == "shadow":
+                return shadow.create(xp, clients, show)
+            return split.create(xp, clients, show)
+    except ExperimentError as exc:
+        _record_end(record, clients, "failed", {"action": "failed", "reason": str(exc)})
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(record.endpoint_name, _resume_hint(record, "creating")) from None
+
+
+def _already_sent(xp: ExperimentPlan, clients: Clients, desc: dict[str, Any] | None) -> bool:
+    """Whether an interrupted start got as far as its last create call (SageMaker has the
+    experiment, or the endpoint serves or moves to the split's config)."""
+    if xp.experiment_name is not None:
+        found = shadow.describe(clients.sm, xp.experiment_name)
+        return found is not None and found.get("Status") not in shadow.TERMINAL
     pending = (desc or {}).get("PendingDeploymentSummary") or {}
-    in_use.add(pending.get("EndpointConfigName"))
-    removed: list[str] = []
-    if config in in_use:
-        return removed
-    mine = created is None or f"endpoint-config:{config}" in created
-    if mine and delete_quietly(clients.sm.delete_endpoint_config, EndpointConfigName=config):
-        removed.append(f"endpoint-config:{config}")
-    for model in models:
-        if (created is None or f"model:{model}" in created) and delete_quietly(
-            clients.sm.delete_model, ModelName=model
-        ):
-            removed.append(f"model:{model}")
-    return removed
+    targets = {(desc or {}).get("EndpointConfigName"), pending.get("EndpointConfigName")}
+    return xp.config_name in targets
+
+
+def _resume_hint(record: ExperimentRecord, when: str) -> str:
+    return (
+        f"interrupted while {when} the experiment on {record.endpoint_name}. Resume with "
+        f"`peagle experiment start {record.endpoint_name} --stage {record.stage} --file SPEC` "
+        "(the same spec: it continues this start), or end it with `peagle experiment "
+        f"abort {record.endpoint_name} --stage {record.stage}`."
+    )
+
+
+def _await_start(
+    xp: ExperimentPlan,
+    record: ExperimentRecord,
+    clients: Clients,
+    *,
+    created: list[str],
+    show: bool,
+    limit: float,
+    poll_interval_s: float,
+) -> ExperimentStatus:
+    """Wait until both variants serve; a start that fails is undone and recorded."""
+    try:
+        if record.inference_experiment is not None:
+            now, why, _ = shadow.wait(
+                record,
+                clients,
+                until=lambda s: s != "pending",
+                timeout_s=limit,
+                poll_interval_s=poll_interval_s,
+                show=show,
+            )
+            desc = describe_endpoint_or_none(clients.sm, record.endpoint_name)
+            ok = now == "running"
+        else:
+            result = wait_for_endpoint(
+                clients.sm,
+                record.endpoint_name,
+                timeout_s=limit,
+                poll_interval_s=poll_interval_s,
+                progress=show,
+                until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
+                label=f"starting the experiment on {record.endpoint_name}",
+            )
+            desc, ok = result.description, split.serving(record, result.description)
+            why = str(desc.get("FailureReason") or desc.get("EndpointStatus"))
+    except KeyboardInterrupt:
+        raise Interrupted(record.endpoint_name, _resume_hint(record, "starting")) from None
+    if not ok:
+        _failed_start(xp, record, clients, created=created, why=why, show=show)
+    _settle_start(record, desc, clients, at=_now())
+    say(show, f"[green]{record.endpoint_name}: experiment running[/] ({xp.settings.mode})")
+    return ExperimentStatus(record, "InService", None, note=_running_note(record))
+
+
+def _running_note(record: ExperimentRecord) -> str:
+    return (
+        "both variants serve; the comparison reads the endpoint's live traffic (for a trial: "
+        f"`peagle invoke {record.endpoint_name} PROMPT --repeat 50`), then `peagle experiment "
+        f"status {record.endpoint_name} --stage {record.stage}`"
+    )
+
+
+def _failed_start(
+    xp: ExperimentPlan,
+    record: ExperimentRecord,
+    clients: Clients,
+    *,
+    created: list[str],
+    why: str,
+    show: bool,
+) -> None:
+    """Undo a start that did not reach both variants serving, record it, raise."""
+    if record.inference_experiment is not None:
+        shadow.stop(record, clients, desired="Cancelled", reason=why, show=show, timeout_s=None)
+        removed = shadow.remove(clients, record, created)
+    else:
+        removed = split.remove(
+            clients, record.endpoint_name, record.experiment_config, record.candidate_model, created
+        )
+    _record_end(record, clients, "failed", {"action": "failed", "reason": why})
+    raise ExperimentError(
+        f"the experiment on {record.endpoint_name} did not start ({why}); it still serves "
+        f"the incumbent. Removed {', '.join(removed) or 'nothing'}."
+    )
+
+
+def _record_end(
+    record: ExperimentRecord,
+    clients: Clients,
+    state: Literal["concluded", "aborted", "failed"],
+    outcome: dict[str, Any],
+) -> None:
+    record.state = state
+    record.ended_at = _now()
+    record.outcome = outcome
+    write_record(clients.client("ssm"), record)
 
 
 # --- ending -----------------------------------------------------------------------------
@@ -509,9 +631,10 @@ class ExperimentOutcome:
         }
 
 
-def _refuse_cloudformation(
-    clients: _Clients, desc: dict[str, Any], record: ExperimentRecord
-) -> None:
+def _refuse_cloudformation(clients: Clients, record: ExperimentRecord) -> None:
+    desc = describe_endpoint_or_none(clients.sm, record.endpoint_name)
+    if desc is None:
+        return
     tags = clients.sm.list_tags(ResourceArn=desc["EndpointArn"]).get("Tags", [])
     stack = next((t["Value"] for t in tags if t.get("Key") == CFN_STACK_TAG), None)
     if stack:
@@ -522,65 +645,34 @@ def _refuse_cloudformation(
         )
 
 
-def _restore(
-    record: ExperimentRecord, clients: _Clients, show: bool, timeout_s: float | None
-) -> None:
-    """UpdateEndpoint back onto the incumbent's config and wait until it serves alone."""
-    desc = describe_endpoint_or_none(clients.sm, record.endpoint_name)
-    if desc is None:
-        raise ExperimentError(f"endpoint {record.endpoint_name} does not exist any more")
-    if desc.get("EndpointConfigName") == record.incumbent_config and not running_experiment(desc):
-        return
-    if desc.get("EndpointStatus") in IN_PROGRESS:
-        wait_for_endpoint(
-            clients.sm,
-            record.endpoint_name,
-            timeout_s=timeout_s or 3600.0,
-            progress=show,
-            until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
-            label=f"waiting for {record.endpoint_name} to settle",
-        )
-    clients.sm.update_endpoint(
-        EndpointName=record.endpoint_name, EndpointConfigName=record.incumbent_config
-    )
-    _say(show, f"restoring {record.endpoint_name} onto the incumbent {record.incumbent_config}")
-    result = wait_for_endpoint(
-        clients.sm,
-        record.endpoint_name,
-        timeout_s=timeout_s or 3600.0 + UPDATE_MARGIN_S,
-        progress=show,
-        until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
-        label=f"restoring {record.endpoint_name}",
-    )
-    serving = result.description.get("EndpointConfigName")
-    if result.status != "InService" or serving != record.incumbent_config:
-        raise ExperimentError(
-            f"restoring {record.endpoint_name} did not finish: it is {result.status} on "
-            f"{serving} ({result.description.get('FailureReason') or 'no reason given'}); "
-            "run the same command again"
-        )
-
-
-def _close(
+def _end(
     record: ExperimentRecord,
-    clients: _Clients,
+    clients: Clients,
+    *,
     action: Action,
     reason: str,
     decision: dict[str, Any] | None,
+    show: bool,
+    timeout_s: float | None,
 ) -> list[str]:
-    """Record the end, remove the experiment's resources, note it in the stage manifest."""
-    removed = _remove(
-        clients, record.endpoint_name, record.experiment_config, [record.candidate_model]
-    )
-    record.state = "aborted" if action == "aborted" else "concluded"
-    record.ended_at = _now()
-    record.outcome = {"action": action, "reason": reason, "decision": decision}
-    ssm = clients.client("ssm")
-    write_record(ssm, record)
+    """The endpoint back on the incumbent alone, the candidate removed, the end recorded."""
+    if record.inference_experiment is not None:
+        desired: Literal["Completed", "Cancelled"] = (
+            "Cancelled" if action == "aborted" else "Completed"
+        )
+        shadow.stop(record, clients, desired=desired, reason=reason, show=show, timeout_s=timeout_s)
+        removed = shadow.remove(clients, record)
+    else:
+        split.restore(record, clients, show, timeout_s)
+        removed = split.remove(
+            clients, record.endpoint_name, record.experiment_config, record.candidate_model
+        )
+    state: Literal["concluded", "aborted"] = "aborted" if action == "aborted" else "concluded"
+    _record_end(record, clients, state, {"action": action, "reason": reason, "decision": decision})
     return removed
 
 
-def _note_in_manifest(record: ExperimentRecord, clients: _Clients) -> str | None:
+def _note_in_manifest(record: ExperimentRecord, clients: Clients) -> str | None:
     from peagle_deploy.records import DeploymentManifest, RecordError
 
     ssm = clients.client("ssm")
@@ -613,17 +705,22 @@ def abort_experiment(
 ) -> ExperimentOutcome:
     """Restore the incumbent, remove the candidate, record why."""
     show = use_progress(progress)
-    clients = _Clients(region or _region(boto_session), boto_session)
+    clients = Clients(region or _region(boto_session), boto_session)
     record = _record_or_refuse(stage, endpoint_name, clients)
     if record.state not in OPEN_STATES:
         raise ExperimentError(f"the experiment on {endpoint_name} already ended ({record.state})")
-    desc = describe_endpoint_or_none(clients.sm, endpoint_name)
-    if desc is not None:
-        _refuse_cloudformation(clients, desc, record)
-    _restore(record, clients, show, timeout_s)
-    removed = _close(record, clients, "aborted", reason, decision)
+    _refuse_cloudformation(clients, record)
+    removed = _end(
+        record,
+        clients,
+        action="aborted",
+        reason=reason,
+        decision=decision,
+        show=show,
+        timeout_s=timeout_s,
+    )
     parameter = _note_in_manifest(record, clients)
-    _say(show, f"[yellow]{endpoint_name}: experiment aborted[/] ({reason}); the incumbent serves")
+    say(show, f"[yellow]{endpoint_name}: experiment aborted[/] ({reason}); the incumbent serves")
     return ExperimentOutcome(endpoint_name, "aborted", reason, decision, removed, parameter)
 
 
@@ -641,26 +738,23 @@ def conclude_experiment(
     """Apply the decision rule now and end the experiment.
 
     A winning candidate is promoted (`promote=False` keeps the incumbent anyway): the
-    endpoint goes back to the incumbent's config, then `deploy_peagle` rolls the
-    candidate's spec out blue/green with the stage's rollout and records it in the stage
-    manifest. No winner, or a winning incumbent, keeps the incumbent. Before the
-    experiment's minimums it refuses, unless `force` (which keeps the incumbent).
+    endpoint goes back to the incumbent alone, then `deploy_peagle` rolls the candidate's
+    spec out blue/green with the stage's rollout and records it in the stage manifest. No
+    winner, or a winning incumbent, keeps the incumbent. Before the experiment's minimums
+    it refuses, unless `force` (which keeps the incumbent).
     """
-    show = use_progress(progress)
     status = experiment_status(
         endpoint_name, stage=stage, region=region, boto_session=boto_session, final=True
     )
-    record = status.record
+    record, analysis = status.record, status.analysis
     if record.state not in OPEN_STATES:
         raise ExperimentError(f"the experiment on {endpoint_name} already ended ({record.state})")
-    analysis = status.analysis
     if analysis is None:
         raise ExperimentError(
             f"the experiment on {endpoint_name} has not started serving yet "
-            f"({status.endpoint_status}); wait, or abort it"
+            f"({status.endpoint_status}); wait, or end it with `peagle experiment abort "
+            f"{endpoint_name} --stage {record.stage}`"
         )
-    decision = analysis.decision
-    summary = analysis.to_json()
     if analysis.breaches:
         return abort_experiment(
             endpoint_name,
@@ -670,18 +764,34 @@ def conclude_experiment(
             reason=_guardrail_reason(analysis),
             progress=progress,
             timeout_s=timeout_s,
-            decision=summary,
+            decision=analysis.to_json(),
         )
-    if decision.missing and not force:
+    if analysis.decision.missing and not force:
         raise ExperimentError(
             f"too early to conclude the experiment on {endpoint_name}: it needs "
-            f"{', '.join(decision.missing)}. Wait (`peagle experiment watch`), or end it now "
-            "keeping the incumbent (--force)"
+            f"{', '.join(analysis.decision.missing)}. Wait (`peagle experiment watch "
+            f"{endpoint_name} --stage {record.stage}`), or end it now keeping the incumbent "
+            f"(`peagle experiment conclude {endpoint_name} --stage {record.stage} --force`)"
         )
-    clients = _Clients(record.region, boto_session)
-    desc = describe_endpoint_or_none(clients.sm, endpoint_name)
-    if desc is not None:
-        _refuse_cloudformation(clients, desc, record)
+    return _conclude(
+        record, analysis, boto_session, promote=promote, progress=progress, timeout_s=timeout_s
+    )
+
+
+def _conclude(
+    record: ExperimentRecord,
+    analysis: Analysis,
+    boto_session: Any,
+    *,
+    promote: bool,
+    progress: bool | None,
+    timeout_s: float | None,
+) -> ExperimentOutcome:
+    """End a decided experiment; deploy a winning candidate."""
+    show = use_progress(progress)
+    clients = Clients(record.region, boto_session)
+    _refuse_cloudformation(clients, record)
+    decision, summary = analysis.decision, analysis.to_json()
     winner = decision.winner
     action: Action = "promoted" if winner == "candidate" and promote else "kept"
     reason = (
@@ -689,21 +799,29 @@ def conclude_experiment(
         if action == "promoted" or winner != "candidate"
         else (decision.reason + "; promotion declined (promote=False)")
     )
-    _restore(record, clients, show, timeout_s)
-    removed = _close(record, clients, action, reason, summary)
+    removed = _end(
+        record,
+        clients,
+        action=action,
+        reason=reason,
+        decision=summary,
+        show=show,
+        timeout_s=timeout_s,
+    )
+    name = record.endpoint_name
     if action == "promoted":
         from peagle_deploy.sdk.deploy import deploy_peagle
 
-        _say(show, f"promoting the candidate on {endpoint_name} (blue/green)")
+        say(show, f"promoting the candidate on {name} (blue/green)")
         deploy_peagle(
             spec=candidate_spec(record.spec),
             boto_session=boto_session,
             progress=progress,
-            deployed_by=f"peagle experiment conclude {endpoint_name}",
+            deployed_by=f"peagle experiment conclude {name}",
         )
     parameter = _note_in_manifest(record, clients)
-    _say(show, f"[green]{endpoint_name}: experiment concluded[/]: {action} ({reason})")
-    return ExperimentOutcome(endpoint_name, action, reason, summary, removed, parameter)
+    say(show, f"[green]{name}: experiment concluded[/]: {action} ({reason})")
+    return ExperimentOutcome(name, action, reason, summary, removed, parameter)
 
 
 def _guardrail_reason(analysis: Analysis) -> str:
@@ -725,10 +843,9 @@ def watch_experiment(
     """Read the experiment every `interval_s`: a guardrail breach aborts it, a decision
     (or the maximum duration) concludes it. With `act=False`, stop at the first of these
     and return the status instead of acting."""
+    where = {"stage": stage, "region": region, "boto_session": boto_session}
     while True:
-        status = experiment_status(
-            endpoint_name, stage=stage, region=region, boto_session=boto_session
-        )
+        status = experiment_status(endpoint_name, **where)
         if on_status is not None:
             on_status(status)
         analysis = status.analysis
@@ -740,18 +857,10 @@ def watch_experiment(
             if analysis.breaches:
                 return abort_experiment(
                     endpoint_name,
-                    stage=stage,
-                    region=region,
-                    boto_session=boto_session,
+                    **where,
                     reason=_guardrail_reason(analysis),
                     progress=progress,
                     decision=analysis.to_json(),
                 )
-            return conclude_experiment(
-                endpoint_name,
-                stage=stage,
-                region=region,
-                boto_session=boto_session,
-                progress=progress,
-            )
+            return conclude_experiment(endpoint_name, **where, progress=progress)
         sleep(interval_s)

@@ -1,50 +1,47 @@
-"""The requests of an experiment: the candidate's model and a config that carries both variants.
+"""An experiment's plan: the two variants, what the comparison reads, and the checks.
 
 Built on the planner's pipeline (`peagle_deploy.plan`): the incumbent is the spec
 without its `experiment` block, resolved, checked and rendered as any spec; the candidate
 is the incumbent's Deployment with the candidate's speculative settings
-(`plan.resolve.with_speculative`: the same model source, the same rules), checked like any
-Deployment. From the two:
-- the candidate's CreateModel (`plan.render.create_model`) with the variant's name in the
-  environment (`PEAGLE_VARIANT_NAME`), so its container's metric lines say which variant
-  they come from, and a content-derived name of its own; a promotion deploys
-  `candidate_spec(spec)`, which resolves to the same Deployment;
-- one CreateEndpointConfig (`plan.render.production_variant` for each variant): the
-  incumbent's production variant unchanged (`AllTraffic`:
-  same model, so its container keeps running as it does), plus the candidate as a shadow
-  variant (`ShadowProductionVariants`, weight = sampling share against the production
-  variant's 1.0) or as a second production variant (weights = shares of the requests);
-- UpdateEndpoint requests to start (onto that config) and to restore (back onto the
-  incumbent's config). Neither carries a blue/green DeploymentConfig: SageMaker's
-  deployment guardrails need the new config to have the old one's variant names
-  (docs/platform-facts.md), which adding or removing the candidate changes; a plain
-  UpdateEndpoint deploys the config to a new fleet and shifts traffic with no
-  availability loss (botocore's UpdateEndpoint documentation).
+(`plan.resolve.with_speculative`: the same model source, the same rules), checked like
+any Deployment. The requests (the candidate's CreateModel; a shadow experiment's
+CreateInferenceExperiment, or a split experiment's config and updates) come from the
+planner's render step (`plan.experiment_requests`); this module holds only what is an
+experiment's own: its settings, where its observations come from, and the refusals of
+experiments that could not decide.
+
+A promotion deploys `candidate_spec(spec)`, which resolves to the candidate's Deployment.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from peagle_serve.contract import VARIANT_NAME_ENV
 from pydantic import ValidationError
 
 from peagle_deploy.catalog.images import runs_peagle_serve
-from peagle_deploy.deployment import Deployment
 from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.design import check_comparable, check_decidable
 from peagle_deploy.findings import PlanWarning
-from peagle_deploy.naming import DIGEST_LEN, derived_name
-from peagle_deploy.plan import Plan, build_plan, plan_of, render, with_speculative
+from peagle_deploy.plan import Plan, build_plan, plan_of, with_speculative
+from peagle_deploy.plan.experiment_requests import (
+    CANDIDATE_VARIANT,
+    PLACEHOLDER_EXPERIMENT_ROLE_ARN,
+    ExperimentLayout,
+    ExperimentRequests,
+    render_experiment,
+)
 from peagle_deploy.plan.render import VARIANT_NAME
 from peagle_deploy.spec.loader import spec_from_dict
 from peagle_deploy.spec.models import DeploymentSpec, ExperimentSpec, SpeculativeDecodingSpec
+from peagle_deploy.validation.aws_shapes import check_role
 
-CANDIDATE_VARIANT = "Candidate"
-"""The candidate's variant name (the incumbent keeps `AllTraffic`)."""
+__all__ = ["CANDIDATE_VARIANT", "ExperimentPlan", "candidate_spec", "experiment_plan"]
+
+Source = Literal["lines", "detailed"]
+"""Where the per-variant observations come from: the project's container metric lines
+(CloudWatch Logs), or SageMaker's detailed observability metrics (CloudWatch, PromQL)."""
 
 
 def candidate_spec(spec: DeploymentSpec) -> DeploymentSpec:
@@ -66,9 +63,10 @@ def incumbent_spec(spec: DeploymentSpec) -> DeploymentSpec:
     return spec.model_copy(update={"experiment": None})
 
 
-def _digest(obj: Any) -> str:
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_LEN]
+def observation_source(image_uri: str) -> Source:
+    """The project's image writes metric lines; any other image is read through
+    SageMaker's detailed observability (vLLM's own /metrics, scraped by SageMaker)."""
+    return "lines" if runs_peagle_serve(image_uri) else "detailed"
 
 
 @dataclass(frozen=True)
@@ -80,22 +78,45 @@ class ExperimentPlan:
     """The candidate's own plan, as a promotion deploys it."""
     settings: ExperimentSpec
     candidate_instances: int
-    candidate_model_name: str
-    config_name: str
-    create_candidate_model: dict[str, Any]
-    create_experiment_config: dict[str, Any]
-    start_update: dict[str, Any]
-    restore_update: dict[str, Any]
+    requests: ExperimentRequests
+    source: Source
     warnings: list[PlanWarning] = field(default_factory=list)
 
     incumbent_variant: str = VARIANT_NAME
     candidate_variant: str = CANDIDATE_VARIANT
 
+    @property
+    def candidate_model_name(self) -> str:
+        return self.requests.candidate_model_name
+
+    @property
+    def create_candidate_model(self) -> dict[str, Any]:
+        return self.requests.create_candidate_model
+
+    @property
+    def config_name(self) -> str | None:
+        """The split experiment's config (a shadow experiment's is SageMaker's)."""
+        return self.requests.config_name
+
+    @property
+    def experiment_name(self) -> str | None:
+        """The shadow experiment's InferenceExperiment."""
+        return self.requests.experiment_name
+
     def to_json(self) -> dict[str, Any]:
         from peagle_deploy.validation.secrets import redact_environment
 
+        r = self.requests
+        sent = {
+            "create_candidate_model": redact_environment(r.create_candidate_model),
+            "create_inference_experiment": r.create_inference_experiment,
+            "create_endpoint_config": r.create_endpoint_config,
+            "start_update_endpoint": r.start_update,
+            "restore_update_endpoint": r.restore_update,
+        }
         return {
             "mode": self.settings.mode,
+            "observations": self.source,
             "variants": {
                 "incumbent": {
                     "variant": self.incumbent_variant,
@@ -105,76 +126,19 @@ class ExperimentPlan:
                 },
                 "candidate": {
                     "variant": self.candidate_variant,
-                    "model": self.candidate_model_name,
+                    "model": r.candidate_model_name,
                     "speculative_config": self.candidate.speculative_config,
                     "instances": self.candidate_instances,
                 },
             },
-            "create_candidate_model": redact_environment(self.create_candidate_model),
-            "create_endpoint_config": self.create_experiment_config,
-            "start_update_endpoint": self.start_update,
-            "restore_update_endpoint": self.restore_update,
+            **{k: v for k, v in sent.items() if v is not None},
             "warnings": list(self.warnings),
         }
 
 
-def _candidate_model(
-    incumbent: Plan, candidate: Deployment
-) -> tuple[str, dict[str, Any], Deployment]:
-    """The candidate's CreateModel: its Deployment with the variant named in the container
-    environment, rendered by the planner's own `create_model`, named by its content."""
-    named = replace(
-        candidate, environment={**candidate.environment, VARIANT_NAME_ENV: CANDIDATE_VARIANT}
-    )
-    body = {
-        k: v
-        for k, v in render.create_model(named, "", []).items()
-        if k not in ("ModelName", "Tags")
-    }
-    # as the planner names a model: a changed secret reference is a new model
-    refs = dict(incumbent.secret_refs)
-    name = derived_name(
-        incumbent.endpoint_name,
-        "m",
-        _digest([incumbent.endpoint_name, body, *([refs] if refs else [])]),
-    )
-    return name, render.create_model(named, name, list(incumbent.tags)), named
-
-
-def _experiment_config(
-    incumbent: Plan,
-    candidate: Deployment,
-    settings: ExperimentSpec,
-    model: str,
-    instances: int,
-) -> tuple[str, dict[str, Any]]:
-    """Both variants in one config, from the planner's `production_variant`."""
-    dep = incumbent.deployment
-    variant = render.production_variant(
-        candidate, model, name=CANDIDATE_VARIANT, weight=settings.share
-    )
-    variant["InitialInstanceCount"] = instances
-    request: dict[str, Any] = {"EndpointConfigName": ""}
-    if settings.mode == "shadow":
-        request["ProductionVariants"] = [render.production_variant(dep, incumbent.model_name)]
-        request["ShadowProductionVariants"] = [variant]
-    else:
-        request["ProductionVariants"] = [
-            render.production_variant(
-                dep, incumbent.model_name, weight=round(1 - settings.share, 6)
-            ),
-            variant,
-        ]
-    if dep.spec.kms_key_id is not None:
-        request["KmsKeyId"] = dep.spec.kms_key_id
-    body = {k: v for k, v in request.items() if k != "EndpointConfigName"}
-    name = derived_name(incumbent.endpoint_name, "c", _digest([incumbent.endpoint_name, body]))
-    request["EndpointConfigName"] = name
-    request["Tags"] = list(incumbent.tags)
-    return name, request
-
-
-def check_experiment(incumbent: Plan, candidate: Plan, *, calibration: bool = False) -> None:
+def check_experiment(
+    incumbent: Plan, candidate: Plan, source: Source, *, calibration: bool = False
+) -> None:
     """Refuse an experiment that cannot decide anything, before any AWS call."""
     same = incumbent.speculative_config == candidate.speculative_config and (
         incumbent.drafter_uri == candidate.drafter_uri
@@ -192,27 +156,38 @@ def check_experiment(incumbent: Plan, candidate: Plan, *, calibration: bool = Fa
             "a K, mode or drafter that differs from `speculative`, or calibration: true "
             "for an A/A run",
         )
+    if source == "detailed":
+        if incumbent.spec.detailed_observability is False:
+            raise InputError(
+                "detailed_observability",
+                f"is false, but {incumbent.image_uri} is not the project's image: the "
+                "experiment reads each variant's vLLM metrics from SageMaker's detailed "
+                "observability",
+                "true or unset (or the project's image, whose metric lines it reads)",
+            )
+        return
     for who, plan in (("speculative.mode", incumbent), ("experiment.candidate.mode", candidate)):
         if plan.speculative_config is None:
             raise InputError(
                 who,
-                "none: both variants must draft (the container's metric lines, which the "
-                "comparison reads, come from drafting)",
+                "none: with the project's image both variants must draft (its metric "
+                "lines, which the comparison reads, are written while drafting)",
                 ["p-eagle", "eagle3"],
             )
-    if not runs_peagle_serve(incumbent.image_uri):
-        raise InputError(
-            "image_uri",
-            f"{incumbent.image_uri} does not run peagle-serve, whose metric lines give each "
-            "variant's decode speed, latency and acceptance: an experiment could not decide",
-            "the project's image (repository peagle-vllm; docs/container.md)",
-        )
+
+
+def _as_candidate(field_name: str, text: str) -> tuple[str, str]:
+    """A finding about the candidate's speculative settings, named as the user wrote them."""
+    head, _, rest = field_name.partition(".")
+    if head != "speculative" or not rest:
+        return field_name, text
+    return f"experiment.candidate.{rest}", text.replace("speculative.", "experiment.candidate.")
 
 
 def _candidate_plan(incumbent: Plan, spec: DeploymentSpec) -> Plan:
     """The candidate: the incumbent's Deployment with the candidate's speculative settings
     (`with_speculative`: same model source, same rules), checked like any; a refusal of
-    one of its fields names the field the user wrote (`experiment.candidate.*`)."""
+    one of its fields names the field of the candidate (`experiment.candidate.*`)."""
     assert spec.experiment is not None
     given = spec.experiment.candidate.model_dump(mode="json", exclude_none=True)
     try:
@@ -223,29 +198,18 @@ def _candidate_plan(incumbent: Plan, spec: DeploymentSpec) -> Plan:
     except ValidationError as exc:
         raise InputError("experiment.candidate", str(exc.errors()[0]["msg"])) from None
     except InputError as exc:
-        head, _, rest = exc.field.partition(".")
-        if head == "speculative" and rest.split(".")[0] in given:
-            raise InputError(f"experiment.candidate.{rest}", exc.problem, exc.allowed) from None
+        where, problem = _as_candidate(exc.field, exc.problem)
+        if where != exc.field:
+            raise InputError(where, problem, exc.allowed) from None
         raise
 
 
-def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
-    """Plan the incumbent, the candidate and the experiment's requests; InputError on refusal."""
-    settings = spec.experiment
-    if settings is None:
-        raise InputError("experiment", "the spec has no experiment block")
-    incumbent = build_plan(incumbent_spec(spec))
-    candidate = _candidate_plan(incumbent, spec)
-    check_experiment(incumbent, candidate, calibration=settings.calibration)
-    count = incumbent.spec.initial_instance_count
-    check_comparable(settings, count)
-    check_decidable(settings, incumbent.deployment.environment)
-    instances = settings.candidate_instances(count)
-    model_name, create_model, _ = _candidate_model(incumbent, candidate.deployment)
-    config_name, create_config = _experiment_config(
-        incumbent, candidate.deployment, settings, model_name, instances
-    )
-    warnings = [w for w in candidate.warnings if w not in incumbent.warnings]
+def _warnings(xp_incumbent: Plan, candidate: Plan, settings: ExperimentSpec) -> list[PlanWarning]:
+    warnings = [
+        PlanWarning(*_as_candidate(w.field, w.message))
+        for w in candidate.warnings
+        if w not in xp_incumbent.warnings
+    ]
     if settings.mode == "split":
         warnings.append(
             PlanWarning(
@@ -253,19 +217,47 @@ def experiment_plan(spec: DeploymentSpec) -> ExperimentPlan:
                 f"split: the candidate answers {settings.share:.0%} of the requests itself",
             )
         )
+    return warnings
+
+
+def experiment_plan(
+    spec: DeploymentSpec, *, experiment_role_arn: str | None = None
+) -> ExperimentPlan:
+    """Plan the incumbent, the candidate and the experiment's requests; InputError on
+    refusal. `experiment_role_arn` is the role SageMaker assumes to run a shadow
+    experiment (a placeholder without it, which `experiment start` refuses)."""
+    settings = spec.experiment
+    if settings is None:
+        raise InputError("experiment", "the spec has no experiment block")
+    check_role(experiment_role_arn, "experiment_role_arn")
+    incumbent = build_plan(incumbent_spec(spec))
+    candidate = _candidate_plan(incumbent, spec)
+    source = observation_source(incumbent.image_uri)
+    check_experiment(incumbent, candidate, source, calibration=settings.calibration)
+    count = incumbent.spec.initial_instance_count
+    check_comparable(settings, count)
+    check_decidable(settings, incumbent.deployment.environment)
+    instances = settings.candidate_instances(count)
+    layout = ExperimentLayout(
+        mode=settings.mode,
+        share_percent=round(settings.share * 100),
+        candidate_instances=instances,
+        experiment_role_arn=experiment_role_arn or PLACEHOLDER_EXPERIMENT_ROLE_ARN,
+        detailed_observability=source == "detailed",
+    )
+    requests = render_experiment(
+        incumbent.deployment,
+        candidate.deployment,
+        layout,
+        tags=list(incumbent.tags),
+        incumbent_config_name=incumbent.endpoint_config_name,
+    )
     return ExperimentPlan(
         incumbent=incumbent,
         candidate=candidate,
         settings=settings,
         candidate_instances=instances,
-        candidate_model_name=model_name,
-        config_name=config_name,
-        create_candidate_model=create_model,
-        create_experiment_config=create_config,
-        start_update={"EndpointName": incumbent.endpoint_name, "EndpointConfigName": config_name},
-        restore_update={
-            "EndpointName": incumbent.endpoint_name,
-            "EndpointConfigName": incumbent.endpoint_config_name,
-        },
-        warnings=warnings,
+        requests=requests,
+        source=source,
+        warnings=_warnings(incumbent, candidate, settings),
     )

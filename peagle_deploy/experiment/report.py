@@ -20,29 +20,17 @@ def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}{unit}"
 
 
-def render_status(status: ExperimentStatus, console: Console) -> None:
-    """The per-variant table, the difference, the decision and any guardrail crossed."""
-    from rich.table import Table
-
-    record = status.record
-    settings = record.settings
-    console.print(
-        f"[bold]{escape(record.endpoint_name)}[/] {escape(settings.mode)} experiment: "
-        f"{escape(record.state)} (endpoint {escape(status.endpoint_status)})",
-        highlight=False,
-    )
-    analysis = status.analysis
-    if analysis is None:
-        console.print("no data yet: the variants are not both serving", highlight=False)
-        return
-    table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
-    table.add_column("")
-    for role in ("incumbent", "candidate"):
-        table.add_column(role, justify="right")
+def _rows(analysis: Any) -> list[tuple[str, Any, Any]]:
+    """The per-variant table's rows: (label, incumbent, candidate)."""
     inc, cand = analysis.incumbent, analysis.candidate
     rows: list[tuple[str, Any, Any]] = [
         ("variant", inc.variant, cand.variant),
         ("instances seen", inc.instances, cand.instances),
+        (
+            "requests (invocations)",
+            _fmt(inc.invocations, digits=0),
+            _fmt(cand.invocations, digits=0),
+        ),
         ("requests finished", _fmt(inc.requests, digits=0), _fmt(cand.requests, digits=0)),
         (
             "output tokens/s per instance",
@@ -72,19 +60,50 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     rows.append(("invocations", _fmt(inc.invocations, digits=0), _fmt(cand.invocations, digits=0)))
     rows.append(
         (
-            "error rate (5xx)",
+            "error rate (5xx, stream errors)",
             _fmt(None if inc.error_rate is None else 100 * inc.error_rate, "%", 2),
             _fmt(None if cand.error_rate is None else 100 * cand.error_rate, "%", 2),
         )
     )
-    for label, a, b in rows:
+    return rows
+
+
+def render_status(status: ExperimentStatus, console: Console) -> None:
+    """The per-variant table, the difference, the decision and any guardrail crossed."""
+    from rich.table import Table
+
+    record = status.record
+    settings = record.settings
+    console.print(
+        f"[bold]{escape(record.endpoint_name)}[/] {escape(settings.mode)} experiment: "
+        f"{escape(record.state)} (endpoint {escape(status.endpoint_status)})",
+        highlight=False,
+    )
+    analysis = status.analysis
+    if analysis is None:
+        text = status.note or "the variants are not both serving"
+        prefix = "" if record.state == "running" else "no data yet: "
+        console.print(prefix + text, highlight=False, markup=False)
+        return
+    table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
+    table.add_column("")
+    for role in ("incumbent", "candidate"):
+        table.add_column(role, justify="right")
+    for label, a, b in _rows(analysis):
         table.add_row(label, literal(a), literal(b))
     console.print(table)
     _render_decision(analysis, settings.alpha, console)
+    if status.note:
+        console.print(f"note: {status.note}", highlight=False, markup=False)
+    for breach in analysis.breaches:
+        console.print(
+            f"[yellow]guardrail crossed:[/] {escape(breach.guardrail)}: {escape(breach.detail)}",
+            highlight=False,
+        )
 
 
 def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None:
-    """The difference with its confidence sequence, the schedule, the decision, breaches."""
+    """The difference with its confidence sequence, the schedule, the decision."""
     decision = analysis.decision
     block_min = analysis.block_s / 60
     looks = f"{decision.cycles} whole cycle{'s' if decision.cycles != 1 else ''} of " + (
@@ -125,8 +144,3 @@ def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None
         f"[bold]{label}:[/] {escape(decision.verdict)}: {escape(decision.reason)}",
         highlight=False,
     )
-    for breach in analysis.breaches:
-        console.print(
-            f"[yellow]guardrail crossed:[/] {escape(breach.guardrail)}: {escape(breach.detail)}",
-            highlight=False,
-        )

@@ -4,18 +4,26 @@ Pure functions of a checked `Deployment`: both the boto3 path (SDK) and the CDK 
 (custom resource) send exactly these dictionaries, so the two cannot drift. Nothing here
 fills a default or validates: resolve and check did that.
 
-Names come from content: the model is named after its request body (without name and
-tags) plus the endpoint name (so two stages never share, and delete, one model); the
-endpoint config likewise. Re-deploying an unchanged spec is a no-op; a changed spec is a
-new model/config the endpoint rolls to.
+Names come from content, by one rule (`model_request`, `endpoint_config_request`): a
+model is named after its request body (without name, tags and execution role) plus the
+endpoint name (so two stages never share, and delete, one model); an endpoint config
+likewise. Re-deploying an unchanged spec is a no-op; a changed spec is a new model/config
+the endpoint rolls to.
+
+One render step serves one variant (a deployment: `render`) or two (an experiment:
+`render_variants` with the incumbent and the candidate, `plan.experiment_requests`):
+each `Variant` is a Deployment served under a name, with a weight and a fleet.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+from peagle_serve.contract import VARIANT_NAME_ENV
 
 from peagle_deploy.deployment import Deployment
 from peagle_deploy.naming import (
@@ -24,12 +32,56 @@ from peagle_deploy.naming import (
     MODEL_TAG,
     SPEC_HASH_TAG,
     STAGE_TAG,
+    DerivedKind,
     derived_name,
 )
 from peagle_deploy.spec.models import RolloutSpec, ScalingSpec
 
 VARIANT_NAME = "AllTraffic"
-"""The one production variant of a peagle endpoint."""
+"""The one production variant of a peagle endpoint (an experiment's incumbent)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of an endpoint config: a Deployment served under a name.
+
+    A variant other than `VARIANT_NAME` carries its name in its container's environment
+    (`PEAGLE_VARIANT_NAME`), so the metric lines of its containers say which it is.
+    """
+
+    deployment: Deployment
+    name: str = VARIANT_NAME
+    weight: float = 1.0
+    instances: int | None = None
+    """None: the spec's initial_instance_count."""
+    shadow: bool = False
+    """In `ShadowProductionVariants` (a copy of the production variant's requests)."""
+
+    @property
+    def named(self) -> Deployment:
+        """The Deployment with the variant's name in its environment (when not the default)."""
+        dep = self.deployment
+        if self.name == VARIANT_NAME:
+            return dep
+        return replace(dep, environment={**dep.environment, VARIANT_NAME_ENV: self.name})
+
+    @property
+    def instance_count(self) -> int:
+        return self.instances or self.deployment.spec.initial_instance_count
+
+
+@dataclass(frozen=True)
+class VariantRequests:
+    """An endpoint config over one or two variants, and each variant's CreateModel."""
+
+    model_names: tuple[str, ...]
+    """One per variant, in the variants' order."""
+    create_models: tuple[dict[str, Any], ...]
+    config_name: str
+    create_endpoint_config: dict[str, Any]
+    model_bodies: tuple[dict[str, Any], ...]
+    """Each CreateModel without name and tags (what the content hash covers)."""
+    config_body: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -54,24 +106,12 @@ class Requests:
 def render(dep: Deployment) -> Requests:
     """The requests of a checked deployment, named by their content."""
     endpoint_name = dep.endpoint_name
-    model_body = _without(create_model(dep, "", []), "ModelName", "Tags")
     secret_refs = {name: ref.text for name, ref in sorted(dep.secret_refs.items())}
-    # The execution role is left out of the name: a CDK stack creates its own role,
-    # unknown at synth, and the same spec must name the same model through `cdk deploy`
-    # and the SDK (which refuses to reuse a model created with another role: sdk.deploy).
-    # A changed secret reference is a new model; without secrets the digest is as before.
-    named = [endpoint_name, _without(model_body, "ExecutionRoleArn")]
-    model_name = derived_name(
-        endpoint_name, "m", _digest([*named, *([secret_refs] if secret_refs else [])])
-    )
-    config_body = _without(
-        create_endpoint_config(dep, "", model_name, []), "EndpointConfigName", "Tags"
-    )
-    config_name = derived_name(endpoint_name, "c", _digest([endpoint_name, config_body]))
+    refs = [secret_refs] if secret_refs else []
     rollout = deployment_config(dep.rollout)
+    draft = render_variants([Variant(dep)], [])
     content_hash = _digest(
-        [endpoint_name, model_body, config_body, rollout, *([secret_refs] if secret_refs else [])],
-        12,
+        [endpoint_name, draft.model_bodies[0], draft.config_body, rollout, *refs], 12
     )
     tags = [
         {"Key": MANAGED_TAG, "Value": "true"},
@@ -80,22 +120,99 @@ def render(dep: Deployment) -> Requests:
         {"Key": MODEL_TAG, "Value": dep.model},
         *({"Key": k, "Value": v} for k, v in sorted(dep.spec.tags.items())),
     ]
+    one = render_variants([Variant(dep)], tags)
     return Requests(
-        model_name=model_name,
-        endpoint_config_name=config_name,
+        model_name=one.model_names[0],
+        endpoint_config_name=one.config_name,
         content_hash=content_hash,
         tags=tags,
-        create_model=create_model(dep, model_name, tags),
-        create_endpoint_config=create_endpoint_config(dep, config_name, model_name, tags),
-        create_endpoint=create_endpoint(endpoint_name, config_name, tags),
+        create_model=one.create_models[0],
+        create_endpoint_config=one.create_endpoint_config,
+        create_endpoint=create_endpoint(endpoint_name, one.config_name, tags),
         update_endpoint={
             "EndpointName": endpoint_name,
-            "EndpointConfigName": config_name,
+            "EndpointConfigName": one.config_name,
             "DeploymentConfig": rollout,
         },
         secret_refs=secret_refs,
         autoscaling=autoscaling(endpoint_name, dep.spec.scaling),
     )
+
+
+def render_variants(
+    variants: Sequence[Variant], tags: list[dict[str, str]], **config_fields: Any
+) -> VariantRequests:
+    """Each variant's CreateModel and one CreateEndpointConfig over all of them, named by
+    content. The first variant's Deployment gives the endpoint, the secrets and the KMS
+    key; `config_fields` are further CreateEndpointConfig fields (e.g. MetricsConfig)."""
+    first = variants[0].deployment
+    endpoint_name = first.endpoint_name
+    refs = {name: ref.text for name, ref in sorted(first.secret_refs.items())}
+    models = [model_request(v.named, endpoint_name, tags, refs) for v in variants]
+    production = [
+        production_variant(v.deployment, name, name=v.name, weight=v.weight, instances=v.instances)
+        for v, (name, _) in zip(variants, models, strict=True)
+        if not v.shadow
+    ]
+    shadows = [
+        production_variant(v.deployment, name, name=v.name, weight=v.weight, instances=v.instances)
+        for v, (name, _) in zip(variants, models, strict=True)
+        if v.shadow
+    ]
+    config: dict[str, Any] = {"ProductionVariants": production}
+    if shadows:
+        config["ShadowProductionVariants"] = shadows
+    if first.spec.kms_key_id is not None:
+        config["KmsKeyId"] = first.spec.kms_key_id
+    metrics = metrics_config(first)
+    if metrics is not None:
+        config["MetricsConfig"] = metrics
+    config.update(config_fields)
+    config_name, request = endpoint_config_request(endpoint_name, config, tags)
+    return VariantRequests(
+        model_names=tuple(name for name, _ in models),
+        create_models=tuple(request for _, request in models),
+        config_name=config_name,
+        create_endpoint_config=request,
+        model_bodies=tuple(_without(r, "ModelName", "Tags") for _, r in models),
+        config_body=config,
+    )
+
+
+def model_request(
+    dep: Deployment, endpoint_name: str, tags: list[dict[str, str]], secret_refs: dict[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """A model's name and CreateModel: the naming rule of every model the planner makes.
+
+    The execution role is left out of the name: a CDK stack creates its own role,
+    unknown at synth, and the same spec must name the same model through `cdk deploy`
+    and the SDK (which refuses to reuse a model created with another role: sdk.deploy).
+    A changed secret reference is a new model; without secrets the digest is as before.
+    """
+    body = _without(create_model(dep, "", []), "ModelName", "Tags", "ExecutionRoleArn")
+    name = named_by_content(endpoint_name, "m", body, *([secret_refs] if secret_refs else []))
+    return name, create_model(dep, name, tags)
+
+
+def endpoint_config_request(
+    endpoint_name: str, body: dict[str, Any], tags: list[dict[str, str]]
+) -> tuple[str, dict[str, Any]]:
+    """An endpoint config's name and CreateEndpointConfig: named after its body (without
+    name and tags) and the endpoint."""
+    name = named_by_content(endpoint_name, "c", body)
+    return name, {"EndpointConfigName": name, **body, "Tags": list(tags)}
+
+
+def named_by_content(endpoint_name: str, kind: DerivedKind, *content: Any) -> str:
+    """The naming rule: `<endpoint head>-<kind><digest of the endpoint name and content>`."""
+    return derived_name(endpoint_name, kind, _digest([endpoint_name, *content]))
+
+
+def metrics_config(dep: Deployment) -> dict[str, Any] | None:
+    """CreateEndpointConfig's MetricsConfig when the spec states detailed observability
+    (None leaves SageMaker's default: on for configs created after 2026-06-17)."""
+    enabled = dep.spec.detailed_observability
+    return None if enabled is None else {"EnableDetailedObservability": enabled}
 
 
 def with_secret_values(create_model: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
@@ -150,7 +267,12 @@ def create_model(dep: Deployment, model_name: str, tags: list[dict[str, str]]) -
 
 
 def production_variant(
-    dep: Deployment, model_name: str, *, name: str = VARIANT_NAME, weight: float = 1.0
+    dep: Deployment,
+    model_name: str,
+    *,
+    name: str = VARIANT_NAME,
+    weight: float = 1.0,
+    instances: int | None = None,
 ) -> dict[str, Any]:
     """One production variant; VolumeSizeInGB only where the family allows it."""
     spec = dep.spec
@@ -158,7 +280,7 @@ def production_variant(
         "VariantName": name,
         "ModelName": model_name,
         "InstanceType": dep.instance_type,
-        "InitialInstanceCount": spec.initial_instance_count,
+        "InitialInstanceCount": instances or spec.initial_instance_count,
         "InitialVariantWeight": weight,
         "ModelDataDownloadTimeoutInSeconds": dep.model_data_download_timeout_s,
         "ContainerStartupHealthCheckTimeoutInSeconds": (
@@ -172,20 +294,6 @@ def production_variant(
     if dep.inference_ami_version is not None:
         variant["InferenceAmiVersion"] = dep.inference_ami_version
     return variant
-
-
-def create_endpoint_config(
-    dep: Deployment, config_name: str, model_name: str, tags: list[dict[str, str]]
-) -> dict[str, Any]:
-    """CreateEndpointConfig kwargs."""
-    request: dict[str, Any] = {
-        "EndpointConfigName": config_name,
-        "ProductionVariants": [production_variant(dep, model_name)],
-    }
-    if dep.spec.kms_key_id is not None:
-        request["KmsKeyId"] = dep.spec.kms_key_id
-    request["Tags"] = list(tags)
-    return request
 
 
 def create_endpoint(

@@ -155,6 +155,10 @@ class ExperimentRecord(StoredRecord):
     incumbent_model: str
     candidate_model: str
     experiment_config: str
+    """A split experiment's endpoint config; a shadow experiment's is SageMaker's (the
+    InferenceExperiment's, known once it runs; empty before)."""
+    inference_experiment: str | None = None
+    """A shadow experiment's InferenceExperiment."""
     requested_at: datetime
     started_at: datetime | None = None
     """When the endpoint was InService with both variants: the analysis starts here."""

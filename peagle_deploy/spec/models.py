@@ -235,6 +235,11 @@ class DeploymentSpec(_Strict):
     """Run the containers in these subnets and security groups."""
     kms_key_id: Annotated[str | None, Flag(panel=PANEL_SECURITY)] = None
     """KMS key for the ML storage volume (endpoint config KmsKeyId)."""
+    detailed_observability: bool | None = None
+    """MetricsConfig.EnableDetailedObservability of the endpoint config: SageMaker scrapes
+    the container's Prometheus /metrics and publishes vLLM's metrics per variant (queried
+    with PromQL in CloudWatch). Unset leaves SageMaker's default, on for configs created
+    after 2026-06-17; experiments with an image other than the project's need it on."""
     expected_bucket_owner: Annotated[str | None, Flag(panel=PANEL_SECURITY)] = Field(
         default=None, pattern=r"^\d{12}$"
     )

@@ -537,6 +537,7 @@ def test_serving_statistics_read_what_vllm_registers(
         serving.REQUEST_GENERATION_TOKENS,
         serving.DECODE_TIME,
         serving.REQUESTS,
+        serving.REQUEST_SUCCESS,  # its finished_reason="error" is the lines' `errors`
     }
     assert wanted <= names, sorted(wanted - names)
     assert tuple(found["buckets"]["time_to_first_token"]) == vllm_buckets.TIME_TO_FIRST_TOKEN

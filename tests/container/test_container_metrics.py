@@ -285,3 +285,46 @@ def test_reporter_thread_against_a_real_http_endpoint(
     lines = out.getvalue().splitlines()
     assert len(lines) == 2  # TEXT_2 repeats afterwards: no more lines
     assert contract.parse_metric_line(lines[1]) is not None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "notaurl",
+        "ftp://127.0.0.1/metrics",
+        "http://",
+        "http://127.0.0.1:99999/metrics",
+        "http://[::1",
+    ],
+)
+def test_a_bad_metrics_url_is_one_warning_and_the_default(value: str) -> None:
+    """Issue 30: a bad PEAGLE_METRICS_URL killed the reporter thread (urlopen raised
+    ValueError), so no metric line ever came again and an experiment could never decide."""
+    from peagle_serve.metrics import DEFAULT_METRICS_URL, METRICS_URL_ENV, metrics_url
+
+    url, warning = metrics_url(value)
+    assert url == DEFAULT_METRICS_URL
+    assert warning is not None and METRICS_URL_ENV in warning and "\n" not in warning
+    assert metrics_url("http://127.0.0.1:8080/metrics") == ("http://127.0.0.1:8080/metrics", None)
+    assert metrics_url(None) == (DEFAULT_METRICS_URL, None)
+
+
+def test_the_reporter_thread_survives_any_unreadable_read() -> None:
+    """A read that raises ValueError (a bad URL, a page that is not text) is skipped like a
+    refused connection; the next good read is reported."""
+    pages = iter([ValueError("unknown url type"), PrometheusParseError("x"), TEXT_1])
+    out = io.StringIO()
+
+    def fetch(_url: str) -> str:
+        page = next(pages)
+        if isinstance(page, Exception):
+            raise page
+        return page
+
+    clock = iter([0.0, 60.0, 120.0, 180.0])
+    reporter = MetricsReporter(
+        "notaurl", 60, out=out, fetch=fetch, monotonic=lambda: next(clock), wall_ms=lambda: 1
+    )
+    assert reporter.poll_once() is None
+    assert reporter.poll_once() is None
+    assert reporter.poll_once() is not None

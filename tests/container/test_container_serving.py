@@ -142,3 +142,17 @@ def test_the_reporter_adds_the_serving_statistics_to_its_line() -> None:
     assert doc[contract.VARIANT_DIMENSION] == "Candidate"
     assert doc[contract.SERVING_KEY]["requests"] == 2
     assert doc[contract.SERVING_KEY]["interval_s"] == 60.0
+
+
+def test_requests_the_engine_failed_are_counted_for_the_error_guardrail() -> None:
+    """vLLM's finished_reason="error" (always a 500; for a stream, after its status 200
+    was sent, so SageMaker's Invocation5XXErrors misses it) is the window's `errors`."""
+    failed = "\nvllm:request_success_total{" + LABELS + ',finished_reason="error"} 2.0\n'
+    more = "\nvllm:request_success_total{" + LABELS + ',finished_reason="error"} 5.0\n'
+    before = counters(FIRST + failed)
+    after = counters(SECOND + more)
+    assert (before.errors, after.errors) == (2.0, 5.0)
+    window = serving.serving_window(before, after, 60.0)
+    assert window is not None and window["errors"] == 3
+    clean = serving.serving_window(counters(FIRST), counters(SECOND), 60.0)
+    assert clean is not None and clean["errors"] == 0

@@ -78,6 +78,9 @@ def _sum(cw: Any, metric: str, variant: str) -> float:
 
 
 def test_a_shadow_variant_gets_copies_its_answers_never_reach_the_caller() -> None:
+    """A plain config's shadow variant: no source says what its weight means, so the
+    emulator gives it none and mirrors every request (an InferenceExperiment's
+    SamplingPercentage is the share: test_emulator_experiments.py)."""
     with mock_aws(), MotoExtensions(seed=1) as ext:
         sm = boto3.client("sagemaker", region_name="us-east-1")
         rt = boto3.client("sagemaker-runtime", region_name="us-east-1")
@@ -100,7 +103,7 @@ def test_a_shadow_variant_gets_copies_its_answers_never_reach_the_caller() -> No
             by_variant[doc[VARIANT_DIMENSION]] = by_variant.get(doc[VARIANT_DIMENSION], 0) + 1
             assert doc[SERVING_KEY]["requests"] == 1
         assert by_variant["AllTraffic"] == 200
-        assert 70 <= by_variant["Candidate"] <= 130  # about half mirrored (weight 0.5 / 1.0)
+        assert by_variant["Candidate"] == 200  # every request mirrored, whatever the weight
         cw = boto3.client("cloudwatch", region_name="us-east-1")
         assert _sum(cw, "Invocations", "AllTraffic") == 200
         assert _sum(cw, "Invocations", "Candidate") == by_variant["Candidate"]

@@ -89,6 +89,8 @@ def emulator(monkeypatch: pytest.MonkeyPatch, wall: Wall) -> Iterator[MotoExtens
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     with mock_aws(), MotoExtensions(seed=7, wall=wall) as ext:
+        iam = boto3.client("iam", region_name=REGION)
+        iam.create_role(RoleName=ROLE.rpartition("/")[2], AssumeRolePolicyDocument="{}")
         yield ext
 
 
@@ -105,7 +107,7 @@ def started(emulator: MotoExtensions, spec: DeploymentSpec, candidate: VariantBe
     endpoint = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
     emulator.set_variant(endpoint, "AllTraffic", FAST)
     emulator.set_variant(endpoint, "Candidate", candidate)
-    status = start_experiment(spec=spec, progress=False)
+    status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
     assert status.record.state == "running"
     return endpoint
 
@@ -193,7 +195,7 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
     with pytest.raises(DeployError, match="in an experiment"):
         deploy_peagle(spec=incumbent_spec(spec), progress=False)
     with pytest.raises(ExperimentError, match="already runs"):
-        start_experiment(spec=spec, progress=False)
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
     outcome = abort_experiment(name, progress=False)
     assert outcome.action == "aborted"
     assert any(r.startswith("model:") for r in outcome.removed)
@@ -230,7 +232,7 @@ def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
         assert code == 0, err
         return json.loads(out)
 
-    started_doc = run("start", name, "--file", str(spec_file))
+    started_doc = run("start", name, "--file", str(spec_file), "--experiment-role-arn", ROLE)
     assert started_doc["state"] == "running" and started_doc["mode"] == "shadow"
     traffic(name, wall, minutes=40)
     plot = tmp_path / "experiment.png"
@@ -252,22 +254,25 @@ def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
 def test_status_reads_an_experiment_a_stack_started_from_its_spec(
     emulator: MotoExtensions, wall: Wall
 ) -> None:
-    """A CDK stage carrying the experiment creates the endpoint on the two-variant config
-    directly, and writes no record: status reads it from the stage's spec."""
+    """A CDK stage carrying a shadow experiment creates the endpoint on the incumbent's
+    config and the InferenceExperiment beside it, and writes no record: status reads it
+    from the stage's spec."""
     from peagle_deploy.experiment.plan import experiment_plan
 
     spec = make_spec()
-    xp = experiment_plan(spec)
+    xp = experiment_plan(spec, experiment_role_arn=ROLE)
     sm = boto3.client("sagemaker", region_name=REGION)
     sm.create_model(**xp.incumbent.create_model)
     sm.create_model(**xp.create_candidate_model)
-    sm.create_endpoint_config(**xp.create_experiment_config)
+    sm.create_endpoint_config(**xp.incumbent.create_endpoint_config)
+    sm.create_endpoint(**xp.incumbent.create_endpoint)
     name = xp.incumbent.endpoint_name
-    sm.create_endpoint(EndpointName=name, EndpointConfigName=xp.config_name)
+    sm.create_inference_experiment(**xp.requests.create_inference_experiment)
     emulator.set_variant(name, "AllTraffic", FAST)
     emulator.set_variant(name, "Candidate", FAST.faster(1.3))
     with pytest.raises(ExperimentError, match="no experiment"):
         experiment_status(name)
+    assert sm.describe_inference_experiment(Name=xp.experiment_name)["Status"] == "Running"
     traffic(name, wall, minutes=5)
     status = experiment_status(name, spec=spec)
     assert status.record.state == "running"

@@ -1,13 +1,14 @@
 """The experiment's requests: what `peagle plan` shows and `experiment start` sends.
 
-Checked by botocore's own validator and against SageMaker's rules from its model (one
-production variant beside a shadow), and the docs' spec block plans as written.
+Rendered by the planner (`plan.experiment_requests`), checked by botocore's own
+validator; the docs' spec block plans as written.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,16 @@ from botocore.validate import ParamValidator
 from peagle_deploy.cli.app import main
 from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.plan import CANDIDATE_VARIANT, experiment_plan
+from peagle_deploy.plan.experiment_requests import (
+    PLACEHOLDER_EXPERIMENT_ROLE_ARN,
+    stop_inference_experiment,
+    update_schedule,
+)
 from peagle_deploy.spec import spec_from_dict
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0"
+XROLE = "arn:aws:iam::123456789012:role/peagle-experiment"
 SM = botocore.session.get_session().get_service_model("sagemaker")
 
 
@@ -48,40 +55,130 @@ def _spec(**experiment: Any) -> Any:
 def test_the_docs_spec_block_plans_and_every_request_is_valid() -> None:
     block = re.search(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
     assert block is not None
-    xp = experiment_plan(spec_from_dict(yaml.safe_load(block.group(1))))
+    spec = spec_from_dict(yaml.safe_load(block.group(1)))
+    xp = experiment_plan(spec, experiment_role_arn=XROLE)
     _valid("CreateModel", xp.create_candidate_model)
-    _valid("CreateEndpointConfig", xp.create_experiment_config)
-    _valid("UpdateEndpoint", xp.start_update)
-    _valid("UpdateEndpoint", xp.restore_update)
+    create = xp.requests.create_inference_experiment
+    assert create is not None and xp.experiment_name == create["Name"]
+    _valid("CreateInferenceExperiment", create)
+    started = datetime(2026, 11, 1, tzinfo=UTC)
+    _valid("UpdateInferenceExperiment", update_schedule(create["Name"], started, 1440))
+    for state in ("Completed", "Cancelled"):
+        stop = stop_inference_experiment(create["Name"], state=state, reason="x" * 2000)
+        _valid("StopInferenceExperiment", stop)
+    split = experiment_plan(
+        spec.model_copy(
+            update={
+                "experiment": spec.experiment.model_copy(
+                    update={"mode": "split", "sampling_percent": None, "weight_percent": 50}
+                )
+            }
+        )  # type: ignore[union-attr]
+    )
+    _valid("CreateEndpointConfig", split.requests.create_endpoint_config or {})
+    _valid("UpdateEndpoint", split.requests.start_update or {})
+    _valid("UpdateEndpoint", split.requests.restore_update or {})
 
 
-def test_shadow_config_keeps_the_incumbent_and_adds_the_candidate_as_a_shadow() -> None:
-    xp = experiment_plan(_spec(mode="shadow", sampling_percent=100))
-    config = xp.create_experiment_config
-    (production,) = config["ProductionVariants"]
-    (shadow,) = config["ShadowProductionVariants"]
-    incumbent = xp.incumbent.create_endpoint_config["ProductionVariants"][0]
-    assert production == {**incumbent, "InitialVariantWeight": 1.0}  # the same model, unchanged
-    assert shadow["VariantName"] == CANDIDATE_VARIANT
-    assert shadow["ModelName"] == xp.candidate_model_name != xp.incumbent.model_name
-    assert shadow["InitialVariantWeight"] == 1.0
-    assert shadow["InitialInstanceCount"] == 2  # the incumbent's load per instance
+def test_shadow_runs_as_an_inference_experiment_with_the_sampling_percentage() -> None:
+    xp = experiment_plan(_spec(mode="shadow", sampling_percent=100), experiment_role_arn=XROLE)
+    r = xp.requests
+    create = r.create_inference_experiment
+    assert create is not None
+    assert r.create_endpoint_config is None and r.start_update is None  # SageMaker's config
+    assert create["Type"] == "ShadowMode" and create["RoleArn"] == XROLE
+    assert create["EndpointName"] == xp.incumbent.endpoint_name
+    incumbent, candidate = create["ModelVariants"]
+    assert (incumbent["VariantName"], incumbent["ModelName"]) == (
+        "AllTraffic",
+        xp.incumbent.model_name,  # the model the endpoint serves, unchanged
+    )
+    assert (candidate["VariantName"], candidate["ModelName"]) == (
+        CANDIDATE_VARIANT,
+        xp.candidate_model_name,
+    )
+    infra = candidate["InfrastructureConfig"]["RealTimeInferenceConfig"]
+    assert infra == {"InstanceType": "ml.g7e.2xlarge", "InstanceCount": 2}  # equal fleets
+    assert incumbent["InfrastructureConfig"]["RealTimeInferenceConfig"]["InstanceCount"] == 2
+    assert create["ShadowModeConfig"] == {
+        "SourceModelVariantName": "AllTraffic",
+        "ShadowModelVariants": [
+            {"ShadowModelVariantName": CANDIDATE_VARIANT, "SamplingPercentage": 100}
+        ],
+    }
+    assert "InitialVariantWeight" not in json.dumps(create)  # no weight stands for a share
     env = xp.create_candidate_model["PrimaryContainer"]["Environment"]
     assert env["PEAGLE_VARIANT_NAME"] == CANDIDATE_VARIANT
     assert json.loads(env["SM_VLLM_SPECULATIVE_CONFIG"])["num_speculative_tokens"] == 7
-    assert "DeploymentConfig" not in xp.start_update  # see experiment.plan's docstring
-    assert xp.restore_update["EndpointConfigName"] == xp.incumbent.endpoint_config_name
     assert xp.candidate.spec.experiment is None
-    assert experiment_plan(_spec(mode="shadow", sampling_percent=100)) == xp  # stable names
+    again = experiment_plan(_spec(mode="shadow", sampling_percent=100), experiment_role_arn=XROLE)
+    assert again == xp  # stable names
+    other_role = experiment_plan(_spec(mode="shadow", sampling_percent=100))
+    assert other_role.experiment_name == xp.experiment_name  # the role is not in the name
+    assert other_role.requests.create_inference_experiment["RoleArn"] == (  # type: ignore[index]
+        PLACEHOLDER_EXPERIMENT_ROLE_ARN
+    )
+
+
+def test_the_candidate_is_named_by_the_planners_one_rule() -> None:
+    """The candidate's model comes from the planner's render step: the same name as any
+    model of that content, whatever its execution role."""
+    from dataclasses import replace
+
+    from peagle_deploy.plan.render import model_request
+
+    xp = experiment_plan(_spec())
+    named = replace(
+        xp.candidate.deployment,
+        environment={**xp.candidate.deployment.environment, "PEAGLE_VARIANT_NAME": "Candidate"},
+    )
+    name, request = model_request(
+        named, xp.incumbent.endpoint_name, list(xp.incumbent.tags), dict(xp.incumbent.secret_refs)
+    )
+    assert (name, request) == (xp.candidate_model_name, xp.create_candidate_model)
+    roled = experiment_plan(
+        _spec().model_copy(update={"execution_role_arn": "arn:aws:iam::123456789012:role/other"})
+    )
+    assert roled.candidate_model_name == xp.candidate_model_name
 
 
 def test_split_config_weights_the_two_production_variants() -> None:
     xp = experiment_plan(_spec(mode="split", weight_percent=50))
-    variants = xp.create_experiment_config["ProductionVariants"]
+    config = xp.requests.create_endpoint_config
+    assert config is not None and xp.config_name == config["EndpointConfigName"]
+    variants = config["ProductionVariants"]
     assert [v["VariantName"] for v in variants] == ["AllTraffic", CANDIDATE_VARIANT]
     assert [v["InitialVariantWeight"] for v in variants] == [0.5, 0.5]
-    assert "ShadowProductionVariants" not in xp.create_experiment_config
+    assert variants[0]["ModelName"] == xp.incumbent.model_name
+    assert "ShadowProductionVariants" not in config and "MetricsConfig" not in config
     assert variants[1]["InitialInstanceCount"] == 2  # equal fleets
+    assert "DeploymentConfig" not in (xp.requests.start_update or {})
+    assert (xp.requests.restore_update or {})["EndpointConfigName"] == (
+        xp.incumbent.endpoint_config_name
+    )
+    assert xp.requests.create_inference_experiment is None
+
+
+def test_aws_images_are_compared_through_detailed_observability() -> None:
+    aws = _spec(mode="split", weight_percent=50).model_copy(update={"image_uri": None})
+    xp = experiment_plan(aws)
+    assert xp.source == "detailed" and xp.to_json()["observations"] == "detailed"
+    config = xp.requests.create_endpoint_config or {}
+    assert config["MetricsConfig"] == {"EnableDetailedObservability": True}
+    _valid("CreateEndpointConfig", config)
+    assert experiment_plan(_spec()).source == "lines"
+    off = aws.model_copy(update={"detailed_observability": False})
+    with pytest.raises(InputError) as caught:
+        experiment_plan(off)
+    assert caught.value.field == "detailed_observability"
+
+
+def test_candidate_findings_name_the_candidates_fields() -> None:
+    xp = experiment_plan(_spec(candidate={"num_speculative_tokens": 12}))
+    found = [w for w in xp.warnings if "num_speculative_tokens" in w.field]
+    assert [w.field for w in found] == ["experiment.candidate.num_speculative_tokens"]
+    assert "experiment.candidate.num_speculative_tokens=12" in found[0]
+    assert "speculative.num" not in found[0].replace("experiment.candidate.", "")
 
 
 @pytest.mark.parametrize(
@@ -193,13 +290,6 @@ def test_experiments_that_cannot_decide_are_refused(change: dict[str, Any], fiel
     assert caught.value.field == field
 
 
-def test_an_image_without_peagle_serve_is_refused() -> None:
-    spec = _spec().model_copy(update={"image_uri": None})
-    with pytest.raises(InputError) as caught:
-        experiment_plan(spec)
-    assert caught.value.field == "image_uri"
-
-
 def test_peagle_plan_shows_the_experiment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -207,9 +297,14 @@ def test_peagle_plan_shows_the_experiment(
     spec_file.write_text(yaml.safe_dump(_spec().model_dump(mode="json", exclude_none=True)))
     assert main(["plan", "--file", str(spec_file), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["experiment"]["create_endpoint_config"]["ShadowProductionVariants"]
+    create = doc["experiment"]["create_inference_experiment"]
+    assert create["ShadowModeConfig"]["ShadowModelVariants"][0]["SamplingPercentage"] == 100
+    assert (
+        doc["experiment"]["create_candidate_model"]["ModelName"]
+        == create["ModelVariants"][1]["ModelName"]
+    )
     assert main(["plan", "--file", str(spec_file)]) == 0
-    assert "experiment: CreateEndpointConfig (both variants)" in capsys.readouterr().out
+    assert "experiment: CreateInferenceExperiment (shadow)" in capsys.readouterr().out
 
 
 def test_the_candidate_is_what_a_promotion_deploys() -> None:

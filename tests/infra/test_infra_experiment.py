@@ -2,7 +2,9 @@
 
 The experiment stage (conftest.experiment_stage: stages/dev-experiment.yaml with a
 candidate drafter of its own) is synthesized with cdk-nag; cfn-lint runs on it with every
-other template (test_infra_cfnlint.py).
+other template (test_infra_cfnlint.py). A shadow experiment is an
+AWS::SageMaker::InferenceExperiment beside the endpoint; a split one is a two-variant
+config.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def _role_id(synth: Synthesized) -> str:
         lid
         for lid, role in roles.items()
         if "sagemaker.amazonaws.com" in json.dumps(role["Properties"]["AssumeRolePolicyDocument"])
+        and "ShadowExperiment" not in lid  # the execution role, not the experiment's
     ]
     return lid
 
@@ -57,19 +60,64 @@ def test_both_models_are_created_with_the_sdks_requests(experiment_synth: Synthe
     assert sent == sorted(expected, key=lambda r: r["ModelName"])
 
 
-def test_the_config_carries_the_candidate_as_a_shadow_variant(
+def test_the_shadow_experiment_is_an_inference_experiment_beside_the_endpoint(
     experiment_synth: Synthesized,
 ) -> None:
+    """The stack's InferenceExperiment is the planner's CreateInferenceExperiment (the
+    role is the stack's own); the endpoint keeps the incumbent's config and rollout."""
     xp = _plan()
+    request = dict(xp.requests.create_inference_experiment)
+    (props,) = [
+        copy.deepcopy(r["Properties"])  # the synthesized template is shared: read a copy
+        for r in experiment_synth.resources(STACK, "AWS::SageMaker::InferenceExperiment").values()
+    ]
+    role = _experiment_role(experiment_synth)
+    assert props.pop("RoleArn") == {"Fn::GetAtt": [role, "Arn"]}
+    assert props.pop("EndpointName")["Fn::GetAtt"][1] == "EndpointName"
+    assert props.pop("DesiredState") == "Running"
+    request.pop("RoleArn")
+    assert request.pop("EndpointName") == xp.incumbent.endpoint_name
+    tags = sorted(request.pop("Tags"), key=lambda t: t["Key"])
+    assert sorted(props.pop("Tags"), key=lambda t: t["Key"]) == tags
+    assert props == request  # every other field as the SDK sends it
+    sampled = props["ShadowModeConfig"]["ShadowModelVariants"][0]["SamplingPercentage"]
+    assert sampled == 100
     config = experiment_synth.one(STACK, "AWS::SageMaker::EndpointConfig")["Properties"]
-    assert config["EndpointConfigName"] == xp.config_name
-    (production,) = config["ProductionVariants"]
-    (shadow,) = config["ShadowProductionVariants"]
-    assert production["ModelName"] == xp.incumbent.model_name
-    assert (shadow["VariantName"], shadow["ModelName"]) == ("Candidate", xp.candidate_model_name)
-    assert shadow["InitialVariantWeight"] == 1.0  # sampling 100 %
+    assert config["EndpointConfigName"] == xp.incumbent.endpoint_config_name
+    assert "ShadowProductionVariants" not in config
     endpoint = experiment_synth.one(STACK, "AWS::SageMaker::Endpoint")["Properties"]
-    assert "DeploymentConfig" not in endpoint  # a plain, all-at-once blue/green update
+    assert "DeploymentConfig" in endpoint  # the stage's blue/green rollout stays
+
+
+def _experiment_role(synth: Synthesized) -> str:
+    (lid,) = [
+        lid for lid in synth.resources(STACK, "AWS::IAM::Role") if "ShadowExperimentRole" in lid
+    ]
+    return lid
+
+
+def test_sagemaker_may_update_only_this_endpoint_with_the_experiment_role(
+    experiment_synth: Synthesized,
+) -> None:
+    from iam_oracle import Ask, TemplateRoles
+
+    roles = TemplateRoles(experiment_synth.templates[STACK], "us-east-1")
+    role = _experiment_role(experiment_synth)
+    arn = f"arn:aws:sagemaker:us-east-1:{roles.account}"
+    endpoint = _plan().incumbent.endpoint_name
+    models = _plan().incumbent.model_name, _plan().candidate_model_name
+    asks = [
+        Ask("sagemaker:UpdateEndpoint", f"{arn}:endpoint/{endpoint}"),
+        Ask("sagemaker:CreateEndpointConfig", f"{arn}:endpoint-config/generated-by-sagemaker"),
+        Ask("sagemaker:DescribeModel", f"{arn}:model/{models[0]}"),
+        Ask("sagemaker:DescribeModel", f"{arn}:model/{models[1]}"),
+        Ask("sagemaker:UpdateEndpoint", f"{arn}:endpoint/another-endpoint"),
+        Ask("sagemaker:DescribeModel", f"{arn}:model/another-endpoint-m0123abcd"),
+        Ask("sagemaker:DeleteEndpoint", f"{arn}:endpoint/{endpoint}"),
+        Ask("sagemaker:CreateModel", f"{arn}:model/{models[1]}"),
+    ]
+    decided = roles.decide(role, asks)
+    assert decided == ["Allowed"] * 4 + ["ImplicitlyDenied"] * 4
 
 
 def test_the_execution_role_reads_the_candidates_drafter(experiment_synth: Synthesized) -> None:
@@ -82,3 +130,51 @@ def test_the_execution_role_reads_the_candidates_drafter(experiment_synth: Synth
 def test_no_unacknowledged_cdk_nag_findings(experiment_synth: Synthesized) -> None:
     assert experiment_synth.violations == []
     assert experiment_synth.error is None
+
+
+@pytest.fixture(scope="module")
+def split_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The experiment stage as a split experiment (50/50 on 1 + 1 instances)."""
+    from dataclasses import replace
+
+    from cdk_helpers import environ, synthesize
+    from conftest import cdk_context
+
+    stage = experiment_stage()
+    split = replace(
+        stage,
+        overrides={
+            **stage.overrides,
+            "experiment.mode": "split",
+            "experiment.weight_percent": 50,
+        },
+    )
+    with environ(CDK_DEFAULT_ACCOUNT=None):
+        return synthesize([split], tmp_path_factory.mktemp("split"), context=cdk_context())
+
+
+def test_a_split_experiment_is_one_config_with_both_production_variants(
+    split_synth: Synthesized,
+) -> None:
+    assert split_synth.violations == [] and split_synth.error is None
+    assert not split_synth.resources(STACK, "AWS::SageMaker::InferenceExperiment")
+    config = split_synth.one(STACK, "AWS::SageMaker::EndpointConfig")["Properties"]
+    variants = config["ProductionVariants"]
+    assert [(v["VariantName"], v["InitialVariantWeight"]) for v in variants] == [
+        ("AllTraffic", 0.5),
+        ("Candidate", 0.5),
+    ]
+    endpoint = split_synth.one(STACK, "AWS::SageMaker::Endpoint")["Properties"]
+    assert "DeploymentConfig" not in endpoint  # a plain, all-at-once blue/green update
+
+
+def test_cfn_lint_accepts_the_split_template(split_synth: Synthesized) -> None:
+    """test_infra_cfnlint.py lints the shadow stage; the split one here, the same way."""
+    from test_infra_cfnlint import ALLOWED_WARNINGS, _lint
+
+    findings = [
+        f
+        for f in _lint(split_synth, STACK)
+        if not any(f[0] == rule and where in f[1] for rule, where in ALLOWED_WARNINGS)
+    ]
+    assert findings == []

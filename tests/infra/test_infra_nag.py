@@ -23,6 +23,12 @@ ALLOWED_FINDINGS = (
         "/Endpoint/ExecutionRole/Policy",
         "Resource::arn:<AWS::Partition>:ec2:",
     ),
+    # SageMaker names the config a shadow experiment makes (infra/experiment.py).
+    (
+        "AwsSolutions-IAM5",
+        "/Endpoint/ShadowExperiment/Policy",
+        "Resource::arn:<AWS::Partition>:sagemaker:",
+    ),
     # The Provider framework may invoke the model handler and its versions (`<arn>:*`).
     (
         "AwsSolutions-IAM5",

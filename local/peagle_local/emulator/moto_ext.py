@@ -18,7 +18,10 @@ classes in place (and undoes every patch on exit) to add:
 - endpoint configs with several production variants or a shadow variant
   (`ShadowProductionVariants`, which moto drops): requests routed by weight, copies
   mirrored to the shadow, per-variant CloudWatch metrics and, for variants given a
-  `VariantBehaviour` (`set_variant`), per-variant serving and metric lines (`variants`).
+  `VariantBehaviour` (`set_variant`), per-variant serving and metric lines (`variants`);
+- InferenceExperiment (shadow tests), which moto lacks (`inference_experiments`), and
+  SageMaker's detailed observability: vLLM's series per variant, answered through
+  CloudWatch's PromQL QueryMetrics route (`observability`).
 
 The same patches serve `moto.mock_aws()` in-process and a moto server in this process
 (see `LocalAWS`). Transitions are evaluated lazily against a monotonic clock whenever
@@ -46,10 +49,20 @@ from peagle_local.emulator.chat import (
     sse_events,
 )
 from peagle_local.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
+from peagle_local.emulator.inference_experiments import InferenceExperiments
+from peagle_local.emulator.inference_experiments import install as install_inference_experiments
 from peagle_local.emulator.logs import log_group_name, write_endpoint_logs
+from peagle_local.emulator.observability import QUERY_PATH, DetailedMetrics, query_handler
 from peagle_local.emulator.patching import Installable, Patches, Slot
 from peagle_local.emulator.traffic import VariantBehaviour
-from peagle_local.emulator.variants import EndpointRef, Route, route, serve_and_report
+from peagle_local.emulator.variants import (
+    EndpointRef,
+    Route,
+    behaviour_from_model,
+    route,
+    serve_and_report,
+    variant_images,
+)
 
 DEFAULT_VARIANT = "AllTraffic"
 STREAM_PATH = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
@@ -147,6 +160,15 @@ class MotoExtensions(Installable):
     _patches: Patches = field(default_factory=Patches, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
     _slot: ClassVar[Slot[MotoExtensions]] = _SLOT
+    variants_from_models: bool = False
+    """Variants with no `set_variant` serve as their model's speculative config says
+    (K from SM_VLLM_SPECULATIVE_CONFIG, `VariantBehaviour`'s other defaults), so their
+    containers report: what `peagle emulator start` serves."""
+    inference_experiments: InferenceExperiments = field(
+        default_factory=InferenceExperiments, init=False
+    )
+    detailed: DetailedMetrics = field(default_factory=DetailedMetrics, init=False)
+    """The vLLM series SageMaker's detailed observability would publish."""
     invocations: int = field(default=0, init=False)
     history: list[Transition] = field(default_factory=list, init=False)
     """Every scripted transition, stamped with the time it was due (not when it was read)."""
@@ -416,6 +438,10 @@ class MotoExtensions(Installable):
         # "invocations" to the control-plane app, so the stream route goes in both.
         self._patch(rt_urls.url_paths, STREAM_PATH, _stream_handler)
         self._patch(sm_urls.url_paths, STREAM_PATH, _stream_handler)
+        install_inference_experiments(self)
+        from moto.cloudwatch import urls as cw_urls
+
+        self._patch(cw_urls.url_paths, QUERY_PATH, query_handler(lambda: _active().detailed))
 
     # --- lifecycle --------------------------------------------------------------------
     def _schedule(self, endpoint: Any, delay_s: float, then: Callable[[], None]) -> None:
@@ -566,7 +592,7 @@ class MotoExtensions(Installable):
         except ChatRequestError as exc:
             return _model_error(account_id, region, endpoint_name, str(exc))
         started = self.clock()
-        sent = self._dispatch(account_id, region, endpoint_name, request)
+        sent = self._dispatch(account_id, region, endpoint_name, request, streamed=False)
         if not sent.ok:
             return _model_error(
                 account_id, region, endpoint_name, _VARIANT_FAILURE, original_status=500
@@ -598,12 +624,12 @@ class MotoExtensions(Installable):
             request = ChatRequest.parse(body if body is not None else b"")
         except ChatRequestError as exc:
             return _model_error(account_id, region, endpoint_name, str(exc))
-        sent = self._dispatch(account_id, region, endpoint_name, request)
+        sent = self._dispatch(account_id, region, endpoint_name, request, streamed=True)
         if not sent.ok:
             return _model_error(
                 account_id, region, endpoint_name, _VARIANT_FAILURE, original_status=500
             )
-        settings = sent.settings
+        settings = replace(sent.settings, fail_after_tokens=1) if sent.broken else sent.settings
         with self._lock:
             self.invocations += 1
         started = self.clock()
@@ -636,7 +662,13 @@ class MotoExtensions(Installable):
         return 200, headers, frames()
 
     def _dispatch(
-        self, account_id: str, region: str, endpoint_name: str, request: ChatRequest
+        self,
+        account_id: str,
+        region: str,
+        endpoint_name: str,
+        request: ChatRequest,
+        *,
+        streamed: bool,
     ) -> _Sent:
         """Route one request over the endpoint's variants and report what each handled.
 
@@ -650,30 +682,36 @@ class MotoExtensions(Installable):
         tokens = len(generate(request, settings.default_max_tokens)[0])
         difficulty = random.Random(request.seed).gauss(0.0, 1.0)  # the prompt's, shared
         with self._lock:
-            endpoint = sagemaker_backends[account_id][region].endpoints.get(endpoint_name)
-            chosen: Route | None = route(endpoint, self._rng) if endpoint is not None else None
+            backend = sagemaker_backends[account_id][region]
+            endpoint = backend.endpoints.get(endpoint_name)
+            chosen: Route | None = None
+            if endpoint is not None:
+                sampling = self.inference_experiments.sampling(
+                    self, account_id, region, endpoint_name
+                )
+                images = variant_images(backend, endpoint)
+                chosen = route(endpoint, self._rng, sampling=sampling, images=images)
             if chosen is None:
                 return _Sent(DEFAULT_VARIANT, settings, ok=True, reported=False)
-            behaviour = self._variants.get((endpoint_name, chosen.production.name))
-            served = serve_and_report(
-                where,
-                chosen.production,
-                behaviour,
-                self._rng,
-                output_tokens=tokens,
-                difficulty=difficulty,
-                at=self.wall(),
-            )
-            for shadow in chosen.shadows:
-                serve_and_report(
+            behaviours = {
+                v.name: self._behaviour(backend, endpoint, v.name)
+                for v in (chosen.production, *chosen.shadows)
+            }
+            behaviour = behaviours[chosen.production.name]
+            served = None
+            for variant in (chosen.production, *chosen.shadows):
+                result = serve_and_report(
                     where,
-                    shadow,
-                    self._variants.get((endpoint_name, shadow.name)),
+                    variant,
+                    behaviours[variant.name],
                     self._rng,
                     output_tokens=tokens,
                     difficulty=difficulty,
                     at=self.wall(),
+                    streamed=streamed,
+                    detailed=self.detailed,
                 )
+                served = result if variant is chosen.production else served
         if behaviour is not None:
             settings = replace(
                 settings,
@@ -681,12 +719,20 @@ class MotoExtensions(Installable):
                 token_delay_s=behaviour.step_s / behaviour.tokens_per_step,
                 tokens_per_chunk=max(1, round(behaviour.tokens_per_step)),
             )
+        broken = served is not None and served.broken
         return _Sent(
             chosen.production.name,
             settings,
-            ok=served is None or served.ok,
+            ok=served is None or (served.ok and (streamed or not broken)),
             reported=behaviour is not None,
+            broken=broken and streamed,
         )
+
+    def _behaviour(self, backend: Any, endpoint: Any, variant: str) -> VariantBehaviour | None:
+        found = self._variants.get((endpoint.endpoint_name, variant))
+        if found is None and self.variants_from_models:
+            found = behaviour_from_model(backend, endpoint, variant)
+        return found
 
     def _after_invocation(
         self,
@@ -733,6 +779,8 @@ class _Sent:
     ok: bool
     reported: bool
     """Whether the variants wrote their own metric lines (else the endpoint's SpecMetrics do)."""
+    broken: bool = False
+    """A streamed answer the engine fails after its first token."""
 
 
 def _response_update_endpoint(response: Any) -> Any:

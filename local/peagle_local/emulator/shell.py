@@ -88,6 +88,7 @@ def serve(
             creating_s=settings.creating_s, updating_s=settings.updating_s
         ),
         stream=settings.stream,
+        variants_from_models=True,  # containers report as their models say (experiments)
     )
     try:
         aws.__enter__()

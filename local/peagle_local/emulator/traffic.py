@@ -45,6 +45,9 @@ class VariantBehaviour:
     """Share of requests answered with a 5xx."""
     spread: float = 0.15
     """Log-normal sd of a request's step time around `step_s`."""
+    stream_error_rate: float = 0.0
+    """Share of requests the engine fails after their first token (vLLM's
+    `finished_reason="error"`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.acceptance_rate <= 1.0:
@@ -53,8 +56,8 @@ class VariantBehaviour:
             raise ValueError("num_speculative_tokens must be >= 1")
         if self.step_s <= 0 or self.ttft_s < 0:
             raise ValueError("step_s must be > 0 and ttft_s >= 0")
-        if not 0.0 <= self.error_rate <= 1.0:
-            raise ValueError("error_rate must be within [0, 1]")
+        if not 0.0 <= self.error_rate <= 1.0 or not 0.0 <= self.stream_error_rate <= 1.0:
+            raise ValueError("error_rate and stream_error_rate must be within [0, 1]")
 
     @property
     def tokens_per_step(self) -> float:
@@ -89,6 +92,7 @@ class VariantBehaviour:
             self.ttft_s,
             self.error_rate,
             self.spread,
+            self.stream_error_rate,
         )
 
 
@@ -102,6 +106,8 @@ class ServedRequest:
     steps: int
     drafted: int
     accepted: int
+    broken: bool = False
+    """The engine failed it after its first token."""
 
     @property
     def e2e_s(self) -> float:
@@ -132,6 +138,7 @@ def serve(
     later = max(0, output_tokens - 1)
     steps = math.ceil(later / per_step) if later else 0
     accepted = min(later, round(steps * rate * k))
+    broken = behaviour.stream_error_rate > 0 and rng.random() < behaviour.stream_error_rate
     return ServedRequest(
         ok=True,
         output_tokens=output_tokens,
@@ -141,6 +148,7 @@ def serve(
         steps=steps,
         drafted=max(steps, 1) * k,
         accepted=accepted,
+        broken=broken,
     )
 
 
@@ -149,9 +157,13 @@ class ContainerWindow:
     """What one instance of one variant served in one metric interval."""
 
     requests: list[ServedRequest] = field(default_factory=list)
+    errors: int = 0
+    """Requests the engine failed after their first token."""
 
     def add(self, request: ServedRequest) -> None:
-        if request.ok:
+        if request.broken:
+            self.errors += 1
+        elif request.ok:
             self.requests.append(request)
 
     def line(self, *, endpoint: str, variant: str, interval_s: float, timestamp_ms: int) -> str:
@@ -180,6 +192,7 @@ class ContainerWindow:
             "output_tokens": sum(r.output_tokens for r in served),
             "decode_tokens": sum(max(0, r.output_tokens - 1) for r in served),
             "decode_s": round(sum(r.decode_s for r in served), 6),
+            "errors": self.errors,
         }
         for key, h in histograms.items():
             serving[key] = {
