@@ -197,17 +197,17 @@ def test_detailed_observability_answers_promql_with_each_variants_vllm_series(
     )
     assert reading.missing is None
     finished = {
-        v: sum(o.requests for o in reading.lines if o.variant == v)
+        v: sum(o.requests for o in reading.samples if o.variant == v)
         for v in ("AllTraffic", "Candidate")
     }
     assert finished == {"AllTraffic": 20, "Candidate": 20}
     speed = {
-        v: sum(o.decode_tokens for o in reading.lines if o.variant == v)
-        / sum(o.decode_s for o in reading.lines if o.variant == v)
+        v: sum(o.decode_tokens for o in reading.samples if o.variant == v)
+        / sum(o.decode_s for o in reading.samples if o.variant == v)
         for v in finished
     }
     assert speed["Candidate"] > speed["AllTraffic"]  # half the step time
-    assert all(o.histograms.get("ttft_s") is not None for o in reading.lines)
+    assert all(o.histograms.get("ttft_s") is not None for o in reading.samples)
 
 
 def test_the_promql_stand_in_answers_selectors_only() -> None:

@@ -89,7 +89,7 @@ def test_increases_per_step_from_a_baseline_with_a_reset_and_a_new_container() -
     )
     got = {
         (o.variant, o.timestamp_ms // 1000 - int(T0)): (o.requests, o.output_tokens)
-        for o in reading.lines
+        for o in reading.samples
     }
     assert got == {
         ("AllTraffic", 0): (10, 500),
@@ -111,7 +111,7 @@ def test_histograms_are_rebuilt_per_step_from_cumulative_buckets() -> None:
         (_labels(name + "_sum"), [(T0 - 60, 0), (T0, 2.0)]),
     ]
     reading = read_detailed(Fake(series), "ep", start=START, end=START, step_s=60)
-    (obs,) = reading.lines
+    (obs,) = reading.samples
     ttft = obs.histograms["ttft_s"]
     assert ttft.bounds == (0.1, 0.5) and ttft.counts == (1, 2, 1) and ttft.total == 2.0
 
@@ -126,7 +126,7 @@ def test_spans_longer_than_a_day_are_read_in_pieces() -> None:
 
 def test_no_series_says_what_was_looked_for_and_a_refusal_is_one_error() -> None:
     reading = read_detailed(Fake([]), "ep", start=START, end=START, step_s=60)
-    assert reading.lines == [] and reading.missing is not None
+    assert reading.samples == [] and reading.missing is not None
     assert "vllm:generation_tokens_total" in reading.missing
 
     def refused(path: str, fields: dict[str, str]) -> Any:

@@ -233,3 +233,18 @@ def environ(**values: str | None) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def experiment_stage() -> StageConfig:
+    """dev with an experiment (stages/dev-experiment.yaml), as its comment says to
+    synthesize it, with a candidate that also brings its own drafter (so the execution
+    role must read it too)."""
+    return StageConfig(
+        name="dev",
+        spec_file=ROOT / "stages" / "dev-experiment.yaml",
+        overrides={
+            "experiment.candidate.drafter_uri": "s3://peagle-candidates/gpt-oss-20b-p-eagle-v2/",
+            "experiment.candidate.drafter_kind": "p-eagle",
+        },
+        log_retention_days=14,
+    )

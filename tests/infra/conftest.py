@@ -13,11 +13,12 @@ from cdk_helpers import (
     cdk_context,
     edge_stage,
     environ,
+    experiment_stage,
     synthesize,
     synthesize_once,
 )
 
-from infra.stages import STAGES_CONTEXT_KEY, StageConfig, stage_configs
+from infra.stages import STAGES_CONTEXT_KEY, stage_configs
 
 
 class _EbsInstance:
@@ -66,21 +67,6 @@ def edge_synth_unacknowledged(tmp_path_factory: pytest.TempPathFactory) -> Synth
     """The same edge stage with every acknowledgement switched off."""
     return synthesize_once(
         "edge-noack", tmp_path_factory, lambda out: _edge(out, acknowledgements=False)
-    )
-
-
-def experiment_stage() -> StageConfig:
-    """dev with an experiment (stages/dev-experiment.yaml), as its comment says to
-    synthesize it, with a candidate that also brings its own drafter (so the execution
-    role must read it too)."""
-    return StageConfig(
-        name="dev",
-        spec_file=ROOT / "stages" / "dev-experiment.yaml",
-        overrides={
-            "experiment.candidate.drafter_uri": "s3://peagle-candidates/gpt-oss-20b-p-eagle-v2/",
-            "experiment.candidate.drafter_kind": "p-eagle",
-        },
-        log_retention_days=14,
     )
 
 

@@ -1,6 +1,6 @@
 """A stage that carries an experiment: the stack sends what `peagle experiment start` sends.
 
-The experiment stage (conftest.experiment_stage: stages/dev-experiment.yaml with a
+The experiment stage (cdk_helpers.experiment_stage: stages/dev-experiment.yaml with a
 candidate drafter of its own) is synthesized with cdk-nag; cfn-lint runs on it with every
 other template (test_infra_cfnlint.py). A shadow experiment is an
 AWS::SageMaker::InferenceExperiment beside the endpoint; a split one is a two-variant
@@ -14,8 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from cdk_helpers import ROLE_PLACEHOLDER, Synthesized, decode_json_property
-from conftest import experiment_stage
+from cdk_helpers import ROLE_PLACEHOLDER, Synthesized, decode_json_property, experiment_stage
 
 from infra.model import MODEL_RESOURCE_TYPE
 from infra.model_provider.handler import PROPERTY
