@@ -5,7 +5,8 @@ classes in place (and undoes every patch on exit) to add:
 
 - modern GPU instance types in CreateEndpointConfig (anything in botocore's enum);
 - "already exists" errors on CreateModel / CreateEndpointConfig / CreateEndpoint (moto
-  silently overwrites; SageMaker refuses);
+  silently overwrites; SageMaker refuses), and CreateModel's EnableNetworkIsolation kept
+  for DescribeModel (moto drops it);
 - scripted endpoint lifecycles: Creating for N seconds -> InService, or -> Failed with
   a FailureReason and container log lines in CloudWatch Logs
   `/aws/sagemaker/Endpoints/<name>`;
@@ -47,7 +48,7 @@ from peagle_local.emulator.chat import (
 )
 from peagle_local.emulator.eventstream import model_stream_error, payload_part, split_awkwardly
 from peagle_local.emulator.logs import log_group_name, write_endpoint_logs
-from peagle_local.emulator.patching import Installable, Patches, Slot
+from peagle_local.emulator.patching import Installable, Patches, Slot, install
 from peagle_local.emulator.traffic import VariantBehaviour
 from peagle_local.emulator.variants import EndpointRef, Route, route, serve_and_report
 
@@ -288,6 +289,16 @@ class MotoExtensions(Installable):
     def _after_uninstall(self) -> None:
         with self._lock:
             self._tracked.clear()
+
+    def install(self) -> None:
+        install(self._slot, self, self._patches, self._install_all)
+
+    def _install_all(self) -> None:
+        """`_install_patches`, then what CreateModel keeps of its request."""
+        from moto.sagemaker.responses import SageMakerResponse
+
+        self._install_patches()
+        self._patch(SageMakerResponse, "create_model", _keep_network_isolation(SageMakerResponse))
 
     def _install_patches(self) -> None:
         from moto.sagemaker import models as sm_models
@@ -782,6 +793,20 @@ def _already_exists(backend: Any, arn_kind: str, label: str, name: str) -> None:
 
     arn = arn_formatter(arn_kind, name, backend.account_id, backend.region_name)
     raise ValidationError(message=f'Cannot create already existing {label} "{arn}".')
+
+
+def _keep_network_isolation(response_cls: Any) -> Callable[[Any], Any]:
+    """SageMakerResponse.create_model that keeps EnableNetworkIsolation (moto drops it and
+    DescribeModel says false), which an adopting deploy compares."""
+    original = response_cls.create_model
+
+    def create_model(response: Any) -> Any:
+        result = original(response)
+        model = response.sagemaker_backend._models[response._get_param("ModelName")]
+        model.enable_network_isolation = bool(response._get_param("EnableNetworkIsolation"))
+        return result
+
+    return create_model
 
 
 def _name_from_path(path: str) -> str:
