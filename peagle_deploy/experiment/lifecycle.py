@@ -430,8 +430,10 @@ def _create_candidate(
 ) -> list[str]:
     from botocore.exceptions import ClientError
 
+    from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, check_existing
+
     created: list[str] = []
-    steps: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
+    steps: list[tuple[Kind, Callable[..., Any], dict[str, Any], str]] = [
         ("model", clients.sm.create_model, candidate, xp.candidate_model_name),
         (
             "endpoint-config",
@@ -449,8 +451,9 @@ def _create_candidate(
             except ClientError as exc:
                 if "already exist" not in str(exc).lower():
                     raise
+                check_existing(clients.sm, kind, request)  # adopted only if the same
         clients.sm.update_endpoint(**xp.start_update)
-    except ClientError as exc:
+    except (ClientError, ExistingDiffersError) as exc:
         removed = _remove(
             clients,
             xp.incumbent.endpoint_name,

@@ -206,6 +206,35 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
         abort_experiment(name, progress=False)
 
 
+def test_a_precreated_experiment_config_of_other_content_is_refused(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """The experiment's config name is predictable: one made first, whose shadow variant
+    serves another model, is not used. The start stops before UpdateEndpoint, removes the
+    candidate model it created, and the incumbent keeps serving (issue 29)."""
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    spec = make_spec()
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    xp = experiment_plan(spec)
+    theirs = json.loads(json.dumps(xp.create_experiment_config))
+    theirs["ShadowProductionVariants"][0]["ModelName"] = xp.incumbent.model_name
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_endpoint_config(**theirs)
+    with pytest.raises(ExperimentError) as caught:
+        start_experiment(spec=spec, progress=False)
+    message = str(caught.value)
+    assert (
+        f"endpoint config {xp.config_name} already exists with a different "
+        "ShadowProductionVariants[Candidate].ModelName" in message
+    )
+    assert f"removed model:{xp.candidate_model_name}" in message
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert desc["EndpointConfigName"] == xp.incumbent.endpoint_config_name
+    models = [m["ModelName"] for m in sm.list_models()["Models"]]
+    assert models == [xp.incumbent.model_name]
+
+
 def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
     emulator: MotoExtensions,
     wall: Wall,
