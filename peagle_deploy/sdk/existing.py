@@ -95,9 +95,11 @@ def serving_difference(sm: Any, plan: Plan, endpoint: Mapping[str, Any]) -> str 
     """How the endpoint (a DescribeEndpoint response) does not run `plan`: another endpoint
     config name, or a config or model whose content differs; None when it runs it."""
     running = str(endpoint.get("EndpointConfigName"))
-    if running != plan.endpoint_config_name:
-        return f"it runs endpoint config {running}, the spec plans {plan.endpoint_config_name}"
     config = _describe(sm, "endpoint-config", running)
+    if running != plan.endpoint_config_name:
+        named = f"it runs endpoint config {running}, the spec plans {plan.endpoint_config_name}"
+        where = _where_it_differs(sm, plan, config)
+        return f"{named}: {where}" if where else named
     field = difference(ENDPOINT_CONFIG, plan.create_endpoint_config, config)
     if field is not None:
         return f"its endpoint config {running} differs from the spec's in {field}"
@@ -106,3 +108,19 @@ def serving_difference(sm: Any, plan: Plan, endpoint: Mapping[str, Any]) -> str 
     if field is not None:
         return f"its model {plan.model_name} differs from the spec's in {field}"
     return None
+
+
+def _where_it_differs(sm: Any, plan: Plan, config: Mapping[str, Any]) -> str | None:
+    """For a config of another name: which field of its model, else of itself, is not
+    the plan's (the model first: a changed environment renames both)."""
+    variants = config.get("ProductionVariants") or []
+    served = variants[0].get("ModelName") if variants else None
+    if served:
+        field = difference(MODEL, expected_model(plan), _describe(sm, "model", str(served)))
+        if field is not None:
+            return f"its model differs in {field}"
+    request = dict(plan.create_endpoint_config)
+    if served and len(variants) == 1:  # the model's name aside
+        request["ProductionVariants"] = [{**request["ProductionVariants"][0], "ModelName": served}]
+    field = difference(ENDPOINT_CONFIG, request, config)
+    return None if field is None else f"the config differs in {field}"
