@@ -676,19 +676,32 @@ class _Deployer:
         )
 
     def apply_autoscaling(self) -> None:
-        from peagle_deploy.aws import make_client
+        from peagle_deploy.aws import error_code, make_client
 
-        requests = self.plan.autoscaling or {}
+        p = self.plan
+        requests = p.autoscaling or {}
         aas = make_client(
-            "application-autoscaling", region=self.plan.region, boto_session=self.handle._session
+            "application-autoscaling", region=p.region, boto_session=self.handle._session
         )
+        arn = None
         try:
-            aas.register_scalable_target(**requests["register_scalable_target"])
+            arn = aas.register_scalable_target(**requests["register_scalable_target"]).get(
+                "ScalableTargetARN"
+            )
             aas.put_scaling_policy(**requests["put_scaling_policy"])
         except Exception as exc:
+            hint = ""
+            if arn and error_code(exc) in ("AccessDeniedException", "AccessDenied"):
+                # A target registered before targets were tagged keeps no tag (registering
+                # tags only a new target), and a stage's CI role changes only its own.
+                hint = (
+                    f" If the scalable target predates its {STAGE_TAG} tag, tag it once: aws "
+                    f"application-autoscaling tag-resource --resource-arn {arn} --tags "
+                    f"{STAGE_TAG}={p.spec.stage}"
+                )
             raise DeployError(
-                f"endpoint {self.plan.endpoint_name} is InService, but its autoscaling could "
-                f"not be applied: {exc}"
+                f"endpoint {p.endpoint_name} is InService, but its autoscaling could not be "
+                f"applied: {exc}.{hint}"
             ) from exc
 
     def record_manifest(self, *, only_if_stale: bool) -> str | None:

@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from sdk_testkit import MODEL, REGION, ROLE, AwsEnv
 
 from peagle_deploy.errors import DeployError
@@ -143,3 +145,37 @@ def test_a_record_of_the_same_stage_is_no_obstacle(aws: AwsEnv) -> None:
     plan = plan_for(MODEL, role_arn=ROLE, region=REGION)
     write_manifest(DeploymentManifest.from_plan(plan), ssm_client=aws.client("ssm"))
     assert _deploy(aws).deployment.action == "create"
+
+
+def _denied(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    response = AWSResponse("https://aws.example", 400, HTTPHeaders(), None)
+    error = {"Code": "AccessDeniedException", "Message": "not authorized to perform"}
+    return response, {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+
+def test_an_identity_that_may_not_list_other_stages_relies_on_the_tag(aws: AwsEnv) -> None:
+    """A stage's CI role reads only its own records: the SDK's look at every stage's is
+    denied (tests/infra/test_infra_ci_roles_flow.py), and the deploy goes on."""
+    aws.on("before-call.ssm.GetParametersByPath", _denied)
+    assert _deploy(aws).deployment.action == "create"
+
+
+def test_a_scalable_target_is_tagged_with_its_stage_and_a_denied_one_says_how(
+    aws: AwsEnv,
+) -> None:
+    """The target is registered with its stage tag (a stage's CI role changes only its
+    own targets); a target that predates the tag is denied to the role, and the error
+    says how to tag it."""
+    sent: list[dict[str, Any]] = []
+    aws.on(
+        "provide-client-params.application-autoscaling.RegisterScalableTarget",
+        lambda params, **_: sent.append(dict(params)),
+    )
+    aws.on("before-call.application-autoscaling.PutScalingPolicy", _denied)
+    with pytest.raises(DeployError) as caught:
+        _deploy(aws, scaling={"min_instances": 1, "max_instances": 2})
+    assert sent[0]["Tags"] == {"peagle:stage": "dev"}
+    message = str(caught.value)
+    assert "is InService, but its autoscaling could not be applied" in message
+    assert "aws application-autoscaling tag-resource --resource-arn arn:aws:" in message
+    assert message.endswith("--tags peagle:stage=dev")
