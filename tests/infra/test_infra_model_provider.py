@@ -237,6 +237,7 @@ def test_an_existing_model_that_differs_is_an_error(
             "Tags.peagle:stage",
         ),
     ],
+    ids=["an extra variable", "a vpc", "another stage"],
 )
 def test_an_existing_model_is_compared_as_the_sdk_compares_it(
     moto_sagemaker: None,
