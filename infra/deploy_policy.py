@@ -15,15 +15,17 @@ IAM evaluator decide each one against the synthesized policy):
   instances the account's endpoints hold against the quota; DescribeModel, which shows a
   model's environment, stays on the stage's own models).
 - The promotion source stage (`promote_from`): describe, list tags of and invoke its
-  endpoint, describe its configs and models, read its manifest and its endpoint's logs.
+  endpoint, describe its configs and models, read its manifest and its endpoint's logs;
+  never its secrets (stage-owned: the stage reads only the ARNs of its own plan).
 - `iam:PassRole` only to SageMaker (`iam:PassedToService`) and only of the stage's
   execution role: the spec's `execution_role_arn`, or any role tagged
   `peagle:stage=<stage>`; the doctor may GetRole and SimulatePrincipalPolicy on it.
 - SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter included).
 - Logs: the endpoint's log group (failure reports, acceptance metrics).
 - Autoscaling of SageMaker endpoint variants only (`application-autoscaling:
-  service-namespace` and `scalable-dimension`), the stage's endpoint's SageMaker calls
-  and target-tracking alarms.
+  service-namespace` and `scalable-dimension`) whose scalable target is tagged with the
+  stage (`aws:ResourceTag`; a new target must be registered with that tag,
+  `aws:RequestTag`), the stage's endpoint's SageMaker calls and target-tracking alarms.
 - The doctor's reads: the model and drafter locations of the stage and of its source (a
   promotion deploys the source's model), the image's repository, SageMaker's quotas.
 
@@ -89,11 +91,11 @@ LIST_ACTIONS = ("sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sag
 PARAMETER_READ_ACTIONS = ("ssm:GetParameter", "ssm:GetParametersByPath")
 PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:PutParameter")
 LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents")
-AUTOSCALING_WRITE_ACTIONS = (
+AUTOSCALING_REGISTER_ACTIONS = ("application-autoscaling:RegisterScalableTarget",)
+AUTOSCALING_TARGET_ACTIONS = (
     "application-autoscaling:DeleteScalingPolicy",
     "application-autoscaling:DeregisterScalableTarget",
     "application-autoscaling:PutScalingPolicy",
-    "application-autoscaling:RegisterScalableTarget",
 )
 AUTOSCALING_READ_ACTIONS = (
     "application-autoscaling:DescribeScalableTargets",
@@ -109,11 +111,17 @@ NO_RESOURCE_LEVEL = (
 )
 WILDCARD_REASONS = {
     "ListSageMaker": f"SageMaker List*: {NO_RESOURCE_LEVEL}; they return names and ARNs only.",
-    "Autoscaling": (
+    "AutoscalingRegister": (
         "Application Auto Scaling names a scalable target by an id it generates at "
         "registration, unknown before, and offers no condition key on the resource id: "
-        "the writes are limited to this account's and region's scalable targets of "
-        "SageMaker endpoint variants (service-namespace, scalable-dimension)."
+        "registering is limited to SageMaker endpoint variants (service-namespace, "
+        "scalable-dimension), the new target tagged with the stage (aws:RequestTag), an "
+        "existing one only if tagged with the stage (aws:ResourceTag, if it has the tag)."
+    ),
+    "AutoscalingOwnTargets": (
+        "Scalable targets have generated ids: the policy and deregistration writes are "
+        "limited to SageMaker endpoint variants whose target is tagged with the stage "
+        "(aws:ResourceTag)."
     ),
     "AutoscalingReads": f"Application Auto Scaling Describe*: {NO_RESOURCE_LEVEL}; read-only.",
     "DescribeAlarms": f"cloudwatch:DescribeAlarms is read-only; {NO_RESOURCE_LEVEL} here.",
@@ -274,25 +282,39 @@ def pass_role_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]
 
 
 def autoscaling_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
-    """Application Auto Scaling of SageMaker endpoint variants, and the endpoint's alarms.
+    """Application Auto Scaling of the stage's SageMaker endpoint variants, and the
+    endpoint's alarms.
 
     Scalable targets are named by generated ids and no condition key names the resource
-    id (Service Authorization Reference, Application Auto Scaling): the writes are bound
-    to SageMaker variants by `service-namespace` and `scalable-dimension`; the endpoint
-    itself by the SageMaker and CloudWatch permissions registering needs, which are the
-    stage's own (OwnEndpoint, AutoscalingAlarms).
+    id, but the ScalableTarget resource takes `aws:ResourceTag` and RegisterScalableTarget
+    `aws:RequestTag` (Service Authorization Reference, Application Auto Scaling): the
+    SDK tags a target with its stage when it registers it (`plan.render.autoscaling`),
+    and the writes are bound to SageMaker variants (`service-namespace`,
+    `scalable-dimension`) of targets tagged with the stage. Registering an existing
+    target needs its tag to be the stage's when it has one (RegisterScalableTarget does
+    not tag an existing target, so an untagged one registered before targets were
+    tagged stays registrable, and only its own stage's CI can tag it: docs/ci.md).
     """
+    variants = {
+        "application-autoscaling:service-namespace": SCALING_NAMESPACE,
+        "application-autoscaling:scalable-dimension": SCALING_DIMENSION,
+    }
+    stage_tag = {f"aws:ResourceTag/{STAGE_TAG}": own.stage}
     return [
         statement(
-            "Autoscaling",
-            AUTOSCALING_WRITE_ACTIONS,
+            "AutoscalingRegister",
+            AUTOSCALING_REGISTER_ACTIONS,
             [arns.scalable_targets(own.region)],
             {
-                "StringEquals": {
-                    "application-autoscaling:service-namespace": SCALING_NAMESPACE,
-                    "application-autoscaling:scalable-dimension": SCALING_DIMENSION,
-                }
+                "StringEquals": {**variants, f"aws:RequestTag/{STAGE_TAG}": own.stage},
+                "StringEqualsIfExists": stage_tag,
             },
+        ),
+        statement(
+            "AutoscalingOwnTargets",
+            AUTOSCALING_TARGET_ACTIONS,
+            [arns.scalable_targets(own.region)],
+            {"StringEquals": {**variants, **stage_tag}},
         ),
         statement("AutoscalingReads", AUTOSCALING_READ_ACTIONS, ["*"]),
         statement(
@@ -321,11 +343,13 @@ def source_statements(arns: Arns, source: StageResources) -> list[dict[str, Any]
     ]
 
 
-def secret_statements(stages: Sequence[StageResources]) -> list[dict[str, Any]]:
-    """Secrets by reference: read just before CreateModel, exactly these ARNs."""
-    secret_arns = sorted(
-        {":".join(ref.split(":")[:7]) for stage in stages for ref in stage.secret_refs.values()}
-    )
+def secret_statements(own: StageResources) -> list[dict[str, Any]]:
+    """Secrets by reference: read just before CreateModel, exactly the stage's own ARNs.
+
+    Never the promotion source's: secrets are stage-owned (a promotion binds the target's
+    own, `promote.target.target_secrets`), and the source's model is only described.
+    """
+    secret_arns = sorted({":".join(ref.split(":")[:7]) for ref in own.secret_refs.values()})
     if not secret_arns:
         return []
     return [statement("ReadTheModelsSecrets", ["secretsmanager:GetSecretValue"], secret_arns)]
@@ -382,7 +406,7 @@ def deploy_statements(
         *pass_role_statements(arns, own),
         *autoscaling_statements(arns, own),
         *(source_statements(arns, source) if source is not None else []),
-        *secret_statements(stages),
+        *secret_statements(own),
         *s3_statements(arns, stages),
         *ecr_statements(arns, [s.create_model for s in stages]),
     ]

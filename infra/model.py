@@ -54,7 +54,8 @@ def create_model_parameters(create_model: Mapping[str, Any], role_arn: str) -> d
 def provider_statements(
     models_arn: str, execution_role_arn: str, secret_refs: Mapping[str, str]
 ) -> list[dict[str, Any]]:
-    """What the model handler may do: create, describe, delete and tag the endpoint's own
+    """What the model handler may do: create, describe, delete, tag and read the tags of
+    (an existing model is adopted only when its stage tag is the stack's) the endpoint's own
     models (`models_arn`, the endpoint's grant: exactly the digest's characters after its
     head, so the old model of a replaced spec stays deletable and `<endpoint>-mirror` or
     another endpoint's models never match), pass the execution role only to SageMaker,
@@ -68,6 +69,7 @@ def provider_statements(
                 "sagemaker:CreateModel",
                 "sagemaker:DeleteModel",
                 "sagemaker:DescribeModel",
+                "sagemaker:ListTags",
             ],
             "Resource": models_arn,
         },

@@ -37,10 +37,18 @@ from peagle_deploy.errors import PeagleError
 HANDLER_DIR: Final = Path(__file__).parent / "model_provider"
 HANDLER_FILE: Final = "handler.py"
 PACKAGE_ROOT: Final = Path(__file__).resolve().parents[1]
-SHARED_MODULES: Final = ("peagle_deploy/__init__.py", "peagle_deploy/redaction.py")
+SHARED_MODULES: Final = (
+    "peagle_deploy/__init__.py",
+    "peagle_deploy/adoption.py",
+    "peagle_deploy/env_limits.py",
+    "peagle_deploy/errors.py",
+    "peagle_deploy/naming.py",
+    "peagle_deploy/redaction.py",
+)
 """Files of the package the handler imports (standard library only, so they run alone),
-copied into the asset at the same paths: the one masking of secret values is shared,
-not copied into the handler."""
+copied into the asset at the same paths: the comparison of an existing model with the
+request, CreateModel's environment limits and the one masking of secret values are
+shared with the SDK, not copied into the handler."""
 LOCK: Final = HANDLER_DIR / "requirements.lock"
 KEPT_SERVICE_MODELS: Final = ("sagemaker", "secretsmanager")
 MANIFEST: Final = "BUNDLE.json"

@@ -20,6 +20,8 @@ LAYERS: tuple[frozenset[str], ...] = (
             "errors",
             "extras",
             "redaction",
+            "adoption",
+            "env_limits",
             "findings",
             "documents",
             "naming",

@@ -19,7 +19,11 @@ resource with its message; a Delete must keep the physical id.
   provider's own fresh policy, RETRYABLE_ACCESS_DENIED); those are retried on
   RETRY_DELAYS_S for at most RETRY_BUDGET_S, then the last message fails the resource.
   A model of that name that already exists with the same request is adopted (a retried
-  Create), one that differs is an error. The physical id is the model name.
+  Create), one that differs (`peagle_deploy.adoption`: every field the request sets, the
+  environment by value, what SageMaker never fills, the `peagle:stage` tag) is an error
+  naming the field. Secret values read for the request must fit CreateModel's
+  environment limits (`peagle_deploy.env_limits`), checked before CreateModel. The
+  physical id is the model name.
 - Update: only Tags can change in place (every other field is in the name's digest);
   they are added with AddTags. Any other change is an error naming the field.
 - Delete: DeleteModel; a model that is already gone is success, so a rollback after a
@@ -52,7 +56,12 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-# The project's one masking of secret values (bundled with this file, standard library only).
+# Shared with the SDK, bundled with this file (standard library only): the comparison of
+# an existing model with the request, CreateModel's environment limits, the one masking
+# of secret values.
+from peagle_deploy.adoption import MODEL, difference, refusal
+from peagle_deploy.env_limits import check_resolved_environment
+from peagle_deploy.errors import InputError
 from peagle_deploy.redaction import environment_values, masked
 
 PROPERTY: Final = "CreateModel"
@@ -100,8 +109,6 @@ ALREADY_EXISTS: Final = "Cannot create already existing model"
 NOT_FOUND: Final = "Could not find model"
 # SageMaker's ModelName pattern (botocore sagemaker/2017-07-24, EntityName).
 _MODEL_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-# Fields of CreateModel that DescribeModel returns and that must match to adopt a model.
-_COMPARED: Final = ("PrimaryContainer", "ExecutionRoleArn", "VpcConfig", "EnableNetworkIsolation")
 
 SLEEP: Callable[[float], None] = time.sleep  # tests record the delays instead of waiting
 
@@ -250,22 +257,6 @@ def _retryable(e: ClientError) -> bool:
     return code == denied_code and denied_text in message
 
 
-def _differences(requested: Any, described: Any, where: str) -> Iterator[str]:
-    """Where `described` does not contain `requested` (extra described fields are fine:
-    SageMaker adds defaults)."""
-    if isinstance(requested, dict) and isinstance(described, dict):
-        for key, value in requested.items():
-            yield from _differences(value, described.get(key), f"{where}.{key}")
-    elif isinstance(requested, list) and isinstance(described, list):
-        if len(requested) != len(described):
-            yield where
-        else:
-            for i, (r, d) in enumerate(zip(requested, described, strict=True)):
-                yield from _differences(r, d, f"{where}[{i}]")
-    elif requested != described:
-        yield where
-
-
 def _describe(client: Any, name: str) -> dict[str, Any] | None:
     try:
         described: dict[str, Any] = client.describe_model(ModelName=name)
@@ -277,16 +268,13 @@ def _describe(client: Any, name: str) -> dict[str, Any] | None:
 
 
 def _adopt(client: Any, request: Mapping[str, Any], described: Mapping[str, Any]) -> str:
-    """The ARN of an existing model with the same request; raises when it differs."""
+    """The ARN of an existing model with the same request (content and stage tag,
+    `peagle_deploy.adoption`, the SDK's comparison); raises when it differs."""
     name = request["ModelName"]
-    for field in _COMPARED:
-        if field in request:
-            differ = next(_differences(request[field], described.get(field), field), None)
-            if differ is not None:
-                raise RuntimeError(
-                    f"model {name} already exists with a different {differ}; delete it or "
-                    "change the spec (the model name follows the spec's content)"
-                )
+    tags = client.list_tags(ResourceArn=described["ModelArn"]).get("Tags", [])
+    field = difference(MODEL, request, described, tags)
+    if field is not None:
+        raise RuntimeError(refusal(MODEL, name, field))
     if request.get("Tags"):
         client.add_tags(ResourceArn=described["ModelArn"], Tags=request["Tags"])
     _log(event="adopted", model=name)
@@ -410,6 +398,10 @@ def _on_event(
         if refs:
             secrets.update(resolve_secrets(secretsmanager_client(), refs))
             request = with_secrets(request, secrets)
+            try:  # SageMaker's ValidationException would quote the environment
+                check_resolved_environment(request["PrimaryContainer"]["Environment"], refs)
+            except InputError as e:
+                raise RuntimeError(str(e)) from None
         arn = create(client, request, context)
     elif kind == "Update":
         if event.get("PhysicalResourceId") != name:

@@ -32,11 +32,13 @@ def create(xp: ExperimentPlan, clients: Clients, show: bool) -> list[str]:
     """
     from botocore.exceptions import ClientError
 
+    from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, check_existing
+
     r = xp.requests
     assert r.create_endpoint_config is not None and r.start_update is not None
     assert r.config_name is not None
     created: list[str] = []
-    steps: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
+    steps: list[tuple[Kind, Callable[..., Any], dict[str, Any], str]] = [
         (
             "model",
             clients.sm.create_model,
@@ -59,8 +61,9 @@ def create(xp: ExperimentPlan, clients: Clients, show: bool) -> list[str]:
             except ClientError as exc:
                 if "already exist" not in str(exc).lower():
                     raise
+                check_existing(clients.sm, kind, request)  # adopted only if the same
         clients.sm.update_endpoint(**r.start_update)
-    except ClientError as exc:
+    except (ClientError, ExistingDiffersError) as exc:
         endpoint = xp.incumbent.endpoint_name
         removed = remove(clients, endpoint, r.config_name, r.candidate_model_name, created)
         raise ExperimentError(

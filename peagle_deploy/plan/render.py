@@ -135,7 +135,7 @@ def render(dep: Deployment) -> Requests:
             "DeploymentConfig": rollout,
         },
         secret_refs=secret_refs,
-        autoscaling=autoscaling(endpoint_name, dep.spec.scaling),
+        autoscaling=autoscaling(endpoint_name, dep.spec.scaling, dep.spec.stage),
     )
 
 
@@ -332,8 +332,14 @@ def deployment_config(rollout: RolloutSpec) -> dict[str, Any]:
     return config
 
 
-def autoscaling(endpoint_name: str, scaling: ScalingSpec | None) -> dict[str, Any] | None:
-    """Application Auto Scaling requests (RegisterScalableTarget, PutScalingPolicy)."""
+def autoscaling(
+    endpoint_name: str, scaling: ScalingSpec | None, stage: str
+) -> dict[str, Any] | None:
+    """Application Auto Scaling requests (RegisterScalableTarget, PutScalingPolicy).
+
+    The target is tagged with its stage when it is registered: a stage's CI role may
+    change only targets of its own stage (`aws:ResourceTag`, infra/deploy_policy.py).
+    """
     if scaling is None:
         return None
     resource_id = f"endpoint/{endpoint_name}/variant/{VARIANT_NAME}"
@@ -345,6 +351,7 @@ def autoscaling(endpoint_name: str, scaling: ScalingSpec | None) -> dict[str, An
             "ScalableDimension": dimension,
             "MinCapacity": scaling.min_instances,
             "MaxCapacity": scaling.max_instances,
+            "Tags": {STAGE_TAG: stage},
         },
         "put_scaling_policy": {
             "PolicyName": f"{endpoint_name}-invocations",

@@ -254,6 +254,13 @@ def read_source(clients: store.Clients, options: PromoteOptions, out: Console) -
             f"describes {manifest.endpoint_config_name} (spec {manifest.content_hash}); "
             f"redeploy {stage} so the manifest matches what serves. Nothing was changed."
         )
+    problem = store.source_difference(clients, manifest, described)
+    if problem is not None:
+        raise PeagleError(
+            f"the manifest {manifest_parameter_name(stage, name)} cannot be trusted: it does "
+            f"not describe what source endpoint {name} runs ({problem}). Redeploy {stage} to "
+            "rewrite it. Nothing was changed, no gate was run."
+        )
     state = StageState(
         stage=stage,
         endpoint_name=name,
@@ -526,82 +533,28 @@ def run_gates(
     target_manifest: Any = None,
 ) -> GateReport:
     """Smoke first (cheap), then the benchmark unless the smoke test already failed."""
-    from peagle_deploy.promote import measure
-
-    smoke: SmokeOutcome | None = None
-    if gates.smoke.enabled:
-        console.print(
-            f"[bold]gate[/] smoke chat on {escaped(source.endpoint_name)}", highlight=False
-        )
-        runner = smoke_runner or (
-            lambda name, gate: measure.run_smoke(
-                name, gate, region=options.region, boto_session=clients.session
-            )
-        )
-        smoke = runner(source.endpoint_name, gates.smoke)
-    levels: list[LevelMeasurement] = []
+    smoke = _run_smoke(
+        gates, source, options, clients=clients, console=console, smoke_runner=smoke_runner
+    )
     smoke_failed = smoke is not None and (smoke.error is not None or not smoke.text.strip())
+    levels: list[LevelMeasurement] = []
     if gates.bench is not None and not smoke_failed:
-        b = gates.bench
-        per_level = [f"{b.num_prompts} prompts"] if b.num_prompts is not None else []
-        if b.duration_s is not None:
-            per_level.append(f"{b.duration_s:g} s")
-        console.print(
-            f"[bold]gate[/] benchmark on {escaped(source.endpoint_name)}: concurrency "
-            f"{b.concurrency}, {' or '.join(per_level) or 'max(32, 4 x concurrency) prompts'} "
-            "per level",
-            highlight=False,
-        )
-        logs_delay_s = options.bench_logs_delay_s
-        if logs_delay_s is None and gates.thresholds.min_acceptance_length is None:
-            # Acceptance comes from CloudWatch Logs, which lag; without an acceptance gate
-            # there is nothing to wait for (whatever has arrived is still reported).
-            logs_delay_s = 0.0
-        bench = bench_runner or (
-            lambda name, settings: measure.run_bench(
-                name,
-                settings,
-                region=options.region,
-                logs_delay_s=logs_delay_s,
-                progress=options.bench_progress,
-            )
-        )
-        levels = bench(source.endpoint_name, gates.bench)
-
-    baseline: dict[int, float] | None = None
-    baseline_from: str | None = None
-    if gates.thresholds.min_throughput_ratio is not None:
-        baseline_stage = gates.baseline_stage or options.target_stage
-        if baseline_stage == options.target_stage:
-            recorded = target_manifest
-        else:
-            name = store.find_endpoint_in_stage(clients, baseline_stage)
-            recorded = (
-                None
-                if name is None
-                else store.read_optional_manifest(clients, baseline_stage, name)
-            )
-        previous = store.recorded_report(recorded)
-        if previous is not None and previous.measurements:
-            baseline = baseline_from_measurements(previous.measurements)
-            baseline_from = f"{previous.target_stage}/{recorded.endpoint_name}"
-
+        levels = _run_bench(gates, source, options, console, bench_runner)
+    baseline, baseline_from = _baseline(gates, options, clients, target_manifest)
     results = evaluate_gates(gates, smoke, levels, baseline, baseline_from)
     if smoke_failed and gates.bench is not None:
         # Say why the benchmark gates have no numbers instead of listing them as failed.
         from peagle_deploy.promote.evaluate import GateResult
 
-        results = [
-            *results[:1],
-            GateResult(
-                name="bench",
-                kind="bench",
-                measured=None,
-                required="smoke gate passes first",
-                status="skip",
-                detail="not run: the smoke gate failed",
-            ),
-        ]
+        skipped = GateResult(
+            name="bench",
+            kind="bench",
+            measured=None,
+            required="smoke gate passes first",
+            status="skip",
+            detail="not run: the smoke gate failed",
+        )
+        results = [*results[:1], skipped]
     return GateReport(
         source_stage=source.stage,
         target_stage=options.target_stage,
@@ -610,6 +563,89 @@ def run_gates(
         measurements=levels,
         baseline_from=baseline_from,
     )
+
+
+def _run_smoke(
+    gates: StageGates,
+    source: StageState,
+    options: PromoteOptions,
+    *,
+    clients: Any,
+    console: Console,
+    smoke_runner: SmokeRunner | None,
+) -> SmokeOutcome | None:
+    """The smoke chat against the source endpoint (None when the gate is off)."""
+    if not gates.smoke.enabled:
+        return None
+    from peagle_deploy.promote import measure
+
+    console.print(f"[bold]gate[/] smoke chat on {escaped(source.endpoint_name)}", highlight=False)
+    runner = smoke_runner or (
+        lambda name, gate: measure.run_smoke(
+            name, gate, region=options.region, boto_session=clients.session
+        )
+    )
+    return runner(source.endpoint_name, gates.smoke)
+
+
+def _run_bench(
+    gates: StageGates,
+    source: StageState,
+    options: PromoteOptions,
+    console: Console,
+    bench_runner: BenchRunner | None,
+) -> list[LevelMeasurement]:
+    """The benchmark's levels against the source endpoint."""
+    from peagle_deploy.promote import measure
+
+    b = gates.bench
+    assert b is not None
+    per_level = [f"{b.num_prompts} prompts"] if b.num_prompts is not None else []
+    if b.duration_s is not None:
+        per_level.append(f"{b.duration_s:g} s")
+    console.print(
+        f"[bold]gate[/] benchmark on {escaped(source.endpoint_name)}: concurrency "
+        f"{b.concurrency}, {' or '.join(per_level) or 'max(32, 4 x concurrency) prompts'} "
+        "per level",
+        highlight=False,
+    )
+    logs_delay_s = options.bench_logs_delay_s
+    if logs_delay_s is None and gates.thresholds.min_acceptance_length is None:
+        # Acceptance comes from CloudWatch Logs, which lag; without an acceptance gate
+        # there is nothing to wait for (whatever has arrived is still reported).
+        logs_delay_s = 0.0
+    bench = bench_runner or (
+        lambda name, settings: measure.run_bench(
+            name,
+            settings,
+            region=options.region,
+            logs_delay_s=logs_delay_s,
+            progress=options.bench_progress,
+        )
+    )
+    return bench(source.endpoint_name, b)
+
+
+def _baseline(
+    gates: StageGates, options: PromoteOptions, clients: Any, target_manifest: Any
+) -> tuple[dict[int, float] | None, str | None]:
+    """The throughput baseline (per concurrency) and where it was recorded, when the
+    gates compare with one: the baseline stage's last promotion report."""
+    if gates.thresholds.min_throughput_ratio is None:
+        return None, None
+    baseline_stage = gates.baseline_stage or options.target_stage
+    if baseline_stage == options.target_stage:
+        recorded = target_manifest
+    else:
+        name = store.find_endpoint_in_stage(clients, baseline_stage)
+        recorded = (
+            None if name is None else store.read_optional_manifest(clients, baseline_stage, name)
+        )
+    previous = store.recorded_report(recorded)
+    if previous is None or not previous.measurements:
+        return None, None
+    baseline = baseline_from_measurements(previous.measurements)
+    return baseline, f"{previous.target_stage}/{recorded.endpoint_name}"
 
 
 def _failed_deploy_message(clients: Any, plan: Any, before: StageState, exc: Exception) -> str:

@@ -127,6 +127,48 @@ def read_source_manifest(clients: Clients, stage: str, endpoint_name: str) -> De
     return manifest
 
 
+def source_difference(
+    clients: Clients, manifest: DeploymentManifest, endpoint: dict[str, Any]
+) -> str | None:
+    """How the source endpoint (its DescribeEndpoint) does not run what its manifest's
+    spec plans, re-planned here; None when it does.
+
+    The manifest is read from a parameter the source stage may write, so nothing in it is
+    taken on its word: the endpoint's `peagle:stage` tag must be the manifest's stage, and
+    the spec, planned again, must name the endpoint config and model the endpoint runs and
+    match their content (`sdk.existing.serving_difference`: DescribeEndpointConfig, then
+    DescribeModel). A secret's value cannot be compared (the manifest keeps references,
+    which are in the model's name); its variable must be in the model's environment.
+    Then the names and hash the manifest records must be the plan's.
+    """
+    from peagle_deploy.naming import STAGE_TAG
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.sdk.existing import serving_difference
+
+    tags = clients.sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
+    tagged = {t.get("Key"): t.get("Value") for t in tags}.get(STAGE_TAG)
+    if tagged not in (None, manifest.stage):
+        return f"the endpoint is tagged {STAGE_TAG}={tagged}"
+    spec = manifest.spec
+    if spec.region is None:
+        spec = spec.model_copy(update={"region": manifest.region})
+    try:
+        plan = build_plan(spec)
+    except PeagleError as exc:
+        return f"its spec does not plan ({exc})"
+    problem = serving_difference(clients.sagemaker, plan, endpoint)
+    if problem is not None:
+        return problem
+    for what, recorded, planned in (
+        ("endpoint config", manifest.endpoint_config_name, plan.endpoint_config_name),
+        ("model", manifest.model_name, plan.model_name),
+        ("content hash", manifest.content_hash, plan.content_hash),
+    ):
+        if recorded != planned:
+            return f"it records {what} {recorded}, its spec plans {planned}"
+    return None
+
+
 def read_optional_manifest(
     clients: Clients, stage: str, endpoint_name: str
 ) -> DeploymentManifest | None:

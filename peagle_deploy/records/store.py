@@ -98,11 +98,11 @@ def delete_record(ssm: Any, path: RecordPath) -> bool:
 
 
 def find_records(
-    ssm: Any, kind: Kind, *, stage: str | None = None, endpoint_name: str | None = None
+    ssm: Any, kind: Kind | None, *, stage: str | None = None, endpoint_name: str | None = None
 ) -> list[RecordPath]:
-    """The paths of the `kind` records in `stage` (all stages when None), optionally of
-    one endpoint, sorted. Only names: what they hold is read (and checked) by
-    `read_record`."""
+    """The paths of the `kind` records (every kind when None) in `stage` (all stages when
+    None), optionally of one endpoint, sorted. Only names: what they hold is read (and
+    checked) by `read_record`."""
     root = PARAMETER_ROOT if stage is None else f"{PARAMETER_ROOT}/{stage}/"
     found: list[RecordPath] = []
     kwargs: dict[str, Any] = {"Path": root, "Recursive": True}
@@ -112,7 +112,7 @@ def find_records(
             path = RecordPath.parse(str(parameter["Name"]))
             if (
                 path is not None
-                and path.kind == kind
+                and kind in (None, path.kind)
                 and stage in (None, path.stage)
                 and endpoint_name in (None, path.endpoint_name)
             ):

@@ -26,16 +26,18 @@ from typing import Any
 
 from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none, endpoint_config_models
 from peagle_deploy.errors import DeployError, EndpointFailedError, InputError
-from peagle_deploy.naming import derived_name_pattern
+from peagle_deploy.naming import STAGE_TAG, derived_name_pattern
 from peagle_deploy.plan import PLACEHOLDER_ROLE_ARN, Plan, build_plan
 from peagle_deploy.records import (
     DeploymentManifest,
     RecordError,
+    find_records,
     read_manifest,
     running_experiment,
     write_manifest,
 )
 from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
+from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, create_or_adopt
 from peagle_deploy.sdk.outcome import Action, DeployOutcome
 from peagle_deploy.sdk.waiter import (
     IN_PROGRESS,
@@ -271,19 +273,12 @@ class _Deployer:
             **kwargs,
         )
 
-    def _create(self, kind: str, call: Any, request: dict[str, Any], name: str) -> bool:
-        """Create one resource; False when it already exists (same content-derived name)."""
-        from botocore.exceptions import ClientError
-
-        try:
-            call(**request)
-        except ClientError as exc:
-            if "already exist" in str(exc).lower():
-                return False
-            raise
-        self.created.append(f"{kind}:{name}")
-        self.say(f"created {kind} {name}")
-        return True
+    def _create(self, kind: Kind, request: dict[str, Any], name: str) -> None:
+        """Create one resource, or adopt the one of that (content-derived) name when it is
+        the same (`sdk.existing`: compared by content, else ExistingDiffersError)."""
+        if create_or_adopt(self.sm, kind, request):
+            self.created.append(f"{kind}:{name}")
+            self.say(f"created {kind} {name}")
 
     def create_model_and_config(self) -> None:
         from peagle_deploy.aws import make_client
@@ -298,13 +293,28 @@ class _Deployer:
             ),
             self.secret_values,
         )
-        self._create("model", self.sm.create_model, request, p.model_name)
-        self._create(
-            "endpoint-config",
-            self.sm.create_endpoint_config,
-            p.create_endpoint_config,
-            p.endpoint_config_name,
-        )
+        try:
+            self._create("model", request, p.model_name)
+            self._create("endpoint-config", p.create_endpoint_config, p.endpoint_config_name)
+        except ExistingDiffersError as exc:
+            self.remove_created()
+            raise ExistingDiffersError(
+                f"{exc}. {p.endpoint_name} was not changed; this deploy removed what it had "
+                f"created ({', '.join(self.removed) or 'nothing'})"
+            ) from None
+
+    def remove_created(self) -> None:
+        """Delete the models and configs this run created (nothing that was there before)."""
+        deletes = {
+            "model": (self.sm.delete_model, "ModelName"),
+            "endpoint-config": (self.sm.delete_endpoint_config, "EndpointConfigName"),
+        }
+        for item in reversed(self.created):
+            kind, _, name = item.partition(":")
+            if kind in deletes:
+                call, key = deletes[kind]
+                if delete_quietly(call, **{key: name}):
+                    self.removed.append(item)
 
     def remove_config_and_model(self, config: str, *, only_derived: bool = True) -> None:
         """Delete an endpoint config and its models (not in use by this endpoint any more).
@@ -372,11 +382,13 @@ class _Deployer:
     def run(self, *, dry_run: bool) -> DeployOutcome:
         p = self.plan
         current = self.describe()
+        stage_problem = self.stage_problem(current)
+        if stage_problem and not dry_run:
+            raise DeployError(stage_problem)
         action, previous = self.decide(current)
         role_problem = self.model_role_problem()
         if dry_run:
-            if role_problem:
-                self.warnings.append(role_problem)
+            self.warnings += [w for w in (stage_problem, role_problem) if w]
             status = "absent" if current is None else str(current["EndpointStatus"])
             return self.outcome(action, status, dry_run=True, previous_config=previous)
         if role_problem:
@@ -395,6 +407,55 @@ class _Deployer:
         if action == "create":
             return self.create("create")
         return self.update(previous)
+
+    def stage_problem(self, current: dict[str, Any] | None) -> str | None:
+        """Why this stage may not deploy the endpoint: another stage holds it (its tag
+        says so, or, untagged or absent, a record under another stage's path)."""
+        p = self.plan
+        holder = self.tagged_stage(current) or self.recorded_stage()
+        if holder is None or holder[0] == p.spec.stage:
+            return None
+        stage, evidence, remedy = holder
+        return (
+            f"endpoint {p.endpoint_name} belongs to stage {stage} ({evidence}), not "
+            f"{p.spec.stage}: two stages never share an endpoint. Deploy {p.spec.stage} "
+            f"under an endpoint name of its own (endpoint_name), or {remedy}. Nothing was "
+            "changed."
+        )
+
+    def tagged_stage(self, current: dict[str, Any] | None) -> tuple[str, str, str] | None:
+        if current is None:
+            return None
+        tags = self.sm.list_tags(ResourceArn=current["EndpointArn"]).get("Tags", [])
+        stage = {t.get("Key"): t.get("Value") for t in tags}.get(STAGE_TAG)
+        if stage is None:
+            return None
+        remedy = (
+            f"delete it first if {stage} is done with it (peagle delete {current['EndpointName']})"
+        )
+        return str(stage), f"its {STAGE_TAG} tag", remedy
+
+    def recorded_stage(self) -> tuple[str, str, str] | None:
+        """A record of this endpoint under another stage's path; None when there is none,
+        or when this identity may not list other stages' records (a stage's CI role reads
+        only its own: its grants and synth's refusal of shared endpoints cover it)."""
+        from botocore.exceptions import ClientError
+
+        from peagle_deploy.aws import error_code, make_client
+
+        p = self.plan
+        ssm = make_client("ssm", region=p.region, boto_session=self.handle._session)
+        try:
+            paths = find_records(ssm, None, endpoint_name=p.endpoint_name)
+        except ClientError as exc:
+            if error_code(exc) in ("AccessDeniedException", "AccessDenied"):
+                return None
+            raise
+        other = next((path for path in paths if path.stage != p.spec.stage), None)
+        if other is None:
+            return None
+        remedy = f"if {other.stage} no longer has it, remove {other.name}"
+        return other.stage, f"its record {other.name}", remedy
 
     def model_role_problem(self) -> str | None:
         """Why the planned model cannot be used: it exists with another execution role.
@@ -615,19 +676,32 @@ class _Deployer:
         )
 
     def apply_autoscaling(self) -> None:
-        from peagle_deploy.aws import make_client
+        from peagle_deploy.aws import error_code, make_client
 
-        requests = self.plan.autoscaling or {}
+        p = self.plan
+        requests = p.autoscaling or {}
         aas = make_client(
-            "application-autoscaling", region=self.plan.region, boto_session=self.handle._session
+            "application-autoscaling", region=p.region, boto_session=self.handle._session
         )
+        arn = None
         try:
-            aas.register_scalable_target(**requests["register_scalable_target"])
+            arn = aas.register_scalable_target(**requests["register_scalable_target"]).get(
+                "ScalableTargetARN"
+            )
             aas.put_scaling_policy(**requests["put_scaling_policy"])
         except Exception as exc:
+            hint = ""
+            if arn and error_code(exc) in ("AccessDeniedException", "AccessDenied"):
+                # A target registered before targets were tagged keeps no tag (registering
+                # tags only a new target), and a stage's CI role changes only its own.
+                hint = (
+                    f" If the scalable target predates its {STAGE_TAG} tag, tag it once: aws "
+                    f"application-autoscaling tag-resource --resource-arn {arn} --tags "
+                    f"{STAGE_TAG}={p.spec.stage}"
+                )
             raise DeployError(
-                f"endpoint {self.plan.endpoint_name} is InService, but its autoscaling could "
-                f"not be applied: {exc}"
+                f"endpoint {p.endpoint_name} is InService, but its autoscaling could not be "
+                f"applied: {exc}.{hint}"
             ) from exc
 
     def record_manifest(self, *, only_if_stale: bool) -> str | None:

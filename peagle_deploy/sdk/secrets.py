@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from peagle_deploy.env_limits import check_resolved_environment
 from peagle_deploy.errors import DeployError
 from peagle_deploy.plan.render import with_secret_values
 from peagle_deploy.redaction import SecretValues
 from peagle_deploy.secret_refs import parse_secret_ref, secret_value
-from peagle_deploy.validation.aws_shapes import check_resolved_environment
 
 
 def read_secret_values(client: Any, refs: Mapping[str, str]) -> dict[str, str]:

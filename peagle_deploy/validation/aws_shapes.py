@@ -17,6 +17,7 @@ from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 
 from peagle_deploy.catalog.images import domains, parse_image_uri
 from peagle_deploy.deployment import MAX_MODEL_LEN_ENV, TENSOR_PARALLEL_ENV, Deployment
+from peagle_deploy.env_limits import MAX_ENV_BYTES, check_env_size
 from peagle_deploy.errors import InputError
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.naming import MANAGED_TAG_COUNT
@@ -54,9 +55,6 @@ INFERENCE_AMI_VERSIONS = (
 )
 """GPU values of botocore's ProductionVariantInferenceAmiVersion enum (neuron left out)."""
 
-MAX_ENV_ENTRIES = 100
-MAX_ENV_BYTES = 1024
-MAX_ENV_TOTAL_BYTES = 32 * 1024
 MAX_TAGS = 50
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
 
@@ -231,38 +229,7 @@ def check_env(
         raise InputError(f"env.{e.variable}", e.problem, e.allowed) from None
     known = {**dict.fromkeys(secret_names, ""), **rendered}
     with_secrets = " and the names of secrets" if secret_names else ""
-    _check_env_size(known, "env", f"(with peagle's own{with_secrets})")
-
-
-def _check_env_size(env: Mapping[str, str], field: str, counted: str) -> None:
-    """CreateModel's limits on the whole Environment: entries and total bytes."""
-    if len(env) > MAX_ENV_ENTRIES:
-        raise InputError(field, f"{len(env)} variables in total {counted}", f"<= {MAX_ENV_ENTRIES}")
-    total = sum(len(k.encode()) + len(v.encode()) for k, v in env.items())
-    if total > MAX_ENV_TOTAL_BYTES:
-        raise InputError(
-            field,
-            f"{total} bytes in total {counted}",
-            f"<= {MAX_ENV_TOTAL_BYTES} bytes (32 KB)",
-        )
-
-
-def check_resolved_environment(
-    environment: Mapping[str, str], secret_names: Collection[str]
-) -> None:
-    """CreateModel's Environment limits once the values of `secret_names` are in it (the
-    SDK, after GetSecretValue, before CreateModel, whose ValidationException would quote
-    the environment). Errors name the variables, never a value."""
-    long = sorted(n for n in secret_names if len(environment[n].encode()) > MAX_ENV_BYTES)
-    if long:
-        raise InputError(
-            f"secrets.{long[0]}" if len(long) == 1 else "secrets",
-            f"the secret value of {', '.join(long)} is longer than {MAX_ENV_BYTES} bytes, "
-            "SageMaker's limit for one environment value",
-            f"a secret value of at most {MAX_ENV_BYTES} bytes",
-        )
-    names = ", ".join(sorted(secret_names))
-    _check_env_size(environment, "secrets", f"with the values of {names}")
+    check_env_size(known, "env", f"(with peagle's own{with_secrets})")
 
 
 def check_kms_key_id(kms_key_id: str | None, region: str) -> None:

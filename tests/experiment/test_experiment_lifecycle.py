@@ -209,6 +209,63 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
         abort_experiment(name, progress=False)
 
 
+def test_a_precreated_experiment_config_of_other_content_is_refused(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """The split's config name is predictable: one made first, whose candidate variant
+    serves another model, is not used. The start stops before UpdateEndpoint, removes the
+    candidate model it created, and the incumbent keeps serving (issue 29)."""
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    spec = make_spec(mode="split", weight_percent=50)
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    xp = experiment_plan(spec)
+    theirs = json.loads(json.dumps(xp.requests.create_endpoint_config))
+    theirs["ProductionVariants"][1]["ModelName"] = xp.incumbent.model_name
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_endpoint_config(**theirs)
+    with pytest.raises(ExperimentError) as caught:
+        start_experiment(spec=spec, progress=False)
+    message = str(caught.value)
+    assert (
+        f"endpoint config {xp.config_name} already exists with a different "
+        "ProductionVariants[Candidate].ModelName" in message
+    )
+    assert f"removed model:{xp.candidate_model_name}" in message
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert desc["EndpointConfigName"] == xp.incumbent.endpoint_config_name
+    models = [m["ModelName"] for m in sm.list_models()["Models"]]
+    assert models == [xp.incumbent.model_name]
+
+
+def test_a_precreated_candidate_model_of_another_image_is_refused(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """A shadow start adopts a candidate model of its planned name only when it is the
+    same: one made first with another image stops the start before the InferenceExperiment
+    (issue 29); it is not the start's to delete."""
+    from peagle_deploy.experiment.plan import experiment_plan
+
+    spec = make_spec()
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    xp = experiment_plan(spec, experiment_role_arn=ROLE)
+    theirs = json.loads(json.dumps(xp.create_candidate_model))
+    theirs["PrimaryContainer"]["Image"] = IMAGE.rsplit(":", 1)[0] + ":someone-elses"
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_model(**theirs)
+    with pytest.raises(ExperimentError) as caught:
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert (
+        f"model {xp.candidate_model_name} already exists with a different "
+        "PrimaryContainer.Image" in str(caught.value)
+    )
+    assert sm.list_inference_experiments()["InferenceExperiments"] == []
+    assert sm.describe_endpoint(EndpointName=name)["EndpointConfigName"] == (
+        xp.incumbent.endpoint_config_name
+    )
+    assert xp.candidate_model_name in {m["ModelName"] for m in sm.list_models()["Models"]}
+
+
 def test_the_cli_runs_the_same_experiment_with_json_and_a_plot(
     emulator: MotoExtensions,
     wall: Wall,

@@ -240,14 +240,24 @@ def test_an_endpoint_config_only_of_the_stages_own_models(ci: CiSynth) -> None:
 def test_autoscaling_writes_only_sagemaker_endpoint_variants(ci: CiSynth) -> None:
     target = _arn("scalable-target/0123456789abcdef0123456789abcdef", "application-autoscaling")
     other = f"arn:aws:application-autoscaling:{REGION}:210987654321:scalable-target/0123"
+    dev = {"aws:ResourceTag/peagle:stage": "dev"}
+    register_dev = {"aws:RequestTag/peagle:stage": "dev", "aws:TagKeys": ["peagle:stage"]}
 
-    def ask(action: str, namespace: str, dimension: str, resource: str = target) -> Ask:
+    def ask(
+        action: str,
+        namespace: str,
+        dimension: str,
+        resource: str = target,
+        tags: dict[str, Any] | None = None,
+    ) -> Ask:
+        default = register_dev if action == "RegisterScalableTarget" else dev
         return Ask(
             f"application-autoscaling:{action}",
             resource,
             {
                 "application-autoscaling:service-namespace": namespace,
                 "application-autoscaling:scalable-dimension": dimension,
+                **(default if tags is None else tags),
             },
         )
 
@@ -272,6 +282,43 @@ def test_autoscaling_writes_only_sagemaker_endpoint_variants(ci: CiSynth) -> Non
         (ask("RegisterScalableTarget", "sagemaker", variant, other), "ImplicitlyDenied"),
     ]
     assert ci.roles.decide(ci.role("dev"), [a for a, _ in cases]) == [d for _, d in cases]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_autoscaling_writes_only_the_targets_of_its_own_stage(ci: CiSynth, stage: str) -> None:
+    """Issue 29 (Low): each stage's role may change only scalable targets tagged with its
+    stage, and may register a new one only with that tag."""
+    target = _arn("scalable-target/0123456789abcdef0123456789abcdef", "application-autoscaling")
+    variants = {
+        "application-autoscaling:service-namespace": "sagemaker",
+        "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+
+    def ask(action: str, tags: dict[str, Any]) -> Ask:
+        return Ask(f"application-autoscaling:{action}", target, {**variants, **tags})
+
+    cases = []
+    for owner in STAGES:
+        tagged = {"aws:ResourceTag/peagle:stage": owner}
+        mine = "Allowed" if owner == stage else "ImplicitlyDenied"
+        for action in ("PutScalingPolicy", "DeleteScalingPolicy", "DeregisterScalableTarget"):
+            cases.append((ask(action, tagged), mine))
+        # registering (updating) an existing target of another stage, with this stage's tag
+        request = {"aws:RequestTag/peagle:stage": stage, "aws:TagKeys": ["peagle:stage"]}
+        cases.append((ask("RegisterScalableTarget", {**tagged, **request}), mine))
+        # a new target must carry this stage's tag
+        request = {"aws:RequestTag/peagle:stage": owner, "aws:TagKeys": ["peagle:stage"]}
+        cases.append((ask("RegisterScalableTarget", request), mine))
+    untagged = "ImplicitlyDenied"
+    cases += [
+        (ask("DeregisterScalableTarget", {}), untagged),
+        (ask("PutScalingPolicy", {}), untagged),
+        (ask("RegisterScalableTarget", {}), untagged),
+    ]
+    decisions = ci.roles.decide(ci.role(stage), [a for a, _ in cases])
+    assert [(a.action, dict(a.context), d) for (a, _), d in zip(cases, decisions, strict=True)] == [
+        (a.action, dict(a.context), d) for a, d in cases
+    ]
 
 
 # --- trust: only the stage's GitHub environment, on main ---------------------------------

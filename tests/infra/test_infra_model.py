@@ -111,6 +111,7 @@ def test_model_handler_policy_is_scoped(stage_synth: Synthesized) -> None:
         "sagemaker:CreateModel",
         "sagemaker:DeleteModel",
         "sagemaker:DescribeModel",
+        "sagemaker:ListTags",  # an existing model is adopted only if its stage tag is ours
     ]
     # exactly the 8-character digest after the prefix: never `<endpoint>-mirror`
     assert _text(manage["Resource"]) == (

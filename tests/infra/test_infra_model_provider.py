@@ -14,6 +14,7 @@ existing identical model can be tested with the real request.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -210,6 +211,80 @@ def test_an_existing_model_that_differs_is_an_error(
     with pytest.raises(RuntimeError) as e:
         module.on_event(event("Create", props), FakeContext())
     assert "already exists with a different PrimaryContainer.Image" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        # a variable the request does not set: compared whole, not "what the request sets"
+        (
+            lambda r: r["PrimaryContainer"]["Environment"].update(EXTRA="1"),
+            "PrimaryContainer.Environment.EXTRA",
+        ),
+        # never filled by SageMaker: must be absent when the request has none
+        (
+            lambda r: r.update(
+                VpcConfig={"Subnets": ["subnet-0a1b2c3d"], "SecurityGroupIds": ["sg-0a1b2c3d"]}
+            ),
+            "VpcConfig",
+        ),
+        # the stage that made it is part of its identity
+        (
+            lambda r: r.update(
+                Tags=[t for t in r["Tags"] if t["Key"] != "peagle:stage"]
+                + [{"Key": "peagle:stage", "Value": "prod"}]
+            ),
+            "Tags.peagle:stage",
+        ),
+    ],
+    ids=["an extra variable", "a vpc", "another stage"],
+)
+def test_an_existing_model_is_compared_as_the_sdk_compares_it(
+    moto_sagemaker: None,
+    *,
+    stage_synth: Synthesized,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    change: Any,
+    field: str,
+) -> None:
+    """The handler's adoption is `peagle_deploy.adoption` (bundled), the SDK's rule."""
+    module, _ = lambda_handler
+    theirs = expected_request(stage_synth)
+    theirs["PrimaryContainer"] = {
+        **theirs["PrimaryContainer"],
+        "Environment": dict(theirs["PrimaryContainer"]["Environment"]),
+    }
+    change(theirs)
+    sagemaker().create_model(**theirs)
+    with pytest.raises(RuntimeError) as e:
+        module.on_event(event("Create", props), FakeContext())
+    assert f"already exists with a different {field};" in str(e.value)
+
+
+def test_a_secret_value_past_the_environment_limit_fails_before_create_model(
+    moto_sagemaker: None,
+    props: dict[str, Any],
+    lambda_handler: tuple[ModuleType, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """CreateModel's 1024-byte limit on one value, checked once the value is read (the
+    SDK's check, shared): one line naming the variable, no CreateModel, no value."""
+    value = "v" * 1025
+    sm = botocore.session.get_session().create_client("secretsmanager", region_name=REGION)
+    arn = sm.create_secret(Name="long", SecretString=value)["ARN"]
+    module, _ = lambda_handler
+    requests = with_failures(module, monkeypatch, 0, "")
+    with pytest.raises(RuntimeError) as e:
+        module.on_event(
+            event("Create", {**props, "Secrets": json.dumps({"HF_TOKEN": arn})}), FakeContext()
+        )
+    message = str(e.value)
+    assert message.startswith("secrets.HF_TOKEN: the secret value of HF_TOKEN is longer than")
+    assert requests == [] and "\n" not in message
+    out, err = capfd.readouterr()
+    assert value not in message + out + err
 
 
 def test_retries_stop_at_the_budget_with_the_last_message(
@@ -431,6 +506,31 @@ def test_the_asset_carries_a_botocore_that_knows_the_drafter(stage_synth: Synthe
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["sagemaker", "secretsmanager"]
     service = next((data / "sagemaker").glob("*/service-2.json*"))
     assert service.exists()
+
+
+def test_the_shared_modules_need_only_the_standard_library_and_each_other() -> None:
+    """What the asset carries of the package runs alone: every import of a shared module
+    is the standard library's or another shared module (so the SDK's comparison, limits
+    and masking are the handler's, not copies)."""
+    shared = {m.removesuffix(".py").replace("/", ".") for m in provider_bundle.SHARED_MODULES}
+    shared |= {name.removesuffix(".__init__") for name in shared}
+    for module in provider_bundle.SHARED_MODULES:
+        tree = ast.parse((provider_bundle.PACKAGE_ROOT / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert name in shared or top in sys.stdlib_module_names | {"__future__"}, (
+                    f"{module} imports {name}"
+                )
+    handler = ast.parse((Path(source_handler.__file__)).read_text())
+    imported = {n.module for n in ast.walk(handler) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in imported if m.startswith("peagle_deploy")} <= shared
 
 
 def test_the_asset_botocore_is_the_locked_wheels_not_the_synth_machines(

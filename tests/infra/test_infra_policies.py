@@ -70,17 +70,22 @@ def test_every_name_grant_of_the_ci_role_is_the_stages_identity() -> None:
     }
 
 
-def test_autoscaling_writes_are_bound_to_sagemaker_variants() -> None:
+def test_autoscaling_writes_are_bound_to_sagemaker_variants_of_the_stage() -> None:
     sids = _by_sid(deploy_statements(Arns("aws", ACCOUNT), _stage("dev"), None))
-    writes = sids["Autoscaling"]
-    assert writes["Resource"] == (
-        f"arn:aws:application-autoscaling:{REGION}:{ACCOUNT}:scalable-target/*"
-    )
+    variants = {
+        "application-autoscaling:service-namespace": "sagemaker",
+        "application-autoscaling:scalable-dimension": SCALING_DIMENSION,
+    }
+    targets = f"arn:aws:application-autoscaling:{REGION}:{ACCOUNT}:scalable-target/*"
+    register, writes = sids["AutoscalingRegister"], sids["AutoscalingOwnTargets"]
+    assert register["Resource"] == writes["Resource"] == targets
+    assert register["Action"] == ["application-autoscaling:RegisterScalableTarget"]
+    assert register["Condition"] == {
+        "StringEquals": {**variants, "aws:RequestTag/peagle:stage": "dev"},
+        "StringEqualsIfExists": {"aws:ResourceTag/peagle:stage": "dev"},
+    }
     assert writes["Condition"] == {
-        "StringEquals": {
-            "application-autoscaling:service-namespace": "sagemaker",
-            "application-autoscaling:scalable-dimension": SCALING_DIMENSION,
-        }
+        "StringEquals": {**variants, "aws:ResourceTag/peagle:stage": "dev"}
     }
     assert all(
         a.startswith("application-autoscaling:Describe") for a in sids["AutoscalingReads"]["Action"]
@@ -88,9 +93,10 @@ def test_autoscaling_writes_are_bound_to_sagemaker_variants() -> None:
     plan = build_plan(load_spec(model="gpt-oss-20b", scaling={"max_instances": 2}))
     assert plan.autoscaling is not None
     target = plan.autoscaling["register_scalable_target"]
-    assert (target["ServiceNamespace"], target["ScalableDimension"]) == (
+    assert (target["ServiceNamespace"], target["ScalableDimension"], target["Tags"]) == (
         "sagemaker",
         SCALING_DIMENSION,
+        {"peagle:stage": "dev"},
     )
 
 

@@ -157,43 +157,55 @@ def test_a_reference_to_a_missing_secret_fails_naming_the_variable(aws: Any) -> 
     assert arn in str(err.value)
 
 
-def test_ci_roles_read_exactly_the_secrets_of_their_stage_and_source() -> None:
-    """The promotion deploys the source's configuration (its references too), so a stage's
-    role reads its own and its source's secrets, nobody else's."""
-    from iam_oracle import run
+def test_ci_roles_read_only_the_secrets_of_their_own_stage(tmp_path: Path) -> None:
+    """Secrets are stage-owned (a promotion binds the target's own), so a stage's CI role
+    reads its own stage's secrets and no other, not its promotion source's either:
+    decided by the outside evaluator on the synthesized PeagleCiRoles template."""
+    import aws_cdk as cdk
+    from cdk_helpers import cdk_context
+
+    from infra.ci_stack import CI_STACK_ID, CiRolesStack
+    from infra.github_oidc import GitHubRepo
 
     def arn(name: str) -> str:
         return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}-AbCdEf"
 
-    def stage(name: str, secret: str) -> StageResources:
-        return StageResources(
-            stage=name,
-            region=REGION,
-            endpoint_name=f"peagle-x-{name}",
-            secret_refs={"HF_TOKEN": arn(secret) + ":token"},
+    stages = [
+        StageConfig(
+            name=name,
+            spec_file=None,
+            overrides={
+                "model": "qwen3-coder-30b-a3b-instruct",
+                "region": REGION,
+                "execution_role_arn": f"arn:aws:iam::{ACCOUNT}:role/peagle-{name}",
+                "secrets": {"HF_TOKEN": arn(f"{name}-hf") + ":token"},
+            },
+            promote_from=source,
         )
-
-    arns = Arns("aws", ACCOUNT)
-    statements = deploy_statements(arns, stage("staging", "staging-hf"), stage("dev", "dev-hf"))
-    (read,) = [s for s in statements if s["Sid"] == "ReadTheModelsSecrets"]
-    assert read["Resource"] == sorted([arn("dev-hf"), arn("staging-hf")])
-    policy = {"Version": "2012-10-17", "Statement": statements}
-    asks = [arn("staging-hf"), arn("dev-hf"), arn("prod-hf")]
-    results = run(
-        [
-            {
-                "request": {
-                    "principal": f"arn:aws:iam::{ACCOUNT}:role/ci-staging",
-                    "action": "secretsmanager:GetSecretValue",
-                    "resource": {"resource": a, "accountId": ACCOUNT},
-                    "contextVariables": {},
-                },
-                "identityPolicies": [{"name": "p", "policy": policy}],
-            }
-            for a in asks
-        ]
+        for name, source in (("dev", None), ("staging", "dev"), ("prod", "staging"))
+    ]
+    app = cdk.App(outdir=str(tmp_path), context=cdk_context())
+    CiRolesStack(
+        app,
+        CI_STACK_ID,
+        repo=GitHubRepo.parse("acme/llm-serving", "test"),
+        stages=stages,
+        plans=[s.plan() for s in stages],
+        account=ACCOUNT,
     )
-    assert [r["decision"] for r in results] == ["Allowed", "Allowed", "ImplicitlyDenied"]
+    app.synth()
+    roles = TemplateRoles(
+        json.loads((tmp_path / f"{CI_STACK_ID}.template.json").read_text()), REGION
+    )
+    asks = [
+        Ask("secretsmanager:GetSecretValue", arn(f"{s}-hf")) for s in ("dev", "staging", "prod")
+    ]
+    for stage in ("dev", "staging", "prod"):
+        decisions = roles.decide(roles.role_id(f"Deploy{stage}Role"), asks)
+        expected = [
+            "Allowed" if ask.resource == arn(f"{stage}-hf") else "ImplicitlyDenied" for ask in asks
+        ]
+        assert decisions == expected, stage
 
 
 def test_stages_without_secrets_grant_none() -> None:

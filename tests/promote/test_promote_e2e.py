@@ -29,6 +29,7 @@ REGION = "us-east-1"
 DEV = "peagle-qwen3-coder-30b-a3b-instruct-dev"
 STAGING = "peagle-qwen3-coder-30b-a3b-instruct-staging"
 POLL = 0.05
+OTHER_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/someone-else:latest"
 
 BENCH = {"concurrency": [1, 2], "num_prompts": 3, "max_tokens": 8, "warmup": 0}
 
@@ -239,6 +240,93 @@ def test_corrupted_manifest(env: Env, value: str, problem: str) -> None:
     assert env.state() == before
 
 
+def _rewrite_dev_manifest(aws: Env, spec_changes: dict[str, Any]) -> str:
+    """Edit the dev manifest's spec as anyone who may write dev's parameters could,
+    keeping its recorded names and hash."""
+    from peagle_deploy.records import read_record, write_record
+    from peagle_deploy.sdk import DeploymentManifest
+
+    manifest = read_record(aws.ssm(), DeploymentManifest, "dev", DEV)
+    assert manifest is not None
+    spec = manifest.spec.model_copy(update=spec_changes)
+    return write_record(aws.ssm(), manifest.model_copy(update={"spec": spec}))
+
+
+def test_a_manifest_whose_env_was_edited_is_refused_before_any_gate(env: Env) -> None:
+    """Issue 29: the manifest's config name and hash kept, its env edited. The spec is
+    planned again and compared with what the source runs: refused before any gate, and
+    staging carries nothing of it."""
+    env.deploy("dev")
+    parameter = _rewrite_dev_manifest(env, {"env": {"VLLM_EXTRA_FLAG": "1"}})
+    with pytest.raises(PeagleError) as info:
+        env.promote(gates())
+    message = str(info.value)
+    assert f"the manifest {parameter} cannot be trusted" in message
+    assert "its model differs in PrimaryContainer.Environment.VLLM_EXTRA_FLAG" in message
+    assert "no gate was run" in message
+    assert "\n" not in message
+    assert env.aws.invocations == 0
+    assert env.state()["endpoints"] == {} and env.state()["ssm"] == {}
+
+
+def test_a_source_model_replaced_under_its_name_is_refused(env: Env) -> None:
+    """Names are not enough: the model the endpoint's config names is described and its
+    content compared with the re-planned spec."""
+    out = env.deploy("dev").deployment
+    sm = env.sm()
+    theirs = {
+        k: v
+        for k, v in sm.describe_model(ModelName=out.model_name).items()
+        if k in ("ModelName", "PrimaryContainer", "ExecutionRoleArn")
+    }
+    theirs["PrimaryContainer"]["Environment"]["EXTRA"] = "1"
+    sm.delete_model(ModelName=out.model_name)
+    sm.create_model(**theirs)
+    with pytest.raises(PeagleError) as info:
+        env.promote(gates())
+    assert (
+        f"its model {out.model_name} differs from the spec's in "
+        "PrimaryContainer.Environment.EXTRA" in str(info.value)
+    )
+    assert env.aws.invocations == 0
+
+
+def test_a_precreated_target_config_serving_another_image_is_not_adopted(env: Env) -> None:
+    """Issue 29: the target's next config name, made first, serving a model of another
+    image. The gates pass, the promotion's deploy refuses it, removes the model it made,
+    and records nothing."""
+    out = env.deploy("dev").deployment
+    names = env.promote(gates(), dry_run=True).target_names
+    sm = env.sm()
+    container = sm.describe_model(ModelName=out.model_name)["PrimaryContainer"]
+    sm.create_model(
+        ModelName="theirs",
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={**container, "Image": OTHER_IMAGE},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=names["endpoint_config"],
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "theirs",
+                "InstanceType": INSTANCE,
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    with pytest.raises(DeployError) as info:
+        env.promote(gates())
+    message = str(info.value)
+    assert f"endpoint config {names['endpoint_config']} already exists with a different" in (
+        message
+    )
+    assert "the promotion was not recorded" in message
+    state = env.state()
+    assert state["endpoints"] == {} and state["ssm"] == {}
+    assert names["model"] not in state["models"]
+
+
 def test_update_promotes_the_configuration_and_keeps_the_stage_settings(env: Env) -> None:
     from peagle_deploy.sdk import read_manifest
 
@@ -279,8 +367,8 @@ def test_first_promotion_takes_the_stage_settings_from_the_stage_file(
     env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No staging endpoint yet: capacity, rollout and scaling come from the stage's spec
-    file (not from dev's one instance), the measured configuration from dev; and the
-    target is planned exactly once."""
+    file (not from dev's one instance), the measured configuration from dev; and each
+    side is planned exactly once (the source to check its manifest against what runs)."""
     from peagle_deploy import plan as plan_module
     from peagle_deploy.sdk import read_manifest
 
@@ -301,7 +389,7 @@ def test_first_promotion_takes_the_stage_settings_from_the_stage_file(
     monkeypatch.setattr(plan_module, "build_plan", counting)
     result = env.promote(gates(), stage_file=stage_file)
     assert result.status == "promoted" and result.action == "create", result.message
-    assert plans == ["staging"]
+    assert plans == ["dev", "staging"]
     assert result.changes[-1].endswith(f"from {stage_file}")
     staging = read_manifest("staging", STAGING, ssm_client=env.ssm())
     dev = read_manifest("dev", DEV, ssm_client=env.ssm())

@@ -76,8 +76,9 @@ def test_same_spec_again_makes_no_mutating_call(aws: AwsEnv) -> None:
     again = _deploy(aws)
     assert again.deployment is not None and again.deployment.action == "noop"
     assert aws.mutating_calls() == []
+    # ListTags: the endpoint must be this stage's (its peagle:stage tag);
     # DescribeModel: the existing model's role must be the plan's (names leave it out).
-    assert aws.calls == ["DescribeEndpoint", "DescribeModel", "GetParameter"]
+    assert aws.calls == ["DescribeEndpoint", "ListTags", "DescribeModel", "GetParameter"]
 
 
 def test_changed_spec_updates_blue_green_and_removes_old_resources(aws: AwsEnv) -> None:

@@ -5,7 +5,8 @@ classes in place (and undoes every patch on exit) to add:
 
 - modern GPU instance types in CreateEndpointConfig (anything in botocore's enum);
 - "already exists" errors on CreateModel / CreateEndpointConfig / CreateEndpoint (moto
-  silently overwrites; SageMaker refuses);
+  silently overwrites; SageMaker refuses), and CreateModel's EnableNetworkIsolation kept
+  for DescribeModel (moto drops it);
 - scripted endpoint lifecycles: Creating for N seconds -> InService, or -> Failed with
   a FailureReason and container log lines in CloudWatch Logs
   `/aws/sagemaker/Endpoints/<name>`;
@@ -374,6 +375,8 @@ class MotoExtensions(Installable):
         self._patch(backend_cls, "create_endpoint_config", create_endpoint_config)
         self._patch(backend_cls, "create_endpoint", create_endpoint)
         self._patch(SageMakerResponse, "create_endpoint_config", response_create_endpoint_config)
+        # moto drops EnableNetworkIsolation from CreateModel; adoption compares it
+        self._patch(SageMakerResponse, "create_model", _keep_network_isolation(SageMakerResponse))
 
     def _patch_lifecycle(self) -> None:
         """Reads advance scripted transitions; UpdateEndpoint runs its scripted update."""
@@ -852,6 +855,20 @@ def _already_exists(backend: Any, arn_kind: str, label: str, name: str) -> None:
 
     arn = arn_formatter(arn_kind, name, backend.account_id, backend.region_name)
     raise ValidationError(message=f'Cannot create already existing {label} "{arn}".')
+
+
+def _keep_network_isolation(response_cls: Any) -> Callable[[Any], Any]:
+    """SageMakerResponse.create_model that keeps EnableNetworkIsolation (moto drops it and
+    DescribeModel says false), which an adopting deploy compares."""
+    original = response_cls.create_model
+
+    def create_model(response: Any) -> Any:
+        result = original(response)
+        model = response.sagemaker_backend._models[response._get_param("ModelName")]
+        model.enable_network_isolation = bool(response._get_param("EnableNetworkIsolation"))
+        return result
+
+    return create_model
 
 
 def _name_from_path(path: str) -> str:
