@@ -44,7 +44,14 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
 
 
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
+    import os
+
+    # boto3's default session keeps the credentials it first resolved, and a
+    # service-specific endpoint variable would send a call past moto to a server.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    for var in [v for v in os.environ if v.startswith("AWS_ENDPOINT_URL")]:
+        monkeypatch.delenv(var)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

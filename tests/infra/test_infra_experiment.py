@@ -136,8 +136,7 @@ def split_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The experiment stage as a split experiment (50/50 on 1 + 1 instances)."""
     from dataclasses import replace
 
-    from cdk_helpers import environ, synthesize
-    from conftest import cdk_context
+    from cdk_helpers import cdk_context, environ, synthesize
 
     stage = experiment_stage()
     split = replace(

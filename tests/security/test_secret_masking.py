@@ -117,6 +117,7 @@ def test_an_experiment_masks_the_value_in_the_candidates_create_model_error(
     aws: Any,
 ) -> None:
     from peagle_deploy.experiment import lifecycle
+    from peagle_deploy.experiment.common import Clients
     from peagle_deploy.experiment.plan import experiment_plan
     from peagle_deploy.spec import spec_from_dict
 
@@ -134,12 +135,13 @@ def test_an_experiment_masks_the_value_in_the_candidates_create_model_error(
     )
     calls: list[dict[str, Any]] = []
     _refuse_create_model(aws, calls)
-    clients = lifecycle._Clients(REGION, aws)
+    xp = experiment_plan(spec)
+    clients = Clients(REGION, aws)
     with pytest.raises(lifecycle.ExperimentError) as err:
-        lifecycle._create_and_update(experiment_plan(spec), clients, False)
+        lifecycle._create(xp, lifecycle._new_record(xp, spec), clients, False)
     assert calls and calls[0]["PrimaryContainer"]["Environment"]["DB_PASSWORD"] == VALUE
     text = _texts(err.value)
-    assert VALUE not in text and "SageMaker refused the experiment" in text
+    assert VALUE not in text and "SageMaker refused the shadow experiment" in text
 
 
 def test_a_secret_value_longer_than_sagemaker_allows_is_refused_before_create_model(
