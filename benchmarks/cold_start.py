@@ -2,6 +2,8 @@
 """Cold start of `peagle plan MODEL --json`, as a ratio to `import sagemaker.serve`.
 
     .venv/bin/python benchmarks/cold_start.py [--pairs 9] [--model MODEL] [--json]
+                                              [--against DIR [--also DIR ...]]
+                                              [--target RATIO]
 
 Each pair runs two fresh processes back to back, in alternating order: the console
 script `peagle plan MODEL --json`, and `python -c 'import sagemaker.serve'` (the SDK
@@ -12,6 +14,13 @@ same load, and the ratio of the two medians is what is quoted (issue 23: target
 bytecode written, as they are for a user's second command. CPU time (user + sys of the
 child) is shown beside wall time: on a loaded machine wall time includes waiting for a
 core, CPU time does not.
+
+`--against DIR` takes another checkout (e.g. an unchanged copy of main) as the reference
+instead: the same plan command with DIR's code (DIR, DIR/container, DIR/local on
+PYTHONPATH), and the target 1.15 (issue 31: the one typer path against the second argv
+parser it replaced). `--also DIR` (repeatable) times more checkouts in the same rounds and
+reports each one's ratios to the reference too (e.g. the old typer path beside the old fast
+path and the new one). The ratio of the CPU medians is reported beside the wall one.
 
 Then runs the plan once more in-process under a `sys.modules` probe and reports whether
 boto3, botocore, typer, rich, pydantic or any sagemaker module was loaded (the plan must
@@ -32,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 TARGET_RATIO = 0.08
+"""Against `import sagemaker.serve` (issue 23)."""
+AGAINST_TARGET = 1.15
+"""Against the same command from another checkout (issue 31)."""
 REPORTED = ("boto3", "botocore", "sagemaker", "typer", "rich", "pydantic", "yaml")
 
 _PROBE = """
@@ -89,9 +101,19 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=9, help="interleaved pairs of runs")
     parser.add_argument("--model", default="qwen3-coder-30b-a3b-instruct", help="launch model")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--against", type=Path, help="reference: another checkout's plan")
+    parser.add_argument(
+        "--also", type=Path, action="append", default=[], help="with --against: one more checkout"
+    )
+    parser.add_argument("--target", type=float, help="the largest ratio that passes")
     ns = parser.parse_args()
     if ns.pairs < 1:
         parser.error("--pairs must be at least 1")
+    if ns.also and ns.against is None:
+        parser.error("--also needs --against")
+    for tree in [ns.against, *ns.also]:
+        if tree is not None and not (tree / "peagle_deploy").is_dir():
+            parser.error(f"{tree}: no peagle_deploy/ there")
 
     # No AWS credentials, no region: the plan path must not need either. Bytecode is
     # written (the warm-up writes what an edited checkout lacks), as pip writes it at
@@ -102,31 +124,42 @@ def main() -> int:
         if not k.startswith("AWS_") and k != "PYTHONDONTWRITEBYTECODE"
     }
     plan_args = ["plan", ns.model, "--json"]
-    commands = {
-        "plan": [_peagle(), *plan_args],
-        "sagemaker": [sys.executable, "-c", "import sagemaker.serve"],
-    }
-    # `sagemaker.serve` refuses to import without a region (botocore NoRegionError).
-    envs = {"plan": env, "sagemaker": {**env, "AWS_DEFAULT_REGION": "us-east-1"}}
+    commands = {"plan": [_peagle(), *plan_args]}
+    envs = {"plan": env}
+    if ns.against is None:
+        reference = "sagemaker"
+        titles = {reference: "AWS_DEFAULT_REGION=us-east-1 python -c 'import sagemaker.serve'"}
+        commands[reference] = [sys.executable, "-c", "import sagemaker.serve"]
+        # `sagemaker.serve` refuses to import without a region (botocore NoRegionError).
+        envs[reference] = {**env, "AWS_DEFAULT_REGION": "us-east-1"}
+    else:
+        reference = "against"
+        titles = {}
+        for name, tree in [(reference, ns.against), *((f"also {t}", t) for t in ns.also)]:
+            titles[name] = f"the same, from {tree.resolve()}"
+            commands[name] = commands["plan"]
+            envs[name] = _checkout_env(env, tree.resolve())
+    target = ns.target or (TARGET_RATIO if ns.against is None else AGAINST_TARGET)
     runs = _pairs(commands, envs, ns.pairs)
     medians = {name: statistics.median(times) for name, times in runs["wall"].items()}
     cpu = {name: statistics.median(times) for name, times in runs["cpu"].items()}
-    ratio = medians["plan"] / medians["sagemaker"]
-    per_pair = [p / s for p, s in zip(runs["wall"]["plan"], runs["wall"]["sagemaker"], strict=True)]
+    ratio = medians["plan"] / medians[reference]
+    per_pair = [p / s for p, s in zip(runs["wall"]["plan"], runs["wall"][reference], strict=True)]
     probe = _loaded(plan_args, env)
-    ok = ratio <= TARGET_RATIO and probe["exit_code"] == 0
+    ok = ratio <= target and probe["exit_code"] == 0
     result = {
-        "commands": {
-            "plan": f"peagle {' '.join(plan_args)}",
-            "sagemaker": "AWS_DEFAULT_REGION=us-east-1 python -c 'import sagemaker.serve'",
-        },
+        "commands": {"plan": f"peagle {' '.join(plan_args)}", **titles},
         "pairs": ns.pairs,
         "median_wall_s": {k: round(v, 3) for k, v in medians.items()},
         "median_cpu_s": {k: round(v, 3) for k, v in cpu.items()},
         "ratio_of_medians": round(ratio, 4),
         "median_pair_ratio": round(statistics.median(per_pair), 4),
-        "target_ratio": TARGET_RATIO,
+        "cpu_ratio_of_medians": round(cpu["plan"] / cpu[reference], 4),
+        "target_ratio": target,
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "also": {
+            name[5:]: _ratios(runs, name, reference) for name in commands if name[:5] == "also "
+        },
         **probe,
         "pass": ok,
     }
@@ -135,6 +168,22 @@ def main() -> int:
     else:
         _print(result)
     return 0 if ok else 1
+
+
+def _checkout_env(env: dict[str, str], tree: Path) -> dict[str, str]:
+    """`env` with a checkout's code first on the path (as its tests run it)."""
+    paths = (tree, tree / "container", tree / "local")
+    return {**env, "PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
+
+
+def _ratios(runs: dict[str, Any], name: str, reference: str) -> dict[str, float]:
+    """One command's medians over the reference's: wall, and CPU."""
+    return {
+        kind: round(
+            statistics.median(runs[kind][name]) / statistics.median(runs[kind][reference]), 4
+        )
+        for kind in ("wall", "cpu")
+    }
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -148,8 +197,10 @@ def _print(r: dict[str, Any]) -> None:
     print(
         f"  ratio of medians {r['ratio_of_medians']:.3f} (median of pair ratios "
         f"{r['median_pair_ratio']:.3f}; target <= {r['target_ratio']})  "
-        f"{'PASS' if r['pass'] else 'FAIL'}"
+        f"{'PASS' if r['pass'] else 'FAIL'}; of the CPU medians {r['cpu_ratio_of_medians']:.3f}"
     )
+    for tree, ratios in r["also"].items():
+        print(f"  {tree} over the reference: wall {ratios['wall']:.3f}, cpu {ratios['cpu']:.3f}")
     print(f"  the plan loaded: {', '.join(r['loaded']) or 'none of ' + ', '.join(REPORTED)}")
 
 

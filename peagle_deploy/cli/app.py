@@ -1,9 +1,8 @@
 """Entry point of the `peagle` CLI (`peagle = peagle_deploy.cli.app:main`).
 
-`main` hands `peagle plan ... --json` to the fast path (peagle_deploy.cli.fast_plan),
-which needs neither typer nor rich, and everything else to the typer app
-(peagle_deploy.cli.root, imported only then). Both end here: an error of the tool is one
-line on stderr, no traceback. `app` (the typer app) is still importable from here.
+`main` hands the command line to the typer app (peagle_deploy.cli.root), which builds
+only the command that runs; an error of the tool ends here, as one line on stderr, no
+traceback. `app` (the typer app) is importable from here.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from peagle_deploy.cli import fast_plan
 from peagle_deploy.cli.interrupts import interrupt_code, interrupted, sigterm_unwinds
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.terminal import drop_unreadable_size_hints
@@ -39,9 +37,6 @@ def aws_error_message(exc: BaseException) -> str | None:
 
 
 def _run(argv: list[str] | None) -> int:
-    fast = fast_plan.parse(sys.argv[1:] if argv is None else argv)
-    if fast is not None:
-        return fast_plan.run(fast)
     from peagle_deploy.cli import output, root
 
     output.degrade_to_ascii()
@@ -58,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except PeagleError as exc:
         _error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt as exc:  # outside any command (while parsing, or the fast path)
+    except KeyboardInterrupt as exc:  # outside any command (while parsing)
         interrupted(exc)
         return interrupt_code()
     except Exception as exc:
@@ -72,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def _error(message: str) -> None:
     from peagle_deploy.cli import output
 
-    output.degrade_to_ascii()  # the fast path writes nothing else that needs it
+    output.degrade_to_ascii()  # the error may come before _run set it
     output.error(message)
 
 

@@ -384,3 +384,8 @@ def _print_comparison(comparison: Comparison) -> None:
     failed = sum(r.total_failed for r in runs)
     if failed:
         output.warn(f"{failed} requests failed; see the report's Errors section")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle bench` to the root app."""
+    app.add_typer(bench_app, name="bench")
