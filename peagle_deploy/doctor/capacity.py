@@ -167,7 +167,7 @@ def instances_for(spec: DeploymentSpec) -> tuple[int, str]:
         count, why = spec.scaling.max_instances, "scaling.max_instances"
     if spec.experiment is not None:
         extra = spec.experiment.candidate_instances(spec.initial_instance_count)
-        return count + extra, f"{why} + {extra} for the experiment's candidate"
+        return count + extra, f"{count} for {why} + {extra} for the experiment's candidate"
     return count, why
 
 

@@ -181,7 +181,10 @@ def test_an_experiment_needs_the_candidates_fleet_beside_the_incumbents() -> Non
         }
     )
     ctx: typing.Any = SimpleNamespace(plan=SimpleNamespace(spec=spec))
-    assert instances_needed(ctx) == (3, "initial_instance_count + 1 for the experiment's candidate")
+    assert instances_needed(ctx) == (
+        3,
+        "2 for initial_instance_count + 1 for the experiment's candidate",
+    )
     split = spec.model_copy(
         update={
             "experiment": spec.experiment.model_copy(  # type: ignore[union-attr]
