@@ -6,7 +6,8 @@
   is the one of the flag table and the spec (`peagle_deploy.spec.empty`).
 - A usage error (unknown option, a value of the wrong type) is one line that names the
   option and where help is, with any echoed value cut and masked like every error.
-- A boolean flag shows in help without a type.
+- A boolean flag shows in help without a type; an argument is NAME in capitals, in the
+  usage line, in help and in errors (typer writes a required one `{name}`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def apply_rules(command: Any, *, nested: bool = True) -> None:
     refuse an empty value, show boolean flags plainly."""
     for param in getattr(command, "params", []):
         _guard(param)
+        if getattr(param, "param_type_name", "") == "argument":
+            _plain_argument(param)
     plain_flags(command)
     if nested:
         for sub in getattr(command, "commands", {}).values():
@@ -53,6 +56,15 @@ def _guard(param: Any) -> None:
 
     param.process_value = checked
     param._peagle_guarded = True
+
+
+def _plain_argument(param: Any) -> None:
+    """`MODEL_OR_SPEC_FILE` in the usage line, `[MODEL]` when optional, `NAME...` for
+    several: the usual notation, where typer shows `{MODEL_OR_SPEC_FILE}`, `{name}`."""
+    param.metavar = param.metavar or str(param.name).upper()
+    shown = param.metavar if param.required else f"[{param.metavar}]"
+    shown += "..." if param.nargs != 1 else ""
+    param.get_usage_pieces = lambda ctx: [shown]
 
 
 def usage_error_line(exc: Any) -> str:
