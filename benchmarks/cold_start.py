@@ -2,7 +2,7 @@
 """Cold start of `peagle plan MODEL --json`, as a ratio to `import sagemaker.serve`.
 
     .venv/bin/python benchmarks/cold_start.py [--pairs 9] [--model MODEL] [--json]
-                                              [--against DIR [--also DIR ...]]
+                                              [--against DIR|REV [--also DIR|REV ...]]
                                               [--target RATIO]
 
 Each pair runs two fresh processes back to back, in alternating order: the console
@@ -15,12 +15,12 @@ bytecode written, as they are for a user's second command. CPU time (user + sys 
 child) is shown beside wall time: on a loaded machine wall time includes waiting for a
 core, CPU time does not.
 
-`--against DIR` takes another checkout (e.g. an unchanged copy of main) as the reference
-instead: the same plan command with DIR's code (DIR, DIR/container, DIR/local on
-PYTHONPATH), and the target 1.15 (issue 31: the one typer path against the second argv
-parser it replaced). `--also DIR` (repeatable) times more checkouts in the same rounds and
-reports each one's ratios to the reference too (e.g. the old typer path beside the old fast
-path and the new one). The ratio of the CPU medians is reported beside the wall one.
+`--against DIR|REV` takes another checkout (a directory, or a git revision exported as
+benchmarks/bench_cli_start.py does) as the reference instead: the same plan command with
+its code (DIR, DIR/container, DIR/local on PYTHONPATH), and the target 1.15 (issue 31:
+the one typer path against the second argv parser it replaced). `--also DIR|REV`
+(repeatable) times more checkouts in the same rounds and reports each one's ratios to
+the reference too. The ratio of the CPU medians is reported beside the wall one.
 
 Then runs the plan once more in-process under a `sys.modules` probe and reports whether
 boto3, botocore, typer, rich, pydantic or any sagemaker module was loaded (the plan must
@@ -36,9 +36,12 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from revision_tree import export_revision
 
 TARGET_RATIO = 0.08
 """Against `import sagemaker.serve` (issue 23)."""
@@ -101,9 +104,9 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=9, help="interleaved pairs of runs")
     parser.add_argument("--model", default="qwen3-coder-30b-a3b-instruct", help="launch model")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--against", type=Path, help="reference: another checkout's plan")
+    parser.add_argument("--against", help="reference: another checkout (a directory or a git rev)")
     parser.add_argument(
-        "--also", type=Path, action="append", default=[], help="with --against: one more checkout"
+        "--also", action="append", default=[], help="with --against: one more checkout"
     )
     parser.add_argument("--target", type=float, help="the largest ratio that passes")
     ns = parser.parse_args()
@@ -111,10 +114,43 @@ def main() -> int:
         parser.error("--pairs must be at least 1")
     if ns.also and ns.against is None:
         parser.error("--also needs --against")
-    for tree in [ns.against, *ns.also]:
-        if tree is not None and not (tree / "peagle_deploy").is_dir():
-            parser.error(f"{tree}: no peagle_deploy/ there")
+    with tempfile.TemporaryDirectory() as tmp:
+        return _measure(ns, Path(tmp))
 
+
+def _checkout(value: str, tmp: Path) -> Path:
+    """A directory holding peagle_deploy/, or a git revision exported under `tmp`."""
+    if Path(value).is_dir():
+        tree = Path(value).resolve()
+    else:
+        tree = export_revision(value, tmp / f"rev-{len(list(tmp.iterdir()))}")
+    if not (tree / "peagle_deploy").is_dir():
+        raise SystemExit(f"{value}: no peagle_deploy/ there")
+    return tree
+
+
+def _commands(
+    ns: argparse.Namespace, env: dict[str, str], tmp: Path
+) -> tuple[str, dict[str, list[str]], dict[str, dict[str, str]], dict[str, str]]:
+    """The reference's name, and every command with its environment and title."""
+    commands = {"plan": [_peagle(), "plan", ns.model, "--json"]}
+    envs = {"plan": env}
+    if ns.against is None:
+        # `sagemaker.serve` refuses to import without a region (botocore NoRegionError).
+        commands["sagemaker"] = [sys.executable, "-c", "import sagemaker.serve"]
+        envs["sagemaker"] = {**env, "AWS_DEFAULT_REGION": "us-east-1"}
+        title = "AWS_DEFAULT_REGION=us-east-1 python -c 'import sagemaker.serve'"
+        return "sagemaker", commands, envs, {"sagemaker": title}
+    titles = {}
+    for name, value in [("against", ns.against), *((f"also {v}", v) for v in ns.also)]:
+        tree = _checkout(value, tmp)
+        titles[name] = f"the same, from {value}"
+        commands[name] = commands["plan"]
+        envs[name] = _checkout_env(env, tree)
+    return "against", commands, envs, titles
+
+
+def _measure(ns: argparse.Namespace, tmp: Path) -> int:
     # No AWS credentials, no region: the plan path must not need either. Bytecode is
     # written (the warm-up writes what an edited checkout lacks), as pip writes it at
     # install: a PYTHONDONTWRITEBYTECODE shell would compile every edited module per run.
@@ -124,21 +160,7 @@ def main() -> int:
         if not k.startswith("AWS_") and k != "PYTHONDONTWRITEBYTECODE"
     }
     plan_args = ["plan", ns.model, "--json"]
-    commands = {"plan": [_peagle(), *plan_args]}
-    envs = {"plan": env}
-    if ns.against is None:
-        reference = "sagemaker"
-        titles = {reference: "AWS_DEFAULT_REGION=us-east-1 python -c 'import sagemaker.serve'"}
-        commands[reference] = [sys.executable, "-c", "import sagemaker.serve"]
-        # `sagemaker.serve` refuses to import without a region (botocore NoRegionError).
-        envs[reference] = {**env, "AWS_DEFAULT_REGION": "us-east-1"}
-    else:
-        reference = "against"
-        titles = {}
-        for name, tree in [(reference, ns.against), *((f"also {t}", t) for t in ns.also)]:
-            titles[name] = f"the same, from {tree.resolve()}"
-            commands[name] = commands["plan"]
-            envs[name] = _checkout_env(env, tree.resolve())
+    reference, commands, envs, titles = _commands(ns, env, tmp)
     target = ns.target or (TARGET_RATIO if ns.against is None else AGAINST_TARGET)
     runs = _pairs(commands, envs, ns.pairs)
     medians = {name: statistics.median(times) for name, times in runs["wall"].items()}
