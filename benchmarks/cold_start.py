@@ -18,7 +18,7 @@ core, CPU time does not.
 `--against DIR|REV` takes another checkout (a directory, or a git revision exported as
 benchmarks/bench_cli_start.py does) as the reference instead: the same plan command with
 its code (DIR, DIR/container, DIR/local on PYTHONPATH), and the target 1.15 (issue 31:
-the one typer path against the second argv parser it replaced). `--also DIR|REV`
+the typer path, in a copy whose fast path is switched off, against the fast path). `--also DIR|REV`
 (repeatable) times more checkouts in the same rounds and reports each one's ratios to
 the reference too. The ratio of the CPU medians is reported beside the wall one.
 

@@ -8,14 +8,17 @@ run of the library or the CLI: the settings plus what only a run on this machine
 
 Each field is declared once, here: its type, limits and default, its docstring (the
 documentation and the flag's help) and, in a `Flag` marker, its `peagle bench` option
-names; the flag table is derived from them as the spec's is (peagle_deploy.spec.flag_table),
-when `peagle bench` is built.
+names; the flag table is derived from them as the spec's is (peagle_deploy.spec.flag_table).
+The CLI reads the table from `flag_table.json`, written from these models by
+`python -m peagle_deploy.bench.settings`, so that `peagle --help` builds no pydantic
+model; a test fails when the file and the models differ.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from functools import cache
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from peagle_deploy.errors import InputError
 from peagle_deploy.spec.errors import input_error_from
-from peagle_deploy.spec.flag_table import Flag, FlagRow, derive
+from peagle_deploy.spec.flag_table import Flag, FlagRow, derive, table_json
 
 DEFAULT_LEVELS: tuple[int, ...] = (1, 4, 8, 32, 128)
 """Concurrency levels of a sweep when none are given (the published P-EAGLE table's)."""
@@ -144,11 +147,17 @@ class SweepConfig(BaseModel):
 
 # --- the flags ---------------------------------------------------------------------------
 
+FLAG_TABLE = Path(__file__).with_name("flag_table.json")
 
-@cache
+
 def sweep_flags() -> tuple[FlagRow, ...]:
     """The flag rows of a sweep: the knobs (BenchSettings), then the run's own."""
     return derive(SweepConfig)
+
+
+def flag_table_json() -> str:
+    """`flag_table.json`: the rows, one per line."""
+    return table_json(sweep_flags())
 
 
 def flag_names() -> dict[str, str]:
@@ -179,3 +188,12 @@ def _named(exc: ValidationError, name_of: Mapping[str, str]) -> InputError:
     model = SweepConfig if field in SweepConfig.model_fields else BenchSettings
     found = input_error_from(exc, model)
     return InputError(name_of.get(field, found.field), found.problem, found.allowed)
+
+
+if __name__ == "__main__":
+    import importlib
+
+    # the package's module, not this `__main__` copy (whose nested model is another class)
+    package_module = importlib.import_module("peagle_deploy.bench.settings")
+    FLAG_TABLE.write_text(package_module.flag_table_json(), encoding="utf-8")
+    print(f"wrote {FLAG_TABLE}", file=sys.stderr)

@@ -1,8 +1,14 @@
 """Entry point of the `peagle` CLI (`peagle = peagle_deploy.cli.app:main`).
 
-`main` hands the command line to the typer app (peagle_deploy.cli.root), which builds
-only the command that runs; an error of the tool ends here, as one line on stderr, no
-traceback. `app` (the typer app) is importable from here.
+`main` hands `peagle plan ... --json` to the fast path (peagle_deploy.cli.fast_plan),
+which needs neither typer nor rich, and everything else to the typer app (peagle_deploy.cli.root,
+imported only then), which builds only the command that runs. Both end here: an error
+of the tool is one line on stderr, no traceback. `app` (the typer app) is importable
+from here.
+
+The fast path stays while the typer path costs more than 1.15x its cold start
+(benchmarks/cold_start.py --against; issue 31 measured 1.14-1.19x CPU after the root
+group became lazy, down from 1.5x).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from peagle_deploy.cli import fast_plan
 from peagle_deploy.cli.interrupts import interrupt_code, interrupted, sigterm_unwinds
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.terminal import drop_unreadable_size_hints
@@ -46,6 +53,9 @@ def aws_error_message(exc: BaseException) -> str | None:
 
 
 def _run(argv: list[str] | None) -> int:
+    fast = fast_plan.parse(sys.argv[1:] if argv is None else argv)
+    if fast is not None:
+        return fast_plan.run(fast)
     from peagle_deploy.cli import output, root
 
     output.degrade_to_ascii()
@@ -64,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         # gets the same hint as the bare botocore error.
         _error(f"{exc}: {CREDENTIALS_HINT}" if _no_credentials(exc.__cause__) else str(exc))
         return exc.exit_code
-    except KeyboardInterrupt as exc:  # outside any command (while parsing)
+    except KeyboardInterrupt as exc:  # outside any command (while parsing, or the fast path)
         interrupted(exc)
         return interrupt_code()
     except Exception as exc:
@@ -78,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 def _error(message: str) -> None:
     from peagle_deploy.cli import output
 
-    output.degrade_to_ascii()  # the error may come before _run set it
+    output.degrade_to_ascii()  # the fast path writes nothing else that needs it
     output.error(message)
 
 

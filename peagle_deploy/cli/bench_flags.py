@@ -1,9 +1,9 @@
 """The flags of `peagle bench` and `peagle bench compare`.
 
 The sweep knobs are declared once, on the models in `peagle_deploy.bench.settings`
-(type, limits, default, docstring, `Flag` option names); their options come from the
-flag table derived from those models when the bench command is built, made options by
-peagle_deploy.cli.flags like the spec's. Their values reach
+(type, limits, default, docstring, `Flag` option names); their options come from that
+table, as written to `bench/flag_table.json` (so that start-up builds no pydantic model),
+made options by peagle_deploy.cli.flags like the spec's. Their values reach
 `BenchSettings` as typed, and a refused one is one line naming the flag. The other flags
 belong to the command line (which target, where the results go) and are declared here,
 in RunFlags.
@@ -17,17 +17,25 @@ import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli.flags import given, number, option, take_given
+from peagle_deploy.spec.flag_table import read_table
 
 if TYPE_CHECKING:
     from peagle_deploy.bench.progress import RichProgress
     from peagle_deploy.bench.settings import SweepConfig
     from peagle_deploy.bench.targets import OpenAITarget, SageMakerTarget
+
+FLAG_TABLE = Path(__file__).resolve().parents[1] / "bench" / "flag_table.json"
+SWEEP_FLAGS = read_table(FLAG_TABLE)[1]
+FLAG_OF = {row.keyword: row.flag for row in SWEEP_FLAGS}
+"""Sweep knob -> its long flag (`duration_s` -> `--duration`)."""
+
 
 JSON_FLAG = ("--json",)
 JSON_HELP = "Write the results JSON to this file ('-': to stdout, instead of the table)."
@@ -97,7 +105,9 @@ class RunFlags:
         """The SweepConfig these flags describe (a refused value names its flag)."""
         from peagle_deploy.bench.settings import sweep_config
 
-        return sweep_config(self.sweep, progress=self.progress and self.json_path is None)
+        return sweep_config(
+            self.sweep, name_of=FLAG_OF, progress=self.progress and self.json_path is None
+        )
 
     def listener(self) -> RichProgress:
         """Bars only without --json (stdout stays one JSON document); the --logs-delay
@@ -139,9 +149,6 @@ def _option(name: str, default: Any, annotation: Any, meta: dict[str, Any]) -> i
 def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
     """Give `command` the sweep-knob and RunFlags options: typer sees them in the
     signature, the command receives their values as `flags: RunFlags`."""
-    from peagle_deploy.bench.settings import sweep_flags as sweep_rows
-
-    rows = sweep_rows()
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values()]
     own = [p for p in own if p.name != "flags"]
     hints = typing.get_type_hints(RunFlags)
@@ -151,11 +158,11 @@ def sweep_flags(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def with_flags(*args: Any, **kwargs: Any) -> None:
-        sweep = {row.keyword: value for row, value in take_given(rows, kwargs)}
+        sweep = {row.keyword: value for row, value in take_given(SWEEP_FLAGS, kwargs)}
         values = {f.name: kwargs.pop(f.name) for f in _RUN_FIELDS}
         command(*args, flags=RunFlags(**values, sweep=sweep), **kwargs)
 
-    sweep_options = [option(row, as_text=True) for row in rows]
+    sweep_options = [option(row, as_text=True) for row in SWEEP_FLAGS]
     signature = inspect.Signature([*own, *first, *sweep_options, *rest])
     with_flags.__signature__ = signature  # type: ignore[attr-defined]
     return with_flags

@@ -1,7 +1,7 @@
 """Flag tables as typer options: the one way a model's knobs become command-line flags.
 
-A table (peagle_deploy.spec.flag_table, derived from the models) gives each option its
-names, help and help panel. Two ways to hand a
+A table (peagle_deploy.spec.flag_table, read from its JSON so that start-up builds no
+pydantic model) gives each option its names, help and help panel. Two ways to hand a
 value on, chosen by the command that owns the table:
 - typed (`as_text=False`, the spec's flags): typer converts the value to the field's
   type, and the command gets it as the spec value (`FlagRow.from_cli`);

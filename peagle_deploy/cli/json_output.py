@@ -1,6 +1,7 @@
 """Machine output: exactly one JSON document on stdout.
 
-No rich: `peagle plan --json` prints it without loading rich.
+Apart from peagle_deploy.cli.output (rich consoles) so that `peagle plan --json` on the
+fast path (peagle_deploy.cli.fast_plan) prints it without loading rich.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The spec a command line asks for, and the document `peagle plan --json` prints.
 
-Imports no CLI library: what `peagle plan` (peagle_deploy.cli.plan) and other commands
-that take a spec share.
+Imports no CLI library: the typer command (peagle_deploy.cli.plan) and the fast path
+(peagle_deploy.cli.fast_plan) both call these, so the two cannot print different plans.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ The root group follows click's documented contract for lazily loaded subcommands
 (`list_commands` and `get_command`): `peagle plan ...` imports and builds the plan
 command only, and `peagle --help` lists the built-in commands from the registry's
 summaries without importing their modules. Modules import heavy dependencies
-(sagemaker, aws_cdk, matplotlib, boto3 clients) inside the command functions.
+(sagemaker, aws_cdk, matplotlib, boto3 clients) inside the command functions. The entry
+point (peagle_deploy.cli.app.main) imports this module only for what its fast path
+(peagle_deploy.cli.fast_plan) does not take.
 """
 
 from __future__ import annotations

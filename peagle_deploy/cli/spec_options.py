@@ -1,8 +1,8 @@
 """The spec flags as typer options, for every command that takes a spec.
 
 `@spec_options` adds one option per row of the spec's flag table
-(`peagle_deploy.spec.flags`, derived from the spec models when a command is decorated;
-made options by peagle_deploy.cli.flags) to a command,
+(`peagle_deploy.spec.flags`, read from its data form `flag_table.json`, which keeps
+pydantic off the start-up path; made options by peagle_deploy.cli.flags) to a command,
 grouped in help panels, and hands the command the given ones as `load_spec` overrides in
 its `knobs` parameter. `peagle plan`, `deploy` and `doctor` use it; so can any later
 command that reads a spec.
@@ -19,15 +19,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from peagle_deploy.cli.flags import option, take_given
-from peagle_deploy.spec.field_docs import one_line
+from peagle_deploy.spec.flags import cli_table
 
+MODEL_DOC, FLAGS = cli_table()
 KNOBS = "knobs"
 """The parameter through which a decorated command receives the spec overrides."""
 
 ModelArg = Annotated[
     str | None,
     typer.Argument(
-        help=f"{one_line('DeploymentSpec', 'model')} Optional when the spec file names the model.",
+        help=f"{MODEL_DOC} Optional when the spec file names the model.",
         show_default=False,
         metavar="MODEL",
     ),
@@ -38,14 +39,9 @@ FileOpt = Annotated[
 ]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
-RegionOpt = Annotated[
-    str | None,
-    typer.Option("--region", help=one_line("DeploymentSpec", "region"), show_default=False),
-]
-StageOpt = Annotated[
-    str | None,
-    typer.Option("--stage", help=one_line("DeploymentSpec", "stage"), show_default=False),
-]
+_DOC = {flag.keyword: flag.doc for flag in FLAGS}
+RegionOpt = Annotated[str | None, typer.Option("--region", help=_DOC["region"], show_default=False)]
+StageOpt = Annotated[str | None, typer.Option("--stage", help=_DOC["stage"], show_default=False)]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,12 +52,10 @@ def spec_options(command: F) -> F:
     `knobs` maps dotted spec paths to values (unset flags are left out), ready for
     `load_cli_spec(file, model, knobs)`.
     """
-    from peagle_deploy.spec.flags import spec_flags
-
     signature = inspect.signature(command, eval_str=True)
     if KNOBS not in signature.parameters:
         raise TypeError(f"{command.__name__} needs a `{KNOBS}` parameter")
-    flags = spec_flags()
+    flags = FLAGS
     # Keyword-only throughout: typer passes every value by name.
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)

@@ -1,7 +1,7 @@
 """The deployment spec (pydantic v2) and its loader.
 
-Names are imported on first use: a command that reads no spec (`peagle models`,
-`peagle status`) never pays for the pydantic models.
+Names are imported on first use: the CLI imports `peagle_deploy.spec.flags` at
+start-up (and reads `flag_table.json`) without paying for the pydantic models.
 """
 
 from __future__ import annotations

@@ -4,20 +4,23 @@ One mechanism for every knob the CLI exposes, in the spirit of vLLM's `EngineArg
 (whose CLI flags and help come from its config classes): a field annotated with
 `Flag(...)` is a flag; the field gives the type, the allowed values, the default and,
 from its docstring, the help; the marker gives the option names. `derive(model)` turns a
-model into `FlagRow`s, which the CLI makes options (peagle_deploy.cli.flags). The
-deployment spec's table is peagle_deploy.spec.flags; the benchmark's is
-peagle_deploy.bench.settings.
+model into `FlagRow`s, `table_json` writes them as data and `read_table` reads them back,
+so that the CLI builds its options (peagle_deploy.cli.flags) without building the
+pydantic models at start-up. The deployment spec's table is peagle_deploy.spec.flags;
+the benchmark's is peagle_deploy.bench.settings.
 
 This module imports neither pydantic (until `derive` runs) nor a CLI library.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import types
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from peagle_deploy.errors import InputError
@@ -25,7 +28,6 @@ from peagle_deploy.spec.empty import check_not_empty
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
-    from pydantic.fields import FieldInfo
 
 FlagKind = Literal["value", "switch", "list", "pairs", "levels"]
 """`value`: one value; `switch`: a bool flag that sets the opposite of the default;
@@ -175,7 +177,7 @@ def _walk(
             continue
         kind, value_type, choices = _kind_of(info.annotation, path)
         flag = marker.name or "--" + name.replace("_", "-")
-        default = _default(info)
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
         yield FlagRow(
             path=path,
             keyword=marker.keyword or name,
@@ -190,12 +192,28 @@ def _walk(
         )
 
 
-def _default(info: FieldInfo) -> Any:
-    """A field's default; a default factory is called with no argument (a flag's never
-    reads the other fields), which spares pydantic's inspection of its signature."""
-    if info.is_required():
-        return None
-    factory = info.default_factory
-    if factory is None:
-        return info.default
-    return typing.cast("typing.Callable[[], Any]", factory)()
+_TYPES: dict[str, type] = {t.__name__: t for t in (int, float, str, bool)}
+
+
+def table_json(rows: tuple[FlagRow, ...], **extra: str) -> str:
+    """A flag table as data, one flag per line (`extra`: e.g. the MODEL argument's doc)."""
+    head = "".join(f"{json.dumps(k)}: {json.dumps(v)},\n " for k, v in extra.items())
+    lines = [json.dumps({**asdict(r), "value_type": r.value_type.__name__}) for r in rows]
+    return "{" + head + '"flags": [\n  ' + ",\n  ".join(lines) + "\n]}\n"
+
+
+def read_table(path: Path) -> tuple[dict[str, Any], tuple[FlagRow, ...]]:
+    """A table written by `table_json`: its extra entries and its rows."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    rows = tuple(
+        FlagRow(
+            **{
+                **row,
+                "decls": tuple(row["decls"]),
+                "choices": None if row["choices"] is None else tuple(row["choices"]),
+                "value_type": _TYPES[row["value_type"]],
+            }
+        )
+        for row in doc.pop("flags")
+    )
+    return doc, rows

@@ -2,8 +2,9 @@
 
 Fields left as None are filled from the catalog (or JumpStart) when the plan is built,
 so a spec stays short and every default remains overridable. Field docstrings become
-the JSON-schema descriptions and the help of the CLI flags (peagle_deploy.spec.field_docs
-reads them from this file).
+the JSON-schema descriptions and the help of the CLI flags, read from `field_docs.json`
+(peagle_deploy.spec.field_docs), which `python -m peagle_deploy.spec.flags` writes from
+this file.
 
 A field annotated with `Flag(...)` is a knob of `peagle plan` / `peagle deploy` and a
 keyword of `deploy_peagle()`: the flag table (`peagle_deploy.spec.flags`) is derived

@@ -42,6 +42,14 @@ def test_the_gates_bench_block_is_the_same_model_with_quicker_defaults() -> None
     assert caught.value.field == "gates.stages.prod.bench.warmup"
 
 
+def test_the_clis_flag_table_is_the_models() -> None:
+    """bench/flag_table.json is data written from the models; after editing them,
+    regenerate it with `python -m peagle_deploy.bench.settings`."""
+    from peagle_deploy.bench.settings import FLAG_TABLE, flag_table_json
+
+    assert FLAG_TABLE.read_text(encoding="utf-8") == flag_table_json()
+
+
 def test_every_sweep_knob_is_a_flag_with_the_models_default_and_docstring(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -87,8 +95,10 @@ def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(
 
 
 def test_cli_start_up_builds_no_bench_model() -> None:
-    """`peagle --help` lists `bench` without building it: it loads neither the bench
-    command, nor the settings models, nor pydantic."""
+    """`peagle --help` lists `bench` without building it (nor pydantic); `peagle bench
+    --help` builds its options from flag_table.json, not from the settings models."""
 
     names = ("pydantic", "peagle_deploy.bench.settings", "peagle_deploy.cli.bench")
     assert modules_loaded(["--help"], names) == []
+    bench = ("peagle_deploy.bench.settings", "peagle_deploy.cli.bench")
+    assert modules_loaded(["bench", "--help"], bench) == ["peagle_deploy.cli.bench"]

@@ -1,11 +1,11 @@
-"""The spec models' descriptions are their docstrings, read from the source once."""
+"""The spec models' descriptions come from field_docs.json, which must be their docstrings."""
 
 from __future__ import annotations
 
 import pydantic
 
 from peagle_deploy.spec import models
-from peagle_deploy.spec.field_docs import from_source
+from peagle_deploy.spec.field_docs import DOCS_FILE, docs_json, from_source
 
 
 def _spec_models() -> list[type[pydantic.BaseModel]]:
@@ -17,6 +17,11 @@ def _spec_models() -> list[type[pydantic.BaseModel]]:
         and value.__module__ == models.__name__
         and value.model_fields
     ]
+
+
+def test_the_docs_file_is_the_models_docstrings() -> None:
+    """After editing a docstring in spec/models.py: `python -m peagle_deploy.spec.flags`."""
+    assert DOCS_FILE.read_text(encoding="utf-8") == docs_json()
 
 
 def test_each_description_is_what_pydantic_reads_from_the_source() -> None:

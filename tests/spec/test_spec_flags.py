@@ -99,6 +99,22 @@ def test_pairs() -> None:
     assert (caught.value.field, caught.value.allowed) == ("--tag", "KEY=VALUE")
 
 
+def test_the_clis_table_is_the_models_table() -> None:
+    """flag_table.json is data written from the models; after editing them, regenerate it
+    with `python -m peagle_deploy.spec.flags`."""
+    from peagle_deploy.spec.flags import TABLE_FILE, cli_table, model_doc, spec_table_json
+
+    assert TABLE_FILE.read_text(encoding="utf-8") == spec_table_json()
+    assert cli_table() == (model_doc(), spec_flags())
+
+
+def test_a_commands_help_builds_no_spec_model() -> None:
+    """`peagle plan --help` builds the plan command's options from flag_table.json,
+    without the spec models (typer's help loads pydantic for its own conversions)."""
+    names = ("peagle_deploy.spec.models", "peagle_deploy.cli.plan")
+    assert modules_loaded(["plan", "--help"], names) == ["peagle_deploy.cli.plan"]
+
+
 def test_the_root_help_builds_no_command_and_no_spec_model() -> None:
     """`peagle --help` lists the commands from the registry's summaries: it imports no
     command module and builds no pydantic model."""
