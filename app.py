@@ -16,31 +16,49 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aws_cdk as cdk
-
-from infra.ci_stack import CI_STACK_ID, CiRolesStack
-from infra.github_oidc import GitHubRepo, check_branch, check_provider_choice
-from infra.stack import PeagleStack
-from infra.stages import (
-    GITHUB_BRANCH_CONTEXT_KEY,
-    GITHUB_OIDC_CONTEXT_KEY,
-    GITHUB_OWNER_ID_CONTEXT_KEY,
-    GITHUB_REPO_CONTEXT_KEY,
-    GITHUB_REPOSITORY_ID_CONTEXT_KEY,
-    NAG_CONTEXT_KEY,
-    STAGES_CONTEXT_KEY,
-    StageConfig,
-    check_distinct_stages,
-    stage_configs,
-)
 from peagle_deploy.errors import PeagleError
-from peagle_deploy.plan import Plan
+from peagle_deploy.extras import require
+
+if TYPE_CHECKING:
+    import aws_cdk as cdk
+
+    from infra.stages import StageConfig
+    from peagle_deploy.plan import Plan
+
+CDK_MODULES = ("aws_cdk", "constructs")
+"""What the app imports from the `cdk` extra (and cdk_nag with `-c peagle:nag=true`)."""
+
+
+def main(context: Mapping[str, Any] | None = None) -> int:
+    """Synthesize every stage; a bad spec, or a missing `cdk` extra, is one clear line
+    and exit code 2.
+
+    The CDK CLI passes cdk.json's context in the environment; `context` adds to it
+    (for running the app in-process).
+    """
+    try:
+        for module in CDK_MODULES:
+            require(module, "the CDK app (`npx cdk synth`)")
+        return _synth(context)
+    except PeagleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 def add_ci_roles(app: cdk.App, stages: Sequence[StageConfig], plans: Sequence[Plan]) -> None:
     """PeagleCiRoles, when `-c peagle:github_repo` names the repository."""
+    from infra.ci_stack import CI_STACK_ID, CiRolesStack
+    from infra.github_oidc import GitHubRepo, check_branch, check_provider_choice
+    from infra.stages import (
+        GITHUB_BRANCH_CONTEXT_KEY,
+        GITHUB_OIDC_CONTEXT_KEY,
+        GITHUB_OWNER_ID_CONTEXT_KEY,
+        GITHUB_REPO_CONTEXT_KEY,
+        GITHUB_REPOSITORY_ID_CONTEXT_KEY,
+    )
+
     repo = app.node.try_get_context(GITHUB_REPO_CONTEXT_KEY)
     if repo is None:
         return
@@ -62,28 +80,31 @@ def add_ci_roles(app: cdk.App, stages: Sequence[StageConfig], plans: Sequence[Pl
     )
 
 
-def main(context: Mapping[str, Any] | None = None) -> int:
-    """Synthesize every stage; a bad spec is one clear line and exit code 2.
+def _synth(context: Mapping[str, Any] | None) -> int:
+    import aws_cdk as cdk
 
-    The CDK CLI passes cdk.json's context in the environment; `context` adds to it
-    (for running the app in-process).
-    """
+    from infra.stack import PeagleStack
+    from infra.stages import (
+        NAG_CONTEXT_KEY,
+        STAGES_CONTEXT_KEY,
+        check_distinct_stages,
+        stage_configs,
+    )
+
     # Construct stack traces under jsii are frames of its JavaScript runtime, never of this
     # Python code: `cdk synth` printed a useless `.../lib/program.js:1:5591` per warning.
     app = cdk.App(context=dict(context) if context is not None else None, stack_traces=False)
-    try:
-        stages = stage_configs(
-            app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
-        )
-        plans = [stage.plan() for stage in stages]
-        check_distinct_stages(stages, plans)
-        for stage, plan in zip(stages, plans, strict=True):
-            PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
-        add_ci_roles(app, stages, plans)
-    except PeagleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 1)
     nag = str(app.node.try_get_context(NAG_CONTEXT_KEY)).lower() == "true"
+    if nag:
+        require("cdk_nag", f"-c {NAG_CONTEXT_KEY}=true")
+    stages = stage_configs(
+        app.node.try_get_context(STAGES_CONTEXT_KEY), Path(__file__).resolve().parent
+    )
+    plans = [stage.plan() for stage in stages]
+    check_distinct_stages(stages, plans)
+    for stage, plan in zip(stages, plans, strict=True):
+        PeagleStack(app, stage.stack_id, stage=stage, plan=plan)
+    add_ci_roles(app, stages, plans)
     if nag:
         from cdk_nag import AwsSolutionsChecks
 

@@ -9,7 +9,7 @@ a fresh interpreter, after one unmeasured warm-up) for this checkout and, with
 are interleaved run by run so a change in machine load hits both alike, and the ratio
 is what to read (on a shared machine absolute times move with the load). Also reports
 whether `peagle --help` loaded pydantic or the bench settings models (it must not: the
-bench options come from bench/flag_table.json).
+root help lists `bench` from the command registry without building it).
 """
 
 from __future__ import annotations

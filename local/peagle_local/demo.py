@@ -228,22 +228,13 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
     return summary
 
 
-def _rehearse(
-    settings: DemoSettings,
-    *,
-    gates: GatesFile,
-    aws: Any,
-    steps: _Steps,
-    created: list[str],
-    summary: DemoSummary,
-) -> None:
-    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
-    from peagle_deploy.promote.target import stage_file_for
+def _deploy_dev(
+    settings: DemoSettings, *, aws: Any, steps: _Steps, created: list[str], summary: DemoSummary
+) -> Any:
+    """Step 1: script the emulator for every stage's endpoint, deploy dev; its endpoint."""
     from peagle_deploy.sdk import deploy_peagle
 
     out = steps.console
-
-    # 1. deploy dev
     with steps.step(
         f"1. deploy to dev: {settings.model}, P-EAGLE K={settings.num_speculative_tokens}, "
         f"{settings.instance_type}"
@@ -289,8 +280,12 @@ def _rehearse(
         summary.endpoints["dev"] = endpoint.endpoint_name
         step.detail = f"{endpoint.endpoint_name} InService"
         out.print(f"dev endpoint [bold]{endpoint.endpoint_name}[/] is InService", highlight=False)
+    return endpoint
 
-    # 2. stream a chat answer
+
+def _stream_chat(settings: DemoSettings, endpoint: Any, steps: _Steps) -> None:
+    """Step 2: a chat answer streamed from dev."""
+    out = steps.console
     with steps.step("2. stream a chat answer from dev (InvokeEndpointWithResponseStream)") as step:
         out.print(f"[dim]user:[/] {settings.prompt}", highlight=False)
         out.print("[dim]assistant:[/] ", end="")
@@ -307,7 +302,10 @@ def _rehearse(
         step.detail = f"{len(text)} characters streamed"
         out.print("[dim](emulator text: deterministic filler, not a model's answer)[/]")
 
-    # 3. short benchmark
+
+def _benchmark_dev(settings: DemoSettings, endpoint: Any, steps: _Steps) -> None:
+    """Step 3: a short closed-loop benchmark of dev."""
+    out = steps.console
     with steps.step("3. benchmark dev (closed loop, SageMaker streaming API)") as step:
         from peagle_deploy.bench import BenchSettings, SageMakerTarget, SweepConfig, run_sweep
 
@@ -326,7 +324,20 @@ def _rehearse(
             f"c{lv.concurrency}: {lv.output_throughput:,.0f} tok/s" for lv in result.levels
         )
 
-    # 4. promote dev -> staging (gates pass)
+
+def _promote_to_staging(
+    settings: DemoSettings,
+    *,
+    gates: GatesFile,
+    steps: _Steps,
+    created: list[str],
+    summary: DemoSummary,
+) -> None:
+    """Step 4: dev -> staging, through the staging gates (they pass)."""
+    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+    from peagle_deploy.promote.target import stage_file_for
+
+    out = steps.console
     with steps.step("4. promote dev -> staging through the staging gates") as step:
         options = PromoteOptions(
             source_stage="dev",
@@ -347,7 +358,21 @@ def _rehearse(
             raise PeagleError(f"expected the staging promotion to pass, got {promoted.status}")
         step.detail = promoted.message
 
-    # 5. promote staging -> prod (a stricter gate refuses it)
+
+def _promote_to_prod(
+    settings: DemoSettings,
+    *,
+    gates: GatesFile,
+    aws: Any,
+    steps: _Steps,
+    created: list[str],
+    summary: DemoSummary,
+) -> None:
+    """Step 5: staging -> prod, refused by a stricter gate; prod stays absent."""
+    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
+    from peagle_deploy.promote.target import stage_file_for
+
+    out = steps.console
     with steps.step("5. promote staging -> prod: the prod gates are stricter") as step:
         options = PromoteOptions(
             source_stage="staging",
@@ -378,6 +403,22 @@ def _rehearse(
             highlight=False,
         )
         step.detail = refused.message
+
+
+def _rehearse(
+    settings: DemoSettings,
+    *,
+    gates: GatesFile,
+    aws: Any,
+    steps: _Steps,
+    created: list[str],
+    summary: DemoSummary,
+) -> None:
+    endpoint = _deploy_dev(settings, aws=aws, steps=steps, created=created, summary=summary)
+    _stream_chat(settings, endpoint, steps)
+    _benchmark_dev(settings, endpoint, steps)
+    _promote_to_staging(settings, gates=gates, steps=steps, created=created, summary=summary)
+    _promote_to_prod(settings, gates=gates, aws=aws, steps=steps, created=created, summary=summary)
 
     if settings.experiment:
         _experiment_step(settings, aws=aws, steps=steps, created=created, summary=summary)

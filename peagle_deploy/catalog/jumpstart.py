@@ -194,7 +194,8 @@ def _read_specs(model_id: str, region: str, version: str) -> tuple[Any, str | No
         raise InputError(
             "model",
             f"cannot read JumpStart metadata for {model_id!r}: {type(exc).__name__}: {exc}",
-            f"network access to the JumpStart bucket, or {MANIFEST_OVERRIDE_ENV} and "
+            f"AWS credentials and network access to the region's JumpStart bucket (the "
+            f"SDK reads it with the caller's credentials), or {MANIFEST_OVERRIDE_ENV} and "
             f"{SPECS_OVERRIDE_ENV} pointing at a local copy",
         ) from None
     return specs, config_name

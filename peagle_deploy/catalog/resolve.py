@@ -120,7 +120,7 @@ def _jumpstart(spec: DeploymentSpec, region: str) -> ModelSource:
             "model", f"unknown model {spec.model!r}", [*MODELS, CUSTOM, "a JumpStart model id"]
         )
     require(
-        "sagemaker",
+        "sagemaker.core",
         f"model {spec.model!r} is not a catalog key ({', '.join(MODELS)}); "
         "resolving it as a JumpStart model id",
     )

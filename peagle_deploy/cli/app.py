@@ -1,9 +1,14 @@
 """Entry point of the `peagle` CLI (`peagle = peagle_deploy.cli.app:main`).
 
 `main` hands `peagle plan ... --json` to the fast path (peagle_deploy.cli.fast_plan),
-which needs neither typer nor rich, and everything else to the typer app
-(peagle_deploy.cli.root, imported only then). Both end here: an error of the tool is one
-line on stderr, no traceback. `app` (the typer app) is still importable from here.
+which needs neither typer nor rich, and everything else to the typer app (peagle_deploy.cli.root,
+imported only then), which builds only the command that runs. Both end here: an error
+of the tool is one line on stderr, no traceback. `app` (the typer app) is importable
+from here.
+
+The fast path stays while the typer path costs more than 1.15x its cold start
+(benchmarks/cold_start.py --against; issue 31 measured 1.14-1.19x CPU after the root
+group became lazy, down from 1.5x).
 """
 
 from __future__ import annotations
@@ -16,20 +21,29 @@ from peagle_deploy.cli.interrupts import interrupt_code, interrupted, sigterm_un
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.terminal import drop_unreadable_size_hints
 
+CREDENTIALS_HINT = (
+    "configure AWS credentials and a region (aws configure, AWS_PROFILE, AWS_REGION), "
+    "or run `peagle demo` for the local rehearsal without an account"
+)
+
+
+def _no_credentials(exc: BaseException | None) -> bool:
+    """botocore found no credentials or no region (checked by name: botocore is never
+    imported on the start-up path)."""
+    return type(exc).__module__.startswith("botocore") and type(exc).__name__ in (
+        "NoCredentialsError",
+        "PartialCredentialsError",
+        "NoRegionError",
+    )
+
 
 def aws_error_message(exc: BaseException) -> str | None:
-    """One line for an AWS/botocore failure that reached the CLI, None for anything else.
-
-    Checked by module name so that botocore is never imported on the start-up path.
-    """
+    """One line for an AWS/botocore failure that reached the CLI, None for anything else."""
     if not type(exc).__module__.startswith("botocore"):
         return None
     name = type(exc).__name__
-    if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
-        return (
-            f"{exc}: configure AWS credentials and a region (aws configure, AWS_PROFILE, "
-            "AWS_REGION), or run `peagle demo` for the local rehearsal without an account"
-        )
+    if _no_credentials(exc):
+        return f"{exc}: {CREDENTIALS_HINT}"
     response = getattr(exc, "response", None)
     if isinstance(response, dict) and "Error" in response:
         error = response["Error"]
@@ -56,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_unwinds():
             return _run(argv)
     except PeagleError as exc:
-        _error(str(exc))
+        # An error of the tool that a missing credential caused (`invoke`'s InvokeError)
+        # gets the same hint as the bare botocore error.
+        _error(f"{exc}: {CREDENTIALS_HINT}" if _no_credentials(exc.__cause__) else str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # outside any command (while parsing, or the fast path)
         interrupted(exc)

@@ -141,51 +141,67 @@ def compare_command(
     flags: RunFlags,
 ) -> None:
     """Run several labelled configurations and print the published-shape table."""
-    from peagle_deploy.bench.compare import Comparison
-    from peagle_deploy.bench.runner import run_sweep
-
     kind_of = pairs(kinds or [], "--kind")
     if results:
         if targets or file:
             raise InputError("--results", "cannot be combined with --target/--file")
-        check_outputs(flags.json_path, flags.report)
-        comparison = Comparison.load(results)
-        _check_kind_labels(kind_of, [run.label for run in comparison.runs])
-        for run in comparison.runs:
-            if run.label in kind_of:
-                _labelled(run, kind_of[run.label])
+        comparison = _earlier_results(results, kind_of, flags)
     else:
-        config = flags.config()
-        check_model_and_region(flags.model, flags.region)
-        entries = compare_entries(targets or [], Path(file) if file is not None else None)
-        _check_kind_labels(kind_of, [str(entry.label) for entry in entries])
-        data = _dataset(config)
-        check_outputs(flags.json_path, flags.report)
-        listener = flags.listener()
-        planned = [
-            (
-                entry,
-                flags.target(
-                    entry.address,
-                    label=entry.label,
-                    model=entry.model or flags.model,
-                    region=entry.region or flags.region,
-                ),
-            )
-            for entry in entries
-        ]
-        runs: list[SweepResult] = []
-        for entry, target in planned:
-            run = run_sweep(target, config, dataset=data, progress=listener)
-            run.k = entry.k
-            runs.append(_labelled(run, kind_of.get(str(entry.label)) or entry.kind))
-        comparison = Comparison(runs)
+        comparison = _run_targets(targets or [], file, kind_of, flags)
     write_outputs(comparison.to_dict(), comparison, flags.json_path, flags.report)
     if flags.json_path != "-":
         _print_comparison(comparison)
     if not results:
         _explain_missing_acceptance(comparison.runs)
     _require_completions(comparison.runs)
+
+
+def _earlier_results(results: list[str], kind_of: dict[str, str], flags: RunFlags) -> Comparison:
+    """`--results`: the runs of earlier results files, relabelled by --kind."""
+    from peagle_deploy.bench.compare import Comparison
+
+    check_outputs(flags.json_path, flags.report)
+    comparison = Comparison.load(results)
+    _check_kind_labels(kind_of, [run.label for run in comparison.runs])
+    for run in comparison.runs:
+        if run.label in kind_of:
+            _labelled(run, kind_of[run.label])
+    return comparison
+
+
+def _run_targets(
+    targets: list[str], file: str | None, kind_of: dict[str, str], flags: RunFlags
+) -> Comparison:
+    """One sweep per target (--target, --file), every input checked before the first
+    request."""
+    from peagle_deploy.bench.compare import Comparison
+    from peagle_deploy.bench.runner import run_sweep
+
+    config = flags.config()
+    check_model_and_region(flags.model, flags.region)
+    entries = compare_entries(targets, Path(file) if file is not None else None)
+    _check_kind_labels(kind_of, [str(entry.label) for entry in entries])
+    data = _dataset(config)
+    check_outputs(flags.json_path, flags.report)
+    listener = flags.listener()
+    planned = [
+        (
+            entry,
+            flags.target(
+                entry.address,
+                label=entry.label,
+                model=entry.model or flags.model,
+                region=entry.region or flags.region,
+            ),
+        )
+        for entry in entries
+    ]
+    runs: list[SweepResult] = []
+    for entry, target in planned:
+        run = run_sweep(target, config, dataset=data, progress=listener)
+        run.k = entry.k
+        runs.append(_labelled(run, kind_of.get(str(entry.label)) or entry.kind))
+    return Comparison(runs)
 
 
 @bench_app.command("recommend-k")
@@ -384,3 +400,8 @@ def _print_comparison(comparison: Comparison) -> None:
     failed = sum(r.total_failed for r in runs)
     if failed:
         output.warn(f"{failed} requests failed; see the report's Errors section")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle bench` to the root app."""
+    app.add_typer(bench_app, name="bench")

@@ -111,13 +111,7 @@ def deploy_command(
     if not dry_run:
         check_deployable_role(plan)  # before any AWS call, one clear line
     if not as_json:
-        for warning in plan.warnings:
-            output.warn(warning)
-        if plan.spec.experiment is not None:
-            output.warn(
-                "experiment: deploy serves the spec's own settings; start the experiment "
-                f"with `peagle experiment start {plan.endpoint_name} --file SPEC`"
-            )
+        _warn_before_deploy(plan)
     try:
         endpoint = deploy_peagle(
             plan=plan,
@@ -134,7 +128,50 @@ def deploy_command(
     assert outcome is not None
     if as_json:
         output.emit_json(outcome.to_json())
-        return
+    elif outcome.dry_run:
+        _print_dry_run(outcome, plan)
+    else:
+        _print_deployed(outcome)
+
+
+def _warn_before_deploy(plan: Any) -> None:
+    """The plan's warnings, and that an experiment is not started by deploy."""
+    for warning in plan.warnings:
+        output.warn(warning)
+    if plan.spec.experiment is not None:
+        output.warn(
+            "experiment: deploy serves the spec's own settings; start the experiment "
+            f"with `peagle experiment start {plan.endpoint_name} --file SPEC`"
+        )
+
+
+def _print_dry_run(outcome: Any, plan: Any) -> None:
+    """What deploy would do, and the warnings the plan did not already give."""
+    would = {
+        "create": "create",
+        "update": "update (blue/green)",
+        "resume": "wait for the deployment in progress on",
+        "recreate": "delete and re-create the Failed endpoint",
+    }
+    if outcome.action == "noop":
+        line = (
+            f"nothing to do: {outcome.endpoint_name} ({outcome.status}) already serves "
+            f"config {outcome.endpoint_config_name}"
+        )
+    else:
+        line = (
+            f"would {would[outcome.action]} {outcome.endpoint_name} "
+            f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
+        )
+    output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
+    shown = {str(w) for w in plan.warnings}  # printed before the deploy
+    for extra in outcome.warnings:
+        if extra not in shown:
+            output.warn(extra)
+
+
+def _print_deployed(outcome: Any) -> None:
+    """What deploy did: the endpoint, its status and config, and what it left."""
     verb = {
         "create": "created",
         "update": "updated",
@@ -142,29 +179,6 @@ def deploy_command(
         "resume": "finished (waited for the deployment in progress)",
         "recreate": "re-created (the Failed endpoint was replaced)",
     }[outcome.action]
-    if outcome.dry_run:
-        would = {
-            "create": "create",
-            "update": "update (blue/green)",
-            "resume": "wait for the deployment in progress on",
-            "recreate": "delete and re-create the Failed endpoint",
-        }
-        if outcome.action == "noop":
-            line = (
-                f"nothing to do: {outcome.endpoint_name} ({outcome.status}) already serves "
-                f"config {outcome.endpoint_config_name}"
-            )
-        else:
-            line = (
-                f"would {would[outcome.action]} {outcome.endpoint_name} "
-                f"(now {outcome.status}) -> config {outcome.endpoint_config_name}"
-            )
-        output.console.print(f"[bold]dry run:[/] {escape(line)}", highlight=False)
-        shown = {str(w) for w in plan.warnings}  # printed before the deploy
-        for extra in outcome.warnings:
-            if extra not in shown:
-                output.warn(extra)
-        return
     output.console.print(
         f"[bold]{escape(outcome.endpoint_name)}[/] "
         + escape(
@@ -211,28 +225,13 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
         ) from None
     status = str(desc["EndpointStatus"])
     log_lines = endpoint.logs(limit=20) if status == "Failed" else []
-    pending = (desc.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
-    manifest: dict[str, Any] | None = None
-    try:
-        found = endpoint.manifest()
-    except Exception as exc:  # missing permission, unreadable manifest: show, don't fail
-        manifest = {"error": str(exc)}
-    else:
-        if found is not None:
-            manifest = {
-                "parameter": found.parameter_name,
-                "content_hash": found.content_hash,
-                "endpoint_config_name": found.endpoint_config_name,
-                "deployed_at": found.deployed_at.isoformat(),
-                "deployed_by": found.deployed_by,
-                "git_commit": found.git_commit,
-                "promoted_from": found.promoted_from,
-            }
     data = {
         "endpoint_name": name,
         "status": status,
         "endpoint_config_name": desc.get("EndpointConfigName"),
-        "pending_endpoint_config_name": pending,
+        "pending_endpoint_config_name": (desc.get("PendingDeploymentSummary") or {}).get(
+            "EndpointConfigName"
+        ),
         "failure_reason": desc.get("FailureReason"),
         "created": str(desc.get("CreationTime", "")),
         "last_modified": str(desc.get("LastModifiedTime", "")),
@@ -245,39 +244,67 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
             for v in desc.get("ProductionVariants", [])
         ],
         "log_tail": log_lines,
-        "manifest": manifest,
+        "manifest": _manifest_summary(endpoint),
         "region": endpoint.region,
     }
     if as_json:
         output.emit_json(data)
     else:
-        color = {"InService": "green", "Failed": "red"}.get(status, "yellow")
-        output.console.print(
-            f"[bold]{escape(name)}[/]: [{color}]{escape(status)}[/]", highlight=False
-        )
-        _say(f"config: {data['endpoint_config_name']}")
-        if pending:
-            _say(f"rolling to: {pending}")
-        if data["failure_reason"]:
-            output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
-        for line in log_lines:
-            output.console.print(f"  {line}", highlight=False, markup=False)
-        if manifest and "error" in manifest:
-            output.warn(f"manifest not readable: {manifest['error']}")
-        elif manifest:
-            stale = manifest["endpoint_config_name"] != data["endpoint_config_name"]
-            line = (
-                f"manifest: spec {manifest['content_hash']} deployed "
-                f"{manifest['deployed_at']} by {manifest['deployed_by'] or '-'}"
-            )
-            if manifest["promoted_from"]:
-                line += f" (promoted from {manifest['promoted_from']})"
-            line = escape(line)
-            if stale:
-                line += " [yellow](describes another config: stale)[/]"
-            output.console.print(line, highlight=False)
+        _print_status(data)
     if wait and status in ("Failed", "OutOfService"):
         raise typer.Exit(1)
+
+
+def _manifest_summary(endpoint: Any) -> dict[str, Any] | None:
+    """The endpoint's deployment manifest in brief; an unreadable one is shown, not fatal
+    (missing permission, a record that cannot be trusted)."""
+    try:
+        found = endpoint.manifest()
+    except Exception as exc:
+        return {"error": str(exc)}
+    if found is None:
+        return None
+    return {
+        "parameter": found.parameter_name,
+        "content_hash": found.content_hash,
+        "endpoint_config_name": found.endpoint_config_name,
+        "deployed_at": found.deployed_at.isoformat(),
+        "deployed_by": found.deployed_by,
+        "git_commit": found.git_commit,
+        "promoted_from": found.promoted_from,
+    }
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    """`peagle status` for a human: the status, the configs, a failure and the manifest."""
+    status = data["status"]
+    color = {"InService": "green", "Failed": "red"}.get(status, "yellow")
+    output.console.print(
+        f"[bold]{escape(data['endpoint_name'])}[/]: [{color}]{escape(status)}[/]",
+        highlight=False,
+    )
+    _say(f"config: {data['endpoint_config_name']}")
+    if data["pending_endpoint_config_name"]:
+        _say(f"rolling to: {data['pending_endpoint_config_name']}")
+    if data["failure_reason"]:
+        output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
+    for line in data["log_tail"]:
+        output.console.print(f"  {line}", highlight=False, markup=False)
+    manifest = data["manifest"]
+    if manifest and "error" in manifest:
+        output.warn(f"manifest not readable: {manifest['error']}")
+    elif manifest:
+        stale = manifest["endpoint_config_name"] != data["endpoint_config_name"]
+        line = (
+            f"manifest: spec {manifest['content_hash']} deployed "
+            f"{manifest['deployed_at']} by {manifest['deployed_by'] or '-'}"
+        )
+        if manifest["promoted_from"]:
+            line += f" (promoted from {manifest['promoted_from']})"
+        line = escape(line)
+        if stale:
+            line += " [yellow](describes another config: stale)[/]"
+        output.console.print(line, highlight=False)
 
 
 def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)

@@ -328,3 +328,8 @@ def abort_command(  # noqa: PLR0917 (one parameter per CLI flag)
         output.emit_json(outcome.to_json())
     else:
         _print_outcome(outcome)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle experiment` to the root app."""
+    app.add_typer(experiment_app, name="experiment")

@@ -105,7 +105,10 @@ def _take(found: Invocation, target: FlagRow | str, value: str | None) -> bool:
         return True
     if target.keyword in found.given:
         return False  # given twice: typer keeps the last one; let it
-    found.given[target.keyword] = target.value_type(text)
+    try:
+        found.given[target.keyword] = target.value_type(text)
+    except ValueError:  # past int()'s 4300-digit limit: typer's one-line refusal
+        return False
     return True
 
 

@@ -6,6 +6,8 @@
   is the one of the flag table and the spec (`peagle_deploy.spec.empty`).
 - A usage error (unknown option, a value of the wrong type) is one line that names the
   option and where help is, with any echoed value cut and masked like every error.
+- A boolean flag shows in help without a type; an argument is NAME in capitals, in the
+  usage line, in help and in errors (typer writes a required one `{name}`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ def option_name(param: Any) -> str:
     return str(getattr(param, "metavar", None) or param.name).upper()
 
 
-def refuse_empty_values(command: Any) -> None:
-    """Make every parameter of `command` and of its subcommands refuse an empty value."""
+def apply_rules(command: Any, *, nested: bool = True) -> None:
+    """Apply the rules to every parameter of `command` and (`nested`) its subcommands:
+    refuse an empty value, show boolean flags plainly."""
     for param in getattr(command, "params", []):
         _guard(param)
-    for sub in getattr(command, "commands", {}).values():
-        refuse_empty_values(sub)
+        if getattr(param, "param_type_name", "") == "argument":
+            _plain_argument(param)
+    plain_flags(command)
+    if nested:
+        for sub in getattr(command, "commands", {}).values():
+            apply_rules(sub)
 
 
 def _guard(param: Any) -> None:
@@ -36,13 +43,28 @@ def _guard(param: Any) -> None:
         return
     process = param.process_value
     name = option_name(param)
+    many = getattr(param, "multiple", False) or getattr(param, "nargs", 1) == -1
 
     def checked(ctx: Any, value: Any) -> Any:
         check_not_empty(name, value)
+        if value is None and not param.required and param.callback is None:
+            # Not given and no default: what click's own conversion of None gives. typer
+            # would first build a pydantic TypeAdapter for the parameter's type, only to
+            # return the same: about a millisecond per option of every command run.
+            return () if many else None
         return process(ctx, value)
 
     param.process_value = checked
     param._peagle_guarded = True
+
+
+def _plain_argument(param: Any) -> None:
+    """`MODEL_OR_SPEC_FILE` in the usage line, `[MODEL]` when optional, `NAME...` for
+    several: the usual notation, where typer shows `{MODEL_OR_SPEC_FILE}`, `{name}`."""
+    param.metavar = param.metavar or str(param.name).upper()
+    shown = param.metavar if param.required else f"[{param.metavar}]"
+    shown += "..." if param.nargs != 1 else ""
+    param.get_usage_pieces = lambda ctx: [shown]
 
 
 def usage_error_line(exc: Any) -> str:
@@ -56,7 +78,7 @@ def usage_error_line(exc: Any) -> str:
 
 def plain_flags(command: Any) -> None:
     """Show boolean flags in help without a type (typer prints `<bool>` after `--json`,
-    as if the flag took a value), in `command`, its subcommands and their --help."""
+    as if the flag took a value), in `command` and its --help."""
     for param in getattr(command, "params", []):
         if getattr(param, "is_flag", False) and not getattr(param, "count", False):
             param.metavar = ""
@@ -71,5 +93,3 @@ def plain_flags(command: Any) -> None:
 
         plain_help_option._peagle_plain = True  # type: ignore[attr-defined]
         command.get_help_option = plain_help_option
-    for sub in getattr(command, "commands", {}).values():
-        plain_flags(sub)

@@ -75,3 +75,8 @@ def base_command(
             "source": images()[tag].source,
         }
     )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `peagle image` to the root app."""
+    app.add_typer(image_app, name="image")

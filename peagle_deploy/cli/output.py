@@ -1,22 +1,31 @@
-"""Shared terminal output: rich consoles for humans, plain JSON for machines."""
+"""Shared terminal output: rich consoles for humans, plain JSON for machines.
+
+rich is imported when a console is first used (`output.console`, `output.err_console`,
+made by peagle_deploy.cli.consoles): `peagle plan --json` prints no rich output and
+never loads it.
+"""
 
 from __future__ import annotations
 
 import codecs
 import sys
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, RenderableType
-from rich.markup import escape
-
-# Machine output lives apart so the fast path of `peagle plan --json` needs no rich.
 from peagle_deploy.cli.json_output import emit_json  # noqa: F401  (output.emit_json)
 from peagle_deploy.redaction import safe_lines, safe_message
-from peagle_deploy.terminal import CONSOLE_OPTIONS, size_hint
+from peagle_deploy.terminal import size_hint
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
 PIPE_WIDTH = 120
 """Width of a table off a terminal when COLUMNS does not say (a CI log, a file)."""
+
+console: Console
+"""stdout's console (built on first use)."""
+err_console: Console
+"""stderr's console (built on first use)."""
 
 
 def pipe_width() -> int:
@@ -24,51 +33,25 @@ def pipe_width() -> int:
     return size_hint("COLUMNS") or PIPE_WIDTH
 
 
-class _Console(Console):
-    """Off a terminal (a pipe, a CI log, a file) rich lays output out for 80 columns:
-    lines would break mid-sentence and table cells would be wrapped or cut to `…`, so
-    greps over `peagle list`, CI logs and `peagle demo > log` would miss names. There,
-    plain-text lines are not wrapped; a table gets COLUMNS (else PIPE_WIDTH) columns, its
-    long text folded, unless that would cut a cell to `…`: then the width it needs.
-    Panels and rules keep 80 columns. On a terminal everything fits the window as usual."""
-
-    def print(self, *objects: Any, **kwargs: Any) -> None:
-        if self.is_terminal:
-            super().print(*objects, **kwargs)
-            return
-        if "soft_wrap" not in kwargs and all(isinstance(o, str) for o in objects):
-            kwargs["soft_wrap"] = True
-        # No table exists unless rich.table was imported: start-up does not import it.
-        table_module = sys.modules.get("rich.table")
-        tables = [o for o in objects if table_module and isinstance(o, table_module.Table)]
-        width = max((self._table_width(t) for t in tables), default=self.width)
-        if width == self.width:
-            super().print(*objects, **kwargs)
-            return
-        saved = self.width
-        self.width = width
-        try:
-            super().print(*objects, **kwargs)
-        finally:
-            self.width = saved
-
-    def _table_width(self, table: RenderableType) -> int:
-        """COLUMNS (else PIPE_WIDTH), or the table's full width if that would cut a cell."""
-        width = pipe_width()
-        full = self.measure(table, options=self.options.update_width(4096)).maximum
-        if full <= width or not self._cuts(table, width):
-            return width
-        return full
-
-    def _cuts(self, table: RenderableType, width: int) -> bool:
-        """Whether laying `table` out in `width` columns ends a cell in `…`."""
-        lines = self.render_lines(table, self.options.update_width(width), pad=False)
-        return any("…" in segment.text for line in lines for segment in line)
+_CONSOLES = {"console": False, "err_console": True}
+"""The module's consoles by name: whether each writes to stderr."""
+_made: dict[str, Console] = {}
 
 
-# Emoji codes off (`aws:x:` stays as typed); see peagle_deploy.terminal.
-console: Console = _Console(**CONSOLE_OPTIONS)
-err_console: Console = _Console(stderr=True, **CONSOLE_OPTIONS)
+def _console(name: str) -> Console:
+    if name not in _made:
+        from peagle_deploy.cli.consoles import plain_width_console
+
+        _made[name] = plain_width_console(stderr=_CONSOLES[name], pipe_width=pipe_width)
+    return _made[name]
+
+
+def __getattr__(name: str) -> Any:
+    """`console` and `err_console`, each built once, on first use."""
+    if name not in _CONSOLES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _console(name)
+
 
 _ASCII_FALLBACK = {
     "\u2192": "->",
@@ -133,14 +116,18 @@ def error(message: str) -> None:
     not read as rich markup and dropped. Credentials are masked and pasted values cut
     (`redaction.safe_lines`); a multi-line failure report (log lines) keeps its lines.
     """
+    from rich.markup import escape
+
     text = escape(safe_lines(message))
-    err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+    _console("err_console").print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
     """One warning, on stderr, one line; plain and safe like `error`."""
+    from rich.markup import escape
+
     text = escape(safe_message(message, WARNING_CHARS))
-    err_console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+    _console("err_console").print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
 
 
 def literal(value: object) -> Any:
@@ -152,4 +139,4 @@ def literal(value: object) -> Any:
 
 def print_table(table: RenderableType) -> None:
     """A table on stdout that never loses characters when piped or redirected."""
-    console.print(table)
+    _console("console").print(table)

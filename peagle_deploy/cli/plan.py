@@ -124,7 +124,7 @@ def _print_plan(plan: Any) -> None:
         ("scaling", _scaling_text(plan.spec.scaling)),
         ("rollout", _rollout_text(plan.rollout)),
         ("tensor parallel", str(plan.tensor_parallel_size)),
-        ("max model len", str(plan.max_model_len)),
+        ("max model len", _max_model_len_text(plan.max_model_len)),
         ("speculative", plan.spec.speculative.mode),
         ("K", str(plan.num_speculative_tokens) if speculative_config else "-"),
         ("image", plan.image_uri),
@@ -162,6 +162,12 @@ def _print_plan(plan: Any) -> None:
         output.console.print_json(data=request, indent=2)
     for warning in plan.warnings:
         output.warn(warning)
+
+
+def _max_model_len_text(max_model_len: int | None) -> str:
+    if max_model_len is None:
+        return "the model's own (vLLM reads it from the model's config)"
+    return str(max_model_len)
 
 
 def _scaling_text(scaling: Any) -> str:

@@ -22,7 +22,21 @@ def load_cli_spec(file: Path | None, model: str | None, knobs: dict[str, Any]) -
 
     if file is None and model is None:
         raise InputError("model", "no model given", "a MODEL argument or --file with `model:`")
+    if file is not None and model is not None:
+        _say_which_model(file, model)
     return load_spec(file, file_field="--file", model=model, **knobs)
+
+
+def _say_which_model(file: Path, model: str) -> None:
+    """MODEL wins over the file's `model:`, as every flag does; a warning says so when the
+    two differ (it replaced it silently)."""
+    from peagle_deploy.documents import load_mapping
+
+    named = load_mapping(file, "--file").get("model")
+    if named is not None and named != model:
+        from peagle_deploy.cli import output
+
+        output.warn(f"MODEL {model!r} replaces the spec file's model: {named!r} ({file})")
 
 
 def plan_with_experiment(spec: DeploymentSpec) -> tuple[Plan, dict[str, Any] | None]:

@@ -17,31 +17,55 @@ from peagle_deploy.cli import spec_options as so
 _EXIT_REFUSED = 3
 
 
+FromOpt = Annotated[
+    str, typer.Option("--from", help="Stage whose endpoint is promoted (e.g. dev).")
+]
+ToOpt = Annotated[
+    str, typer.Option("--to", help="Stage to promote into; its gates apply (e.g. staging).")
+]
+GatesOpt = Annotated[str, typer.Option("--gates", help="Gates YAML file (see gates.example.yaml).")]
+NameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        "--endpoint-name",
+        help="Source endpoint (default: the only endpoint with a manifest in the stage).",
+    ),
+]
+TargetNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target-name",
+        help="Target endpoint (default: the source name with its stage suffix swapped).",
+    ),
+]
+WriteSpecOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--write-spec",
+        help="For CDK users: after the gates pass, write the target spec file here "
+        "(e.g. stages/staging.yaml) instead of deploying.",
+    ),
+]
+StageFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--stage-file",
+        help="The target stage's spec file: a first promotion into the stage takes its "
+        "capacity, scaling, rollout, network and tags from it (default: "
+        "stages/<to>.yaml when that file exists).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
 def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
-    source_stage: Annotated[
-        str, typer.Option("--from", help="Stage whose endpoint is promoted (e.g. dev).")
-    ],
-    target_stage: Annotated[
-        str, typer.Option("--to", help="Stage to promote into; its gates apply (e.g. staging).")
-    ],
-    gates: Annotated[
-        str, typer.Option("--gates", help="Gates YAML file (see gates.example.yaml).")
-    ] = "gates.yaml",
-    name: Annotated[
-        str | None,
-        typer.Option(
-            "--name",
-            "--endpoint-name",
-            help="Source endpoint (default: the only endpoint with a manifest in the stage).",
-        ),
-    ] = None,
-    target_name: Annotated[
-        str | None,
-        typer.Option(
-            "--target-name",
-            help="Target endpoint (default: the source name with its stage suffix swapped).",
-        ),
-    ] = None,
+    source_stage: FromOpt,
+    target_stage: ToOpt,
+    gates: GatesOpt = "gates.yaml",
+    name: NameOpt = None,
+    target_name: TargetNameOpt = None,
     role_arn: Annotated[
         str | None,
         typer.Option(
@@ -64,25 +88,9 @@ def promote_command(  # noqa: PLR0917 (one parameter per CLI flag)
         bool,
         typer.Option("--dry-run", help="Show what would change; run no gate, change nothing."),
     ] = False,
-    write_spec: Annotated[
-        Path | None,
-        typer.Option(
-            "--write-spec",
-            help="For CDK users: after the gates pass, write the target spec file here "
-            "(e.g. stages/staging.yaml) instead of deploying.",
-        ),
-    ] = None,
-    stage_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--stage-file",
-            help="The target stage's spec file: a first promotion into the stage takes its "
-            "capacity, scaling, rollout, network and tags from it (default: "
-            "stages/<to>.yaml when that file exists).",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    write_spec: WriteSpecOpt = None,
+    stage_file: StageFileOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Promote what one stage runs to the next, only if the next stage's gates pass.
 

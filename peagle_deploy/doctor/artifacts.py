@@ -435,7 +435,7 @@ def _target_line(
     want = drafter_rules.target_hidden_size(target_config)
     if have is None or want is None:
         return warned(check, drafter_uri, "could not check: a hidden size is not declared")
-    return passed(check, drafter_uri, f"built for hidden size {have}, the target's")
+    return passed(check, drafter_uri, f"built for the target's hidden size ({have})")
 
 
 def _trained_tokens_line(

@@ -725,5 +725,7 @@ def render_result(result: PromotionResult, console: Console) -> None:
     console.print(table)
     if result.report is not None:
         render_report(result.report, console)
+    # Each message says what happened in words (`promoted dev -> staging ...`, `promotion
+    # refused by ...`): a `status:` label before it only repeated them.
     style = {"refused": "bold red", "dry-run": "yellow"}.get(result.status, "green")
-    console.print(f"[{style}]{result.status}:[/] {escaped(result.message)}", highlight=False)
+    console.print(f"[{style}]{escaped(result.message)}[/]", highlight=False)

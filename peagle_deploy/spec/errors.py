@@ -59,6 +59,30 @@ def _walk(
     return owner, info
 
 
+FIELD_LIST_CHARS = 220
+"""Longest list of field names an unknown-field error shows; past it, how many more (the
+whole error must stay a readable line)."""
+
+
+def _unknown_field(name: str, fields: list[str]) -> tuple[str, str | None]:
+    """The problem (with the nearest field names, if any) and the fields allowed there."""
+    import difflib  # only on a refused spec
+
+    nearest = difflib.get_close_matches(name, fields, n=2, cutoff=0.75)
+    problem = "unknown field"
+    if nearest:
+        problem += f"; did you mean {' or '.join(nearest)}?"
+    if not fields:
+        return problem, None
+    shown: list[str] = []
+    for field in fields:
+        if shown and len(", ".join([*shown, field])) > FIELD_LIST_CHARS:
+            break
+        shown.append(field)
+    more = len(fields) - len(shown)
+    return problem, ", ".join(shown) + (f" and {more} more (docs/specs.md)" if more else "")
+
+
 def _bounds(info: FieldInfo | None) -> str | None:
     """`60-3600`, `>= 1` ... from the field's numeric constraints."""
     if info is None:
@@ -109,8 +133,7 @@ def input_error_from(exc: ValidationError, model: type[BaseModel]) -> InputError
     owner, info = _walk(model, loc)
     allowed: str | list[str] | None = None
     if kind == "extra_forbidden":
-        allowed = sorted(owner.model_fields) if owner is not None else None
-        problem = "unknown field"
+        problem, allowed = _unknown_field(str(loc[-1]), sorted(owner.model_fields) if owner else [])
     elif kind == "missing":
         problem = "is required"
     elif kind == "literal_error":

@@ -159,11 +159,37 @@ def check_s3_location(field: str, uri: str) -> None:
         )
 
 
+S3_BUCKET_RULE = (
+    "a bucket name of 3-63 characters: lowercase letters, digits, '.' and '-', beginning "
+    "and ending with a letter or digit"
+)
+
+
+def _check_bucket(field: str, uri: str) -> None:
+    """The bucket of an `s3://` location, named when it is what is wrong (`s3://d/p/`
+    is a well-formed prefix in a bucket whose name is too short)."""
+    if not uri.startswith("s3://"):
+        return
+    bucket = uri[len("s3://") :].split("/", 1)[0]
+    if re.fullmatch(S3_BUCKET, bucket):
+        return
+    if not bucket:
+        problem = "names no bucket"
+    elif len(bucket) < 3:
+        problem = f"bucket name {bucket!r} is too short"
+    elif len(bucket) > 63:
+        problem = f"bucket name {bucket[:20]!r}... is too long ({len(bucket)} characters)"
+    else:
+        problem = f"{bucket!r} is not a valid S3 bucket name"
+    raise InputError(field, f"{uri!r}: {problem}", S3_BUCKET_RULE)
+
+
 def check_model_data_uri(field: str, uri: str | None) -> None:
     """Target weights: an S3 prefix ending in `/`, or a `.tar.gz` object."""
     if uri is None:
         raise InputError(field, "is required", "s3://bucket/prefix/ or s3://bucket/key.tar.gz")
     check_s3_location(field, uri)
+    _check_bucket(field, uri)
     if len(uri) > 1024 or not (S3_PREFIX_RE.fullmatch(uri) or S3_TARGZ_RE.fullmatch(uri)):
         raise InputError(
             field,
@@ -177,6 +203,7 @@ def check_drafter_uri(field: str, uri: str | None) -> None:
     if uri is None:
         raise InputError(field, "is required for speculative decoding", "s3://bucket/prefix/")
     check_s3_location(field, uri)
+    _check_bucket(field, uri)
     if len(uri) > 1024 or not S3_PREFIX_RE.fullmatch(uri):
         raise InputError(field, f"{uri!r} is not an S3 prefix", "s3://bucket/prefix/")
 

@@ -88,10 +88,28 @@ def check_fit(dep: Deployment) -> list[PlanWarning]:
         if need - OVERHEAD_GB_PER_GPU * tp + OVERHEAD_GB_PER_GPU * i.gpu_count.value
         <= i.total_gpu_memory_gb * GPU_MEMORY_UTILIZATION
     ]
+    parts = _need_parts(weights_gb, drafter_gb, kv_gb_per_1k, max_model_len, tp)
     raise InputError(
         "instance_type",
-        f"model needs about {need:.0f} GB (weights {weights_gb:g} GB + drafter + KV cache for "
-        f"{max_model_len} tokens) but {instance.name} with tensor_parallel_size={tp} offers "
-        f"{have:.0f} GB",
+        f"model needs about {need:.0f} GB ({parts}) but {instance.name} with "
+        f"tensor_parallel_size={tp} offers {have:.0f} GB",
         fits or ["none of the known instance types"],
     )
+
+
+def _need_parts(
+    weights_gb: float,
+    drafter_gb: float,
+    kv_gb_per_1k: float | None,
+    max_model_len: int | None,
+    tp: int,
+) -> str:
+    """What `required_memory_gb` added up, naming only the parts that count."""
+    parts = [f"weights {weights_gb:g} GB"]
+    if drafter_gb:
+        parts.append(f"drafter {drafter_gb:g} GB")
+    if kv_gb_per_1k and max_model_len:
+        kv_gb = kv_gb_per_1k * max_model_len / 1000.0
+        parts.append(f"KV cache {kv_gb:.3g} GB for {max_model_len} tokens")
+    parts.append(f"overhead {OVERHEAD_GB_PER_GPU * tp:g} GB")
+    return " + ".join(parts)

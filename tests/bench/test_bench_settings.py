@@ -95,8 +95,10 @@ def test_cli_values_reach_the_model_as_typed_and_refusals_name_the_flag(
 
 
 def test_cli_start_up_builds_no_bench_model() -> None:
-    """The bench options come from flag_table.json: `peagle --help` builds every command
-    (the typer app, cli.root) and loads neither the settings models nor pydantic."""
+    """`peagle --help` lists `bench` without building it (nor pydantic); `peagle bench
+    --help` builds its options from flag_table.json, not from the settings models."""
 
     names = ("pydantic", "peagle_deploy.bench.settings", "peagle_deploy.cli.bench")
-    assert modules_loaded(["--help"], names) == ["peagle_deploy.cli.bench"]
+    assert modules_loaded(["--help"], names) == []
+    bench = ("peagle_deploy.bench.settings", "peagle_deploy.cli.bench")
+    assert modules_loaded(["bench", "--help"], bench) == ["peagle_deploy.cli.bench"]

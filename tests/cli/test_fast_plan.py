@@ -175,6 +175,22 @@ def test_fallbacks_answer_as_typer(
     assert code in (0, 2) and (out or err)
 
 
+@pytest.mark.parametrize("flag", [["-k"], ["--max-model-len="]], ids=["-k", "--max-model-len="])
+def test_a_number_past_ints_digit_limit_goes_to_typer(
+    flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """int() refuses more than 4300 digits: the fast path was a traceback (issue 31)."""
+    digits = "9" * 5000
+    argv = (
+        ["plan", MODEL, "--json", *flag, digits]
+        if flag == ["-k"]
+        else ["plan", MODEL, "--json", flag[0] + digits]
+    )
+    assert fast_plan.parse(argv) is None
+    code, out, err = _outcome(capsys, argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+
+
 def test_fast_path_knows_exactly_the_typer_commands_options() -> None:
     """Every option of the typer `plan` command is one the fast path reads, and no
     other (`--help` is typer's: the fast path leaves it to typer)."""

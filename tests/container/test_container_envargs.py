@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from peagle_serve import contract
+from peagle_serve import contract, envargs
 from peagle_serve.envargs import (
     SINGLE_TOKEN_ARRAY_FLAGS,
     ArgvError,
@@ -197,10 +197,23 @@ def test_missing_model_dir_falls_back_to_hf_model_id(tmp_path: Path) -> None:
     assert resolve_model(env).value == "org/m"
 
 
-def test_model_dir_defaults_to_opt_ml_model() -> None:
-    # /opt/ml/model does not exist on a build machine, so HF_MODEL_ID is used.
+def test_model_dir_defaults_to_opt_ml_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PEAGLE_MODEL_DIR the directory looked at is SageMaker's /opt/ml/model:
+    served when it holds files, else HF_MODEL_ID. The directory's content is the test's,
+    not the host's (a machine may have an /opt/ml/model of its own)."""
+    asked: list[str] = []
+    holds_files = {"/opt/ml/model": False}
+
+    def has_entries(path: str) -> bool:
+        asked.append(path)
+        return holds_files.get(path, False)
+
+    monkeypatch.setattr(envargs, "_dir_has_entries", has_entries)
     env = {"HF_MODEL_ID": "org/m"}
     assert resolve_model(env).value == "org/m"
+    holds_files["/opt/ml/model"] = True
+    assert resolve_model(env).value == "/opt/ml/model"
+    assert asked == ["/opt/ml/model", "/opt/ml/model"]
     assert contract.MODEL_DIR == "/opt/ml/model"
 
 

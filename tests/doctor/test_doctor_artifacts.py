@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from doctor_testkit import Account, by_check, make_plan, only_failure
 from peagle_local.emulator.world import (
@@ -33,6 +34,10 @@ def test_staged_drafter_and_model_data_pass(account: Account) -> None:
         assert results[check].status == "pass", results[check].line()
     assert results["drafter.config"].detail == "P-EAGLE mask token ptd_token_id=255"
     assert results["drafter.weights"].detail.startswith("mask_hidden [1, 192]")
+    # a whole sentence, not one that reads as cut off (issue 31)
+    assert re.fullmatch(
+        r"built for the target's hidden size \(\d+\)", results["drafter.target"].detail
+    )
 
 
 def test_empty_drafter_prefix_fails_naming_the_prefix(account: Account) -> None:

@@ -243,6 +243,16 @@ FLAGS = [
     flags("k-zero", *PLAN, "-k", "0", fld="speculative.num_speculative_tokens"),
     flags("k-negative", *PLAN, "-k", "-5", fld="speculative.num_speculative_tokens"),
     flags("k-5000-digits", *PLAN, "-k", "9" * 5000, fld="-k"),
+    # the fast path of `plan --json` took these to int() and was a traceback (past
+    # Python's 4300-digit limit); it leaves them to typer now, which refuses them
+    flags("json-k-5000-digits", *PLAN, "--json", "-k", "9" * 5000, fld="-k"),
+    flags(
+        "json-max-model-len-5000-digits",
+        *PLAN,
+        "--json",
+        "--max-model-len=" + "9" * 5000,
+        fld="--max-model-len",
+    ),
     flags(
         "instance-count-huge",
         *PLAN,

@@ -122,9 +122,25 @@ def test_render_result_and_json() -> None:
     console = Console(record=True, width=120)
     render_result(result, console)
     text = console.export_text()
-    assert "refused: promotion refused" in text and "smoke" in text and "absent" in text
+    assert "promotion refused by 1 gate(s)" in text and "smoke" in text and "absent" in text
+    assert "refused: promotion refused" not in text  # the status is said once (issue 31)
     data = result.to_json()
     assert data["report"]["passed"] is True and data["status"] == "refused"
+
+
+def test_a_promotion_is_said_once() -> None:
+    """`peagle promote` and `peagle demo` printed `promoted: promoted dev -> staging`."""
+    result = PromotionResult(
+        status="promoted",
+        action="create",
+        source=StageState(stage="dev", endpoint_name="ep-dev", status="InService"),
+        target=StageState(stage="staging", endpoint_name="ep-staging"),
+        message="promoted dev -> staging (cfg); recorded in /peagle/staging/ep-staging",
+    )
+    console = Console(record=True, width=120)
+    render_result(result, console)
+    lines = console.export_text().splitlines()
+    assert lines[-1] == "promoted dev -> staging (cfg); recorded in /peagle/staging/ep-staging"
 
 
 def test_measurement_from_bench_level_dict() -> None:

@@ -108,9 +108,16 @@ def test_the_clis_table_is_the_models_table() -> None:
     assert cli_table() == (model_doc(), spec_flags())
 
 
-def test_cli_start_up_does_not_build_the_spec_models() -> None:
-    """`peagle --help` builds every command (the typer app, cli.root) from flag_table.json,
-    without the pydantic models."""
+def test_a_commands_help_builds_no_spec_model() -> None:
+    """`peagle plan --help` builds the plan command's options from flag_table.json,
+    without the spec models (typer's help loads pydantic for its own conversions)."""
+    names = ("peagle_deploy.spec.models", "peagle_deploy.cli.plan")
+    assert modules_loaded(["plan", "--help"], names) == ["peagle_deploy.cli.plan"]
+
+
+def test_the_root_help_builds_no_command_and_no_spec_model() -> None:
+    """`peagle --help` lists the commands from the registry's summaries: it imports no
+    command module and builds no pydantic model."""
 
     names = ("pydantic", "peagle_deploy.spec.models", "peagle_deploy.cli.plan")
-    assert modules_loaded(["--help"], names) == ["peagle_deploy.cli.plan"]
+    assert modules_loaded(["--help"], names) == []
