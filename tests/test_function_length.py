@@ -1,10 +1,8 @@
-"""No function over 80 lines in the product package, the CDK app and its entry point.
+"""No function over 80 lines in the product package, the CDK app, its entry point and the
+local stand-ins (issue 31, item 3).
 
-Read with `ast` from the source. `plan/` and `infra/` have no exception (the planner's own
-test, tests/plan/test_plan_pipeline.py, says so for plan/ too); the rest of the package
-carries today's offenders in ALLOWED_LONG, which only shrinks: an entry whose function is
-gone or now short fails the test until it is removed, and a function not listed fails
-when it grows past the limit.
+Read with `ast` from the source. There is no allowance: a function that grows past the
+limit is split before it lands.
 """
 
 from __future__ import annotations
@@ -17,19 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_FUNCTION_LINES = 80
 CHECKED = ("peagle_deploy", "infra", "app.py", "local")
 """What is read: the product package, the CDK app, and the local stand-ins (`local/`)."""
-STRICT = ("peagle_deploy/plan/", "infra/", "app.py")
-"""No allowance here, ever."""
-
-ALLOWED_LONG: dict[str, int] = {
-    "peagle_deploy/cli/bench.py:compare_command": 86,
-    "local/peagle_local/demo.py:_rehearse": 153,
-    "peagle_deploy/cli/deploy.py:deploy_command": 104,
-    "peagle_deploy/cli/deploy.py:status_command": 97,
-    "peagle_deploy/cli/promote.py:promote_command": 101,
-    "peagle_deploy/doctor/capacity.py:check_quota": 84,
-}
-"""Today's offenders outside plan/ and infra/ (path:qualified name -> lines): shorten one,
-then delete its line (issue 31, item 3)."""
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
@@ -59,24 +44,6 @@ def measured() -> dict[str, int]:
     return out
 
 
-def test_no_function_is_longer_than_80_lines_outside_the_allowance() -> None:
-    long = {
-        name: lines
-        for name, lines in measured().items()
-        if lines > MAX_FUNCTION_LINES and name not in ALLOWED_LONG
-    }
-    assert long == {}, "split these (or, outside plan/ and infra/, ask first)"
-
-
-def test_the_allowance_only_shrinks() -> None:
-    now = measured()
-    stale = {
-        name: now.get(name)
-        for name, lines in ALLOWED_LONG.items()
-        if now.get(name, 0) <= MAX_FUNCTION_LINES or now[name] > lines
-    }
-    assert stale == {}, "remove fixed entries from ALLOWED_LONG; a listed one may not grow"
-
-
-def test_plan_and_infra_have_no_allowance() -> None:
-    assert [name for name in ALLOWED_LONG if name.startswith(STRICT)] == []
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = {name: lines for name, lines in measured().items() if lines > MAX_FUNCTION_LINES}
+    assert long == {}, "split these: one function, one job"

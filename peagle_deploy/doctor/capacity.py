@@ -197,8 +197,7 @@ def _find(ctx: DoctorContext, operation: str, name: str) -> tuple[dict[str, Any]
 
 def check_quota(ctx: DoctorContext) -> list[CheckResult]:
     """The instance type is offered for hosting and its quota covers the instances."""
-    instance = ctx.plan.instance_type
-    name = quota_name(instance)
+    name = quota_name(ctx.plan.instance_type)
     resource = f"{SERVICE_CODE} quota '{name}' ({ctx.region})"
     try:
         quota, listed = _find(ctx, "list_service_quotas", name)
@@ -220,28 +219,36 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
             )
         ]
     if quota is None:
-        if not listed:
-            return [
-                warned(
-                    "capacity.quota",
-                    resource,
-                    "could not check: Service Quotas lists no SageMaker endpoint quota in "
-                    f"{ctx.region}, not even as an AWS default",
-                )
-            ]
-        return [
-            failed(
-                "capacity.quota",
-                resource,
-                f"{instance} is not offered for SageMaker hosting in {ctx.region} "
-                "(no endpoint-usage quota for it)",
-                "pick an instance type or a region that offers it (peagle models --instances)",
-            )
-        ]
+        return [_no_quota(ctx, resource, listed)]
+    return [_quota_covers(ctx, resource, quota, source)]
+
+
+def _no_quota(ctx: DoctorContext, resource: str, listed: bool) -> CheckResult:
+    """No quota for the instance type: not offered here, or Service Quotas lists none."""
+    if not listed:
+        return warned(
+            "capacity.quota",
+            resource,
+            "could not check: Service Quotas lists no SageMaker endpoint quota in "
+            f"{ctx.region}, not even as an AWS default",
+        )
+    return failed(
+        "capacity.quota",
+        resource,
+        f"{ctx.plan.instance_type} is not offered for SageMaker hosting in {ctx.region} "
+        "(no endpoint-usage quota for it)",
+        "pick an instance type or a region that offers it (peagle models --instances)",
+    )
+
+
+def _quota_covers(
+    ctx: DoctorContext, resource: str, quota: dict[str, Any], source: str
+) -> CheckResult:
+    """Whether the quota covers the instances other endpoints hold plus this plan's."""
     value = float(quota.get("Value", 0))
     needed, why = instances_needed(ctx)
     try:
-        usage: Usage | None = endpoint_usage(ctx, instance)
+        usage: Usage | None = endpoint_usage(ctx, ctx.plan.instance_type)
         usage_problem = ""
     except Exception as exc:
         usage, usage_problem = None, error_code(exc) or short_error(exc)
@@ -249,33 +256,27 @@ def check_quota(ctx: DoctorContext) -> list[CheckResult]:
     if value < in_use + needed:
         code = quota.get("QuotaCode", "<quota code>")
         held = f"; {usage.describe(ctx.plan.endpoint_name)}" if usage and in_use else ""
-        return [
-            failed(
-                "capacity.quota",
-                resource,
-                f"the {source} quota is {value:g} instances; the endpoint needs {needed} "
-                f"({why}){held}",
-                f"aws service-quotas request-service-quota-increase --region {ctx.region} "
-                f"--service-code {SERVICE_CODE} --quota-code {code} "
-                f"--desired-value {in_use + needed}",
-            )
-        ]
-    if usage is None:
-        return [
-            warned(
-                "capacity.quota",
-                resource,
-                f"{source} quota {value:g} covers {needed} instance(s) ({why}), but the "
-                f"instances other endpoints hold could not be counted ({usage_problem})",
-                "grant the caller sagemaker:ListEndpoints, sagemaker:DescribeEndpoint and "
-                "sagemaker:DescribeEndpointConfig",
-            )
-        ]
-    return [
-        passed(
+        return failed(
             "capacity.quota",
             resource,
-            f"{source} quota {value:g} covers {needed} instance(s) ({why}); "
-            f"{usage.describe(ctx.plan.endpoint_name)}",
+            f"the {source} quota is {value:g} instances; the endpoint needs {needed} "
+            f"({why}){held}",
+            f"aws service-quotas request-service-quota-increase --region {ctx.region} "
+            f"--service-code {SERVICE_CODE} --quota-code {code} "
+            f"--desired-value {in_use + needed}",
         )
-    ]
+    if usage is None:
+        return warned(
+            "capacity.quota",
+            resource,
+            f"{source} quota {value:g} covers {needed} instance(s) ({why}), but the "
+            f"instances other endpoints hold could not be counted ({usage_problem})",
+            "grant the caller sagemaker:ListEndpoints, sagemaker:DescribeEndpoint and "
+            "sagemaker:DescribeEndpointConfig",
+        )
+    return passed(
+        "capacity.quota",
+        resource,
+        f"{source} quota {value:g} covers {needed} instance(s) ({why}); "
+        f"{usage.describe(ctx.plan.endpoint_name)}",
+    )
