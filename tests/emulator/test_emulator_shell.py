@@ -22,6 +22,14 @@ from peagle_deploy.errors import InputError
 MODEL = "gpt-oss-20b"
 ENDPOINT = "peagle-gpt-oss-20b-dev"
 PEAGLE = [sys.executable, "-m", "peagle_deploy.cli.app"]
+INTERRUPTIBLE = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""Run a command with Ctrl-C as at a terminal: a shell's background job (`pytest ... &`)
+starts with SIGINT ignored, which its children inherit."""
 
 
 def _clean_env() -> dict[str, str]:
@@ -63,7 +71,7 @@ def _served(*options: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """`peagle emulator start` (on a free port: its default), once it says it is ready;
     killed if the test did not stop it."""
     process = subprocess.Popen(
-        [*PEAGLE, "emulator", "start", *options],
+        [*INTERRUPTIBLE, *PEAGLE, "emulator", "start", *options],
         env=_clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

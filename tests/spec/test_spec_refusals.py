@@ -411,7 +411,7 @@ def test_case_ids_are_distinct_and_many() -> None:
             {"model": "gpt-oss-20b", "speculative": {"mode": "medusa"}},
             "'p-eagle', 'eagle3' or 'none'",
         ),
-        ({"model": "gpt-oss-20b", "modle": "x"}, "instance_type"),
+        ({"model": "gpt-oss-20b", "modle": "x"}, "did you mean model?"),
         ({"model": "llama 9000"}, "gpt-oss-20b"),
         ({"model": "gpt-oss-20b", "instance_type": "ml.g9.huge"}, "ml.g7e.2xlarge"),
         ({"model": "gpt-oss-20b", "model_data_download_timeout_s": 30}, "60-3600"),
