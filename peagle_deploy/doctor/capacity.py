@@ -259,8 +259,7 @@ def _quota_covers(
         return failed(
             "capacity.quota",
             resource,
-            f"the {source} quota is {value:g} instances; the endpoint needs {needed} "
-            f"({why}){held}",
+            f"the {source} quota is {value:g} instances; the endpoint needs {needed} ({why}){held}",
             f"aws service-quotas request-service-quota-increase --region {ctx.region} "
             f"--service-code {SERVICE_CODE} --quota-code {code} "
             f"--desired-value {in_use + needed}",
