@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from peagle_deploy.aws import make_client
 from peagle_deploy.errors import DeployError
+from peagle_deploy.records import ExperimentRecord, write_record
 from peagle_deploy.redaction import SecretValues
 
 UPDATE_MARGIN_S = 600
@@ -54,3 +56,20 @@ def candidate_model_request(xp: Any, clients: Clients) -> dict[str, Any]:
         lambda: clients.client("secretsmanager"),
         clients.secret_values,
     )
+
+
+def now() -> datetime:
+    """The time every step records and compares with (tests replace it with a clock)."""
+    return datetime.now(UTC)
+
+
+def record_end(
+    record: ExperimentRecord,
+    clients: Clients,
+    state: Literal["concluded", "aborted", "failed"],
+    outcome: dict[str, Any],
+) -> None:
+    record.state = state
+    record.ended_at = now()
+    record.outcome = outcome
+    write_record(clients.client("ssm"), record)

@@ -19,7 +19,7 @@ from moto import mock_aws
 from peagle_local.emulator import MotoExtensions
 from peagle_local.emulator.traffic import VariantBehaviour
 
-from peagle_deploy.experiment import lifecycle
+from peagle_deploy.experiment import common
 from peagle_deploy.experiment.lifecycle import (
     ExperimentError,
     abort_experiment,
@@ -76,7 +76,7 @@ def make_spec(**experiment: Any) -> DeploymentSpec:
 @pytest.fixture
 def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
     w = Wall()
-    monkeypatch.setattr(lifecycle, "_now", w.datetime)
+    monkeypatch.setattr(common, "now", w.datetime)
     monkeypatch.setattr(waiter, "_sleep", lambda s: None)
     return w
 

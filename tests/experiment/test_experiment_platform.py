@@ -19,7 +19,7 @@ from peagle_local.emulator import LocalAWS, MotoExtensions
 from peagle_local.emulator.traffic import VariantBehaviour
 from test_experiment_lifecycle import FAST, REGION, ROLE, Wall, make_spec
 
-from peagle_deploy.experiment import lifecycle, shadow
+from peagle_deploy.experiment import common, shadow
 from peagle_deploy.experiment.lifecycle import (
     ExperimentError,
     abort_experiment,
@@ -38,7 +38,7 @@ AWS_VLLM = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.30.0-gpu-py312-c
 @pytest.fixture
 def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
     w = Wall()
-    monkeypatch.setattr(lifecycle, "_now", w.datetime)
+    monkeypatch.setattr(common, "now", w.datetime)
     monkeypatch.setattr(waiter, "_sleep", lambda s: None)
     return w
 
@@ -305,10 +305,10 @@ def test_sagemaker_ends_a_forgotten_shadow_experiment_and_status_says_so(
 
 def test_status_says_when_the_endpoint_has_detailed_observability_off() -> None:
     """Verified by content: the endpoint's MetricsConfig, not the image's name alone."""
-    from peagle_deploy.experiment.lifecycle import _new_record, _observability_note
+    from peagle_deploy.experiment.status import _observability_note, new_record
 
     spec = make_spec().model_copy(update={"image_uri": AWS_VLLM})
-    record = _new_record(experiment_plan(spec), spec)
+    record = new_record(experiment_plan(spec), spec)
     off = {"EndpointConfigName": "c", "MetricsConfig": {"EnableDetailedObservability": False}}
     note = _observability_note(record, off)
     assert note is not None and "detailed observability is off" in note
@@ -318,7 +318,7 @@ def test_status_says_when_the_endpoint_has_detailed_observability_off() -> None:
     )
     assert _observability_note(record, {}) is None  # not said: not assumed either way
     peagle = make_spec()
-    assert _observability_note(_new_record(experiment_plan(peagle), peagle), off) is None
+    assert _observability_note(new_record(experiment_plan(peagle), peagle), off) is None
 
 
 def test_a_start_interrupted_between_its_create_calls_is_completed_by_start(

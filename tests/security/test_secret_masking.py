@@ -116,8 +116,8 @@ def test_the_sdk_masks_the_value_in_a_create_model_error(aws: Any) -> None:
 def test_an_experiment_masks_the_value_in_the_candidates_create_model_error(
     aws: Any,
 ) -> None:
-    from peagle_deploy.experiment import lifecycle
-    from peagle_deploy.experiment.common import Clients
+    from peagle_deploy.experiment import start
+    from peagle_deploy.experiment.common import Clients, ExperimentError
     from peagle_deploy.experiment.plan import experiment_plan
     from peagle_deploy.spec import spec_from_dict
 
@@ -137,8 +137,8 @@ def test_an_experiment_masks_the_value_in_the_candidates_create_model_error(
     _refuse_create_model(aws, calls)
     xp = experiment_plan(spec)
     clients = Clients(REGION, aws)
-    with pytest.raises(lifecycle.ExperimentError) as err:
-        lifecycle._create(xp, lifecycle._new_record(xp, spec), clients, False)
+    with pytest.raises(ExperimentError) as err:
+        start._create(xp, start.new_record(xp, spec), clients, False)
     assert calls and calls[0]["PrimaryContainer"]["Environment"]["DB_PASSWORD"] == VALUE
     text = _texts(err.value)
     assert VALUE not in text and "SageMaker refused the shadow experiment" in text
