@@ -9,6 +9,7 @@ window per batch of requests, so an hour of traffic takes seconds.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -81,13 +82,23 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
     return w
 
 
-@pytest.fixture
-def emulator(monkeypatch: pytest.MonkeyPatch, wall: Wall) -> Iterator[MotoExtensions]:
-    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
+def moto_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and region for moto, nothing that could route a call past it."""
+    # boto3's default session keeps the credentials it first resolved, and a
+    # service-specific endpoint variable would send a call past moto to a server.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    for var in [v for v in os.environ if v.startswith("AWS_ENDPOINT_URL")]:
+        monkeypatch.delenv(var)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch, wall: Wall) -> Iterator[MotoExtensions]:
+    moto_env(monkeypatch)
     with mock_aws(), MotoExtensions(seed=7, wall=wall) as ext:
         iam = boto3.client("iam", region_name=REGION)
         iam.create_role(RoleName=ROLE.rpartition("/")[2], AssumeRolePolicyDocument="{}")

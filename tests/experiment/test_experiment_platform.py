@@ -17,7 +17,7 @@ import boto3
 import pytest
 from peagle_local.emulator import LocalAWS, MotoExtensions
 from peagle_local.emulator.traffic import VariantBehaviour
-from test_experiment_lifecycle import FAST, REGION, ROLE, Wall, make_spec
+from test_experiment_lifecycle import FAST, REGION, ROLE, Wall, make_spec, moto_env
 
 from peagle_deploy.experiment import common, shadow
 from peagle_deploy.experiment.lifecycle import (
@@ -43,26 +43,11 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> Wall:
     return w
 
 
-def _env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    # boto3's default session keeps the credentials it first resolved, and a
-    # service-specific endpoint variable would send a call past moto to a server.
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-    for var in [v for v in os.environ if v.startswith("AWS_ENDPOINT_URL")]:
-        monkeypatch.delenv(var)
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-
-
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch, wall: Wall) -> Iterator[MotoExtensions]:
     from moto import mock_aws
 
-    _env(monkeypatch)
+    moto_env(monkeypatch)
     with mock_aws(), MotoExtensions(seed=11, wall=wall) as ext:
         yield ext
 
@@ -238,7 +223,7 @@ def test_an_aws_vllm_image_is_compared_through_detailed_observability(
 ) -> None:
     """AWS's vLLM image writes no peagle lines: the experiment reads vLLM's own metrics
     from SageMaker's detailed observability (the emulator's PromQL route, real HTTP)."""
-    _env(monkeypatch)
+    moto_env(monkeypatch)
     with LocalAWS(seed=5, wall=wall) as aws:
         for key, value in aws.env().items():
             monkeypatch.setenv(key, value)
