@@ -26,7 +26,7 @@ from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
 from infra.nag import acknowledge, nag_text
-from infra.role import sagemaker_trust_conditions
+from infra.role import sagemaker_role
 from peagle_deploy.access import endpoint_grants
 from peagle_deploy.errors import PeagleError
 
@@ -131,13 +131,8 @@ class ShadowExperiment(Construct):
             )
         stack = Stack.of(self)
         endpoint_name = str(request["EndpointName"])
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
-                sagemaker_trust_conditions(stack)
-            ),
-            description=f"SageMaker runs the shadow experiment on {endpoint_name} (peagle-deploy)",
+        self.role = sagemaker_role(
+            self, "Role", f"SageMaker runs the shadow experiment on {endpoint_name} (peagle-deploy)"
         )
         statements = experiment_role_statements(
             stack.partition, stack.region, stack.account, endpoint_name

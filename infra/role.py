@@ -32,6 +32,18 @@ def sagemaker_trust_conditions(stack: Stack) -> dict[str, Any]:
     return {"ArnLike": {"aws:SourceArn": source}}
 
 
+def sagemaker_role(scope: Construct, construct_id: str, description: str) -> iam.Role:
+    """A role only SageMaker may assume, for this account's resources in this region."""
+    return iam.Role(
+        scope,
+        construct_id,
+        assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+            sagemaker_trust_conditions(Stack.of(scope))
+        ),
+        description=description,
+    )
+
+
 class ExecutionRole(Construct):
     """The role SageMaker assumes to load the model and run the container.
 
@@ -61,13 +73,8 @@ class ExecutionRole(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
-                sagemaker_trust_conditions(stack)
-            ),
-            description=f"SageMaker execution role of endpoint {endpoint_name} (peagle-deploy)",
+        self.role = sagemaker_role(
+            self, "Role", f"SageMaker execution role of endpoint {endpoint_name} (peagle-deploy)"
         )
         planned = execution_policy(
             create_model,

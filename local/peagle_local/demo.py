@@ -325,6 +325,22 @@ def _benchmark_dev(settings: DemoSettings, endpoint: Any, steps: _Steps) -> None
         )
 
 
+def _promote_options(settings: DemoSettings, source: str, target: str) -> Any:
+    """A promotion as `peagle promote --from SOURCE --to TARGET` runs it, fast for the demo."""
+    from peagle_deploy.promote.runner import PromoteOptions
+    from peagle_deploy.promote.target import stage_file_for
+
+    return PromoteOptions(
+        source_stage=source,
+        target_stage=target,
+        stage_file=stage_file_for(target),  # as `peagle promote` picks it
+        region=settings.region,
+        bench_logs_delay_s=0.0,
+        bench_progress=False,
+        poll_interval_s=settings.poll_interval_s,
+    )
+
+
 def _promote_to_staging(
     settings: DemoSettings,
     *,
@@ -334,20 +350,11 @@ def _promote_to_staging(
     summary: DemoSummary,
 ) -> None:
     """Step 4: dev -> staging, through the staging gates (they pass)."""
-    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
-    from peagle_deploy.promote.target import stage_file_for
+    from peagle_deploy.promote.runner import promote, render_result
 
     out = steps.console
     with steps.step("4. promote dev -> staging through the staging gates") as step:
-        options = PromoteOptions(
-            source_stage="dev",
-            target_stage="staging",
-            stage_file=stage_file_for("staging"),  # as `peagle promote` picks it
-            region=settings.region,
-            bench_logs_delay_s=0.0,
-            bench_progress=False,
-            poll_interval_s=settings.poll_interval_s,
-        )
+        options = _promote_options(settings, "dev", "staging")
         promoted = promote(options, gates.for_stage("staging"), console=out)
         if promoted.target.endpoint_name not in created:
             created.append(promoted.target.endpoint_name)
@@ -369,20 +376,11 @@ def _promote_to_prod(
     summary: DemoSummary,
 ) -> None:
     """Step 5: staging -> prod, refused by a stricter gate; prod stays absent."""
-    from peagle_deploy.promote.runner import PromoteOptions, promote, render_result
-    from peagle_deploy.promote.target import stage_file_for
+    from peagle_deploy.promote.runner import promote, render_result
 
     out = steps.console
     with steps.step("5. promote staging -> prod: the prod gates are stricter") as step:
-        options = PromoteOptions(
-            source_stage="staging",
-            target_stage="prod",
-            stage_file=stage_file_for("prod"),  # as `peagle promote` picks it
-            region=settings.region,
-            bench_logs_delay_s=0.0,
-            bench_progress=False,
-            poll_interval_s=settings.poll_interval_s,
-        )
+        options = _promote_options(settings, "staging", "prod")
         refused = promote(options, gates.for_stage("prod"), console=out)
         created.append(refused.target.endpoint_name)  # cleaned up, should it ever exist
         summary.promotions.append(refused.to_json())
