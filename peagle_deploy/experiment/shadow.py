@@ -73,7 +73,7 @@ def create(xp: ExperimentPlan, clients: Clients, show: bool) -> list[str]:
     created; on a refusal removes it and raises ExperimentError."""
     from botocore.exceptions import ClientError
 
-    from peagle_deploy.sdk.existing import ExistingDiffersError, check_existing
+    from peagle_deploy.sdk.existing import ExistingDiffersError, create_or_adopt
 
     r = xp.requests
     assert r.create_inference_experiment is not None and r.experiment_name is not None
@@ -81,14 +81,9 @@ def create(xp: ExperimentPlan, clients: Clients, show: bool) -> list[str]:
     created: list[str] = []
     try:
         request = candidate_model_request(xp, clients)
-        try:
-            clients.sm.create_model(**request)
+        if create_or_adopt(clients.sm, "model", request):  # adopted only if the same
             created.append(f"model:{r.candidate_model_name}")
             say(show, f"created model {r.candidate_model_name}")
-        except ClientError as exc:
-            if "already exist" not in str(exc).lower():
-                raise
-            check_existing(clients.sm, "model", request)  # adopted only if the same
         _replace_stale(clients.sm, r.experiment_name, endpoint)
         clients.sm.create_inference_experiment(**r.create_inference_experiment)
         created.append(f"inference-experiment:{r.experiment_name}")

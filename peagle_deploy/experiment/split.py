@@ -8,7 +8,6 @@ config and the candidate's model are deleted. Every update is a plain UpdateEndp
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from peagle_deploy.aws import delete_quietly, describe_endpoint_or_none
@@ -32,36 +31,21 @@ def create(xp: ExperimentPlan, clients: Clients, show: bool) -> list[str]:
     """
     from botocore.exceptions import ClientError
 
-    from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, check_existing
+    from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, create_or_adopt
 
     r = xp.requests
     assert r.create_endpoint_config is not None and r.start_update is not None
     assert r.config_name is not None
     created: list[str] = []
-    steps: list[tuple[Kind, Callable[..., Any], dict[str, Any], str]] = [
-        (
-            "model",
-            clients.sm.create_model,
-            candidate_model_request(xp, clients),
-            r.candidate_model_name,
-        ),
-        (
-            "endpoint-config",
-            clients.sm.create_endpoint_config,
-            r.create_endpoint_config,
-            r.config_name,
-        ),
+    steps: list[tuple[Kind, dict[str, Any], str]] = [
+        ("model", candidate_model_request(xp, clients), r.candidate_model_name),
+        ("endpoint-config", r.create_endpoint_config, r.config_name),
     ]
     try:
-        for kind, call, request, name in steps:
-            try:
-                call(**request)
+        for kind, request, name in steps:
+            if create_or_adopt(clients.sm, kind, request):  # adopted only if the same
                 created.append(f"{kind}:{name}")
                 say(show, f"created {kind} {name}")
-            except ClientError as exc:
-                if "already exist" not in str(exc).lower():
-                    raise
-                check_existing(clients.sm, kind, request)  # adopted only if the same
         clients.sm.update_endpoint(**r.start_update)
     except (ClientError, ExistingDiffersError) as exc:
         endpoint = xp.incumbent.endpoint_name
