@@ -35,30 +35,43 @@ DEFAULT_METRICS_INTERVAL_S = 60.0
 """peagle-serve's metric interval when PEAGLE_METRICS_INTERVAL_SECONDS is unset."""
 
 
+def equal_load_percents(mode: str, incumbent: int, candidate: int) -> tuple[int, ...]:
+    """The whole percentages (the API's SamplingPercentage is an integer) that give each
+    candidate instance the load of an incumbent instance, nearest first.
+
+    Shadow: every incumbent instance carries 1/M_i of the requests, every candidate
+    instance share/M_c, so share = M_c/M_i. Split: (1 - w)/M_i = w/M_c, so w = M_c/(M_i +
+    M_c)."""
+    exact = 100 * candidate / (incumbent if mode == "shadow" else incumbent + candidate)
+    top = 100 if mode == "shadow" else 99
+    found = sorted({min(top, max(1, math.floor(exact))), min(top, max(1, math.ceil(exact)))})
+    return tuple(sorted(found, key=lambda p: abs(p - exact)))
+
+
 def check_comparable(settings: ExperimentSpec, incumbent_instances: int) -> None:
     """Refuse a set-up whose arms do not carry the same load per instance."""
-    if settings.mode == "shadow" and settings.share != 1.0:
-        raise InputError(
-            "experiment.sampling_percent",
-            f"{settings.sampling_percent}: the decision compares decode speed, which depends "
-            "on load, so the candidate must carry the incumbent's load on as many instances",
-            "100 (the default)",
-        )
-    if settings.mode == "split" and settings.share != 0.5:
-        raise InputError(
-            "experiment.weight_percent",
-            f"{settings.weight_percent}: the decision compares decode speed, which depends "
-            "on load, so each variant must answer half of the requests on equal fleets",
-            "50 (the default)",
-        )
     count = settings.candidate_instances(incumbent_instances)
-    if count != incumbent_instances:
+    if settings.mode == "shadow" and count > incumbent_instances:
         raise InputError(
             "experiment.candidate_instance_count",
-            f"{count}: the candidate needs as many instances as the incumbent "
-            f"({incumbent_instances}) to carry the same load per instance",
-            f"{incumbent_instances} (initial_instance_count; the default)",
+            f"{count}: more candidate instances than the incumbent's ({incumbent_instances}) "
+            "cannot carry an incumbent instance's load from a copy of its requests",
+            f"1 to {incumbent_instances}",
         )
+    allowed = equal_load_percents(settings.mode, incumbent_instances, count)
+    given = round(settings.share * 100)
+    if given in allowed:
+        return
+    name = "sampling_percent" if settings.mode == "shadow" else "weight_percent"
+    fleets = f"{incumbent_instances} incumbent and {count} candidate instances"
+    raise InputError(
+        f"experiment.{name}",
+        f"{given}: the decision compares decode speed, which depends on load, so each "
+        f"candidate instance must carry an incumbent instance's load; with {fleets} that "
+        f"is {allowed[0]}",
+        " or ".join(str(p) for p in allowed)
+        + " (or candidate_instance_count to match the share)",
+    )
 
 
 def metric_interval_s(environment: Mapping[str, str]) -> float:

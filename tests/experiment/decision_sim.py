@@ -39,7 +39,8 @@ from typing import Any, Literal
 import numpy as np
 
 from peagle_deploy.experiment.analysis import analyse
-from peagle_deploy.experiment.guardrails import error_breach
+from peagle_deploy.experiment.guardrails import error_breach, latency_breaches
+from peagle_deploy.experiment.histogram import Histogram
 from peagle_deploy.experiment.observations import VariantSample
 from peagle_deploy.spec.models import ExperimentSpec
 
@@ -98,17 +99,25 @@ class Traffic:
 
 @dataclass
 class Simulated:
-    """Per run, variant (0 incumbent, 1 candidate) and minute: what was reported."""
+    """Per run, instance (the incumbent's first, then the candidate's) and minute: what was
+    reported."""
 
     requests: Any
     decode_tokens: Any
     decode_s: Any
     invocations: Any
     errors: Any
+    instances: tuple[int, int] = (1, 1)
 
     @property
     def runs(self) -> int:
         return int(self.requests.shape[0])
+
+    def arm(self, figures: Any, arm: int) -> Any:
+        """`figures` summed over one arm's instances: (runs, minutes)."""
+        n_inc, _ = self.instances
+        part = figures[:, :n_inc] if arm == 0 else figures[:, n_inc:]
+        return part.sum(axis=1)
 
 
 def _ar1(rng: Any, shape: tuple[int, ...], minutes: int, sd: float, lag1: float) -> Any:
@@ -203,11 +212,10 @@ def simulate(traffic: Traffic, *, runs: int, minutes: int, seed: int) -> Simulat
         failed = rng.random(len(rows)) < np.asarray(traffic.error_rates)[arm]
     lost = (rng.random(runs * count * minutes) < traffic.lost_lines)[key]
     reported = ~failed & ~lost
-    out = (run * 2 + arm) * minutes + minute
-    size = runs * 2 * minutes
+    size = runs * count * minutes
 
     def total(weights: Any) -> Any:
-        return np.bincount(out, weights=weights, minlength=size).reshape(runs, 2, minutes)
+        return np.bincount(key, weights=weights, minlength=size).reshape(runs, count, minutes)
 
     return Simulated(
         requests=total(reported.astype(float)),
@@ -215,26 +223,35 @@ def simulate(traffic: Traffic, *, runs: int, minutes: int, seed: int) -> Simulat
         decode_s=total(np.where(reported, decode_s, 0.0)),
         invocations=total(np.ones(len(rows))),
         errors=total(failed.astype(float)),
+        instances=traffic.instances,
     )
 
 
 def samples_of(sim: Simulated, run: int, *, start_ms: int = START_MS) -> list[VariantSample]:
-    """The samples the platform would provide for one run, per variant and minute."""
+    """The samples the platform would provide for one run: per instance and minute, the
+    container's serving figures (its metric lines, log stream `<variant>/i-<n>`); per
+    variant and minute, SageMaker's invocations and 5xx errors."""
     minutes = sim.requests.shape[2]
     stamps = [start_ms + (t + 1) * 60_000 for t in range(minutes)]
-    per_arm = []
-    for arm, name in enumerate((INCUMBENT, CANDIDATE)):
-        figures = (sim.requests, sim.decode_tokens, sim.decode_s, sim.invocations, sim.errors)
-        columns = [f[run, arm].tolist() for f in figures]
-        per_arm.append(
-            [
-                VariantSample(name, at, 60.0, "", req, 0.0, tok, sec, inv, err)
-                for at, req, tok, sec, inv, err in zip(stamps, *columns, strict=True)
-                if inv or req
-            ]
+    n_inc, n_cand = sim.instances
+    out: list[VariantSample] = []
+    for index in range(n_inc + n_cand):
+        name = INCUMBENT if index < n_inc else CANDIDATE
+        stream = f"{name}/i-{index}"
+        columns = [f[run, index].tolist() for f in (sim.requests, sim.decode_tokens, sim.decode_s)]
+        out.extend(
+            VariantSample(name, at, 60.0, stream, req, 0.0, tok, sec)
+            for at, req, tok, sec in zip(stamps, *columns, strict=True)
+            if req
         )
-    inc, cand = per_arm
-    return sorted([*inc, *cand], key=lambda o: o.timestamp_ms)
+    for arm, name in enumerate((INCUMBENT, CANDIDATE)):
+        calls, errors = (sim.arm(f, arm)[run].tolist() for f in (sim.invocations, sim.errors))
+        out.extend(
+            VariantSample(name, at, 60.0, "", invocations=inv, errors=err)
+            for at, inv, err in zip(stamps, calls, errors, strict=True)
+            if inv
+        )
+    return sorted(out, key=lambda o: o.timestamp_ms)
 
 
 def looks_of(spec: ExperimentSpec) -> list[float]:
@@ -413,3 +430,49 @@ BEYOND_THE_MARGIN = Scenario(
 )
 """Fleets that differ by more than the 2 % margin: the rule's limit, which a
 calibration (A/A) run on the endpoint shows."""
+
+
+# --- the latency guardrail on vLLM's own buckets -----------------------------------------
+
+TTFT_BOUNDS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+"""vLLM 0.30.0's time-to-first-token buckets (local/peagle_local/emulator/vllm_buckets.py,
+which tests/container/test_container_contract.py compares with the installed vLLM)."""
+
+
+def _histograms(values: Any, looks: int) -> list[Histogram]:
+    """The cumulative histogram of `values` (in arrival order) at `looks` even steps."""
+    index = np.searchsorted(np.asarray(TTFT_BOUNDS), values, side="left")
+    out = []
+    for k in range(1, looks + 1):
+        counts = np.bincount(index[: len(values) * k // looks], minlength=len(TTFT_BOUNDS) + 1)
+        out.append(Histogram(TTFT_BOUNDS, tuple(float(c) for c in counts)))
+    return out
+
+
+def latency_fire_share(
+    p99_s: float,
+    factor: float,
+    *,
+    requests: int,
+    runs: int,
+    seed: int,
+    sigma: float = 0.6,
+    looks: int = 24,
+    spec: ExperimentSpec | None = None,
+) -> float:
+    """Share of runs in which the TTFT guardrail fires at any of `looks` reads: each
+    variant's time to first token log-normal (log-sd `sigma`), the incumbent's p99 at
+    `p99_s`, the candidate's every request `factor` times slower; `requests` per variant."""
+    rules = (spec or ExperimentSpec()).guardrails
+    rng = np.random.default_rng(seed)
+    median = p99_s / math.exp(2.3263 * sigma)
+    fired = 0
+    for _ in range(runs):
+        mine = rng.lognormal(math.log(median), sigma, requests)
+        theirs = rng.lognormal(math.log(median), sigma, requests) * factor
+        pairs = zip(_histograms(mine, looks), _histograms(theirs, looks), strict=True)
+        fired += any(latency_breaches({"ttft_s": a}, {"ttft_s": b}, rules) for a, b in pairs)
+    return fired / runs
