@@ -154,12 +154,13 @@ def spread_of(
     every instance runs the incumbent's model)."""
     by = instance_windows(samples, start_ms=started_ms, window_s=experiment.block_minutes * 60)
     speeds = [
-        fleet_speeds(by.get(v, {}), below=below, min_requests=MIN_BLOCK_REQUESTS)
-        for v in fleets
+        fleet_speeds(by.get(v, {}), below=below, min_requests=MIN_BLOCK_REQUESTS) for v in fleets
     ]
     counts = (max(1, len(speeds[0])), max(1, len(speeds[1])))
     if experiment.calibration:
-        together = {f"{v}/{i}": s for v, f in zip(fleets, speeds, strict=True) for i, s in f.items()}
+        together = {
+            f"{v}/{i}": s for v, f in zip(fleets, speeds, strict=True) for i, s in f.items()
+        }
         groups = [together]
     else:
         groups = speeds

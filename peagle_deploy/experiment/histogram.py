@@ -110,11 +110,11 @@ class Histogram:
         Here the bucket is read as a local log-normal: the normal score of the share at
         or below x, linear in log x through the shares observed at the bucket's bounds
         (exact when latencies are log-normal, near it for the skewed shapes latencies
-        have). With nothing observed beyond the bucket, a lower bound extends the line
-        through the two bounds below it; an upper bound, and any bucket that cannot be
-        read so (the first starts at 0), takes the bucket's own bound on the safe side:
-        its top when `high`, else its bottom. In the overflow bucket, None when `high`
-        (nothing bounds it), else the largest bound.
+        have). With nothing observed beyond the bucket, the line through the two bounds
+        below it is extended (never past the bucket's own bounds). A bucket that cannot
+        be read so (the first starts at 0) takes its own bound on the safe side: its top
+        when `high` (an upper bound), else its bottom. In the overflow bucket, None when
+        `high` (nothing bounds it), else the largest bound.
         """
         n = self.count
         if n <= 0 or not self.bounds:
@@ -125,7 +125,7 @@ class Histogram:
             return None if high else self.bounds[-1]
         low = self.bounds[index - 1] if index > 0 else 0.0
         top = self.bounds[index]
-        line = self._line(index, extend=not high)
+        line = self._line(index)
         if low <= 0 or line is None or not 0 < rank < n:
             return top if high else low
         (x0, z0), (x1, z1) = line
@@ -140,12 +140,11 @@ class Histogram:
             out.append(below)
         return out
 
-    def _line(self, index: int, *, extend: bool) -> tuple[tuple[float, float], ...] | None:
-        """Two (bound, score) points to read bucket `index` on: its own bounds, or (with
-        `extend`, when its top has no score) the two bounds below it."""
+    def _line(self, index: int) -> tuple[tuple[float, float], ...] | None:
+        """Two (bound, score) points to read bucket `index` on: its own bounds, else (its
+        top has no score) the two bounds below it."""
         scores = self._scores()
-        pairs = [(index - 1, index)] + ([(index - 2, index - 1)] if extend else [])
-        for a, b in pairs:
+        for a, b in ((index - 1, index), (index - 2, index - 1)):
             if a < 0 or self.bounds[a] <= 0:
                 continue
             za, zb = scores[a], scores[b]

@@ -433,7 +433,9 @@ def decide(
     if final or schedule.ended(elapsed_s):
         why = "ended before a decision" + (f" ({missing[0]})" if missing else "")
         if not missing and result is not None:
-            why = f"no decision by the end: {_undecided(result, margin, spread, alpha, calibration)}"
+            why = (
+                f"no decision by the end: {_undecided(result, margin, spread, alpha, calibration)}"
+            )
         return answer("inconclusive", why + "; no winner, the incumbent stays", missing)
     if missing:
         why = "needs " + ", ".join(missing)

@@ -366,6 +366,10 @@ class ExperimentSpec(_Strict):
     fleet's instances) however long the test runs, and the rule widens its interval by
     that. It uses the larger of this and what the instances themselves show (fleets of
     two or more); a calibration (A/A) run measures it on your endpoint."""
+    expected_requests_per_minute: float | None = Field(default=None, gt=0, le=1e6, strict=True)
+    """The endpoint's traffic, for the plan only: it shows, per set-up, whether each block
+    would hold enough of the candidate's requests to count (the decision needs 10 per
+    variant and block)."""
     block_minutes: float = Field(default=60.0, gt=0, le=1440, strict=True)
     """The test compares block means: each variant's decode speed pooled over this many
     minutes, one log ratio per block. Long blocks make the ratios nearly independent

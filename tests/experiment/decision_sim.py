@@ -42,6 +42,7 @@ from peagle_deploy.experiment.analysis import analyse
 from peagle_deploy.experiment.guardrails import error_breach, latency_breaches
 from peagle_deploy.experiment.histogram import Histogram
 from peagle_deploy.experiment.observations import VariantSample
+from peagle_deploy.experiment.stats import rate_evidence
 from peagle_deploy.spec.models import ExperimentSpec
 
 INCUMBENT = "AllTraffic"
@@ -289,6 +290,8 @@ class RowResult:
 
     verdicts: Counter[str] = field(default_factory=Counter)
     minutes: list[float] = field(default_factory=list)
+    decided: list[tuple[str, float]] = field(default_factory=list)
+    """(verdict, minutes to it) per run."""
 
     @property
     def runs(self) -> int:
@@ -297,12 +300,19 @@ class RowResult:
     def share(self, *verdicts: str) -> float:
         return sum(self.verdicts[v] for v in verdicts) / max(1, self.runs)
 
+    def share_by(self, verdict: str, minutes: float) -> float:
+        """Runs that reached `verdict` within `minutes`."""
+        hits = sum(v == verdict and at <= minutes for v, at in self.decided)
+        return hits / max(1, self.runs)
+
     def hours(self, q: float) -> float:
         """The q-quantile of the time to a decision, in hours (undecided runs: the end)."""
         return float(np.quantile(np.asarray(self.minutes), q)) / 60
 
-    def merge(self, other: RowResult) -> RowResult:
-        return RowResult(self.verdicts + other.verdicts, self.minutes + other.minutes)
+    def add(self, verdict: str, at: float) -> None:
+        self.verdicts[verdict] += 1
+        self.minutes.append(at)
+        self.decided.append((verdict, at))
 
 
 def spec_for(traffic: Traffic, **changes: Any) -> ExperimentSpec:
@@ -328,9 +338,7 @@ def run_rows(
         size = min(chunk, runs - first)
         sim = simulate(traffic, runs=size, minutes=minutes, seed=seed + first)
         for r in range(size):
-            verdict, at = decision_of(samples_of(sim, r), spec)
-            result.verdicts[verdict] += 1
-            result.minutes.append(at)
+            result.add(*decision_of(samples_of(sim, r), spec))
     return result
 
 
@@ -351,7 +359,7 @@ def minutes_to_stop(
 
 @dataclass(frozen=True)
 class Scenario:
-    """One row of the table: a set-up, its traffic, and the issue's row it answers."""
+    """One row of a table: a set-up, its traffic."""
 
     label: str
     traffic: Traffic
@@ -359,77 +367,90 @@ class Scenario:
     """For a set-up the plan refuses: the spec's instance count and experiment block."""
 
 
-DRIFT = {"drift_sd": 0.02, "drift_lag1": 0.95}
+TROUBLES = {"drift_sd": 0.02, "drift_lag1": 0.95, "lost_lines": 0.03}
+"""Realistic traffic's troubles on top of the daily swing and bursts every run has:
+slow per-instance drift (2 %, lag-1 0.95 a minute) and 3 % of metric lines lost."""
+HOURS_DRIFT = {"drift_sd": 0.02, "drift_lag1": 0.999}
+"""Per-instance drift that lasts hours (lag-1 0.999 a minute: about 17 hours)."""
 LOAD_EFFECT = {"effect_swing": 0.06}
-SHADOW_11 = Traffic()
-SPLIT_11 = Traffic(mode="split", share=0.5)
-REALISTIC = Traffic(
-    mode="split", share=0.5, instances=(2, 2), offset_sd=0.01, lost_lines=0.03, **DRIFT
-)
-"""Split 50/50 on 2+2 instances with drift, fixed offsets and 3 % lost lines: the
-traffic of the calibration (A/A) row and of the times to a decision."""
 
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("shadow 100%, identical fleets (1+1), no drift", SHADOW_11),
-    Scenario("split 50/50, equal fleets (1+1)", SPLIT_11),
-    Scenario("shadow 100%, slow per-instance drift (2%, lag-1 0.95)", replace(SHADOW_11, **DRIFT)),
+SET_UPS: tuple[tuple[str, Traffic], ...] = (
+    ("1+1, shadow 100%", Traffic(**TROUBLES)),
+    ("2+2, split 50/50", Traffic(mode="split", share=0.5, instances=(2, 2), **TROUBLES)),
+    ("4+1, shadow 25%", Traffic(share=0.25, instances=(4, 1), **TROUBLES)),
+    ("8+1, shadow 12%", Traffic(share=0.12, instances=(8, 1), **TROUBLES)),
+)
+"""The set-ups of issue 35's table: one instance against one (the default for a
+1-instance endpoint), two against two, and one extra instance carrying an incumbent
+instance's load (shadow 1/N on N+1)."""
+OFFSET_SDS = (0.0, 0.01, 0.02)
+"""Per-instance fixed speed offsets (log-sd): GPUs of one type differ by a percent or two."""
+
+
+def spread_scenarios() -> list[Scenario]:
+    """Every set-up with every offset spread."""
+    return [
+        Scenario(f"{label}, offsets sd {100 * sd:g}%", replace(traffic, offset_sd=sd))
+        for label, traffic in SET_UPS
+        for sd in OFFSET_SDS
+    ]
+
+
+REALISTIC = Traffic(mode="split", share=0.5, instances=(2, 2), offset_sd=0.01, **TROUBLES)
+"""Split 50/50 on 2+2 instances with drift, fixed offsets (sd 1 %) and 3 % lost lines:
+the traffic of the times to a decision."""
+
+TROUBLE_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("drift lasting hours (2%, lag-1 0.999/min), 1+1", Traffic(**HOURS_DRIFT)),
     Scenario(
-        "an effect that depends on load (+6% at the trough, -6% at the peak)",
-        replace(SHADOW_11, **LOAD_EFFECT),
+        "drift lasting hours, 8+1 shadow 12%",
+        Traffic(share=0.12, instances=(8, 1), **HOURS_DRIFT),
     ),
     Scenario(
-        "shadow 20%, default candidate fleet (0.4x the load per instance)",
+        "an effect that depends on load (+6% at the trough, -6% at the peak), 1+1",
+        Traffic(**LOAD_EFFECT),
+    ),
+    Scenario(
+        "all at once: 2+2 split, drift, offsets sd 2%, load effect, 3% lost lines",
+        replace(REALISTIC, offset_sd=0.02, **LOAD_EFFECT),
+    ),
+    Scenario("shadow 20% on 5+1 (equal load)", Traffic(share=0.2, instances=(5, 1), **TROUBLES)),
+    Scenario(
+        "split 10% on 9+1 (equal load)",
+        Traffic(mode="split", share=0.1, instances=(9, 1), **TROUBLES),
+    ),
+)
+"""Real traffic's other troubles, each on its own."""
+
+REFUSED: tuple[Scenario, ...] = (
+    Scenario(
+        "shadow 20%, one candidate on 2 (0.4x the load per instance)",
         Traffic(share=0.2, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "shadow", "sampling_percent": 20},
     ),
     Scenario(
-        "split 10%, default fleet (0.22x the load)",
+        "split 10%, one candidate on 2 (0.22x the load)",
         Traffic(mode="split", share=0.1, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "split", "weight_percent": 10},
     ),
     Scenario(
-        "split 40%, default fleet (1.33x the load)",
+        "split 40%, one candidate on 2 (1.33x the load)",
         Traffic(mode="split", share=0.4, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "split", "weight_percent": 40},
     ),
-    Scenario(
-        "shadow 20% on 5+1 (equal load)",
-        Traffic(share=0.2, instances=(5, 1)),
-        {
-            "initial_instance_count": 5,
-            "mode": "shadow",
-            "sampling_percent": 20,
-            "candidate_instance_count": 1,
-        },
-    ),
-    Scenario(
-        "split 10% on 9+1 (equal load)",
-        Traffic(mode="split", share=0.1, instances=(9, 1)),
-        {
-            "initial_instance_count": 9,
-            "mode": "split",
-            "weight_percent": 10,
-            "candidate_instance_count": 1,
-        },
-    ),
-    Scenario("shadow 100%, one instance 1% slower (1+1)", replace(SHADOW_11, offsets=(-0.01,))),
-    Scenario(
-        "split 50/50 on 2+2, fixed per-instance offsets (sd 1%)",
-        Traffic(mode="split", share=0.5, instances=(2, 2), offset_sd=0.01),
-    ),
-    Scenario(
-        "all at once: split 50/50 on 2+2, drift, offsets (sd 1%), load effect, 3% lost lines",
-        replace(REALISTIC, **LOAD_EFFECT),
-    ),
 )
-"""The issue's rows (refused set-ups marked), then what the issue's Why names on its own."""
+"""Set-ups whose candidate instances carry another load than the incumbent's: refused
+by the plan, and biased in the simulation."""
 
-BEYOND_THE_MARGIN = Scenario(
-    "beyond the margin: shadow 100% on 1+1, per-instance offsets sd 3%",
-    replace(SHADOW_11, offset_sd=0.03),
+CALIBRATIONS: tuple[Scenario, ...] = tuple(
+    Scenario(f"{label}, offsets sd {100 * sd:g}%", replace(traffic, offset_sd=sd))
+    for label, traffic in (
+        *SET_UPS,
+        ("8+8, shadow 100%", Traffic(instances=(8, 8), **TROUBLES)),
+    )
+    for sd in (0.0, 0.01, 0.03)
 )
-"""Fleets that differ by more than the 2 % margin: the rule's limit, which a
-calibration (A/A) run on the endpoint shows."""
+"""A/A runs: no spread, a spread the default prior (1.5 %) covers, one twice beyond it."""
 
 
 # --- the latency guardrail on vLLM's own buckets -----------------------------------------
@@ -452,6 +473,33 @@ def _histograms(values: Any, looks: int) -> list[Histogram]:
     return out
 
 
+def _at_bounds_fires(incumbent: Histogram, candidate: Histogram, spec: ExperimentSpec) -> bool:
+    """The latency guardrail as it read p99 bounds before issue 35: only at bucket bounds
+    (the largest bound the candidate's p99 is shown to exceed, the smallest the
+    incumbent's is shown to be within)."""
+    rules = spec.guardrails
+    bar = math.log(2 / rules.alpha)  # each bound at alpha / 2
+
+    def tail(h: Histogram, i: int) -> float:
+        return math.fsum(h.counts[i + 1 :])
+
+    above = [
+        b
+        for i, b in enumerate(candidate.bounds)
+        if rate_evidence(tail(candidate, i), candidate.count, 0.01) >= bar
+    ]
+    within = next(
+        (
+            b
+            for i, b in enumerate(incumbent.bounds)
+            if rate_evidence(tail(incumbent, i), incumbent.count, 0.01, above=False) >= bar
+        ),
+        None,
+    )
+    factor = 1 + rules.max_p99_latency_increase_percent / 100
+    return bool(above) and within is not None and max(above) > within * factor
+
+
 def latency_fire_share(
     p99_s: float,
     factor: float,
@@ -461,12 +509,13 @@ def latency_fire_share(
     seed: int,
     sigma: float = 0.6,
     looks: int = 24,
-    spec: ExperimentSpec | None = None,
+    at_bounds: bool = False,
 ) -> float:
     """Share of runs in which the TTFT guardrail fires at any of `looks` reads: each
     variant's time to first token log-normal (log-sd `sigma`), the incumbent's p99 at
-    `p99_s`, the candidate's every request `factor` times slower; `requests` per variant."""
-    rules = (spec or ExperimentSpec()).guardrails
+    `p99_s`, the candidate's every request `factor` times slower; `requests` per variant.
+    `at_bounds`: the reading before issue 35 (bucket bounds only)."""
+    spec = ExperimentSpec()
     rng = np.random.default_rng(seed)
     median = p99_s / math.exp(2.3263 * sigma)
     fired = 0
@@ -474,5 +523,10 @@ def latency_fire_share(
         mine = rng.lognormal(math.log(median), sigma, requests)
         theirs = rng.lognormal(math.log(median), sigma, requests) * factor
         pairs = zip(_histograms(mine, looks), _histograms(theirs, looks), strict=True)
-        fired += any(latency_breaches({"ttft_s": a}, {"ttft_s": b}, rules) for a, b in pairs)
+        fired += any(
+            _at_bounds_fires(a, b, spec)
+            if at_bounds
+            else bool(latency_breaches({"ttft_s": a}, {"ttft_s": b}, spec.guardrails))
+            for a, b in pairs
+        )
     return fired / runs
