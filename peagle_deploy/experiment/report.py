@@ -95,6 +95,10 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     _render_decision(analysis, settings.alpha, console)
     if status.note:
         console.print(f"note: {harmless(status.note)}", highlight=False, markup=False)
+    for series in status.series or ():
+        line = series.text()
+        if line is not None:
+            console.print(f"detailed metrics: {harmless(line)}", highlight=False, markup=False)
     for breach in analysis.breaches:
         console.print(
             f"[yellow]guardrail crossed:[/] {escaped(breach.guardrail)}: {escaped(breach.detail)}",
