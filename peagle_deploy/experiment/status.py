@@ -20,6 +20,7 @@ from peagle_deploy.experiment.common import Clients, ExperimentError
 from peagle_deploy.experiment.fetch import Observed, fetch_observations
 from peagle_deploy.experiment.observations import VariantSample
 from peagle_deploy.experiment.plan import ExperimentPlan, experiment_plan, observation_source
+from peagle_deploy.experiment.series_check import VariantSeries
 from peagle_deploy.records import ExperimentRecord, read_record, running_experiment, write_record
 from peagle_deploy.spec.models import DeploymentSpec
 
@@ -35,6 +36,8 @@ class ExperimentStatus:
     read_at: datetime = field(default_factory=common.now)
     note: str | None = None
     """Why there is nothing to compare yet, and what to do about it."""
+    series: list[VariantSeries] | None = None
+    """With detailed observability: per variant, the series looked for and not found."""
 
     def to_json(self) -> dict[str, Any]:
         r = self.record
@@ -52,6 +55,9 @@ class ExperimentStatus:
             "analysis": self.analysis.to_json() if self.analysis else None,
             "note": self.note,
             "outcome": r.outcome,
+            "detailed_series": (
+                None if self.series is None else [s.to_json() for s in self.series]
+            ),
         }
 
 
@@ -179,7 +185,7 @@ def experiment_status(
         or _observability_note(record, desc)
         or _traffic_note(record, analysis, seen)
     )
-    return ExperimentStatus(record, status, analysis, seen.served, at, note)
+    return ExperimentStatus(record, status, analysis, seen.served, at, note, seen.series)
 
 
 def _observability_note(record: ExperimentRecord, desc: dict[str, Any] | None) -> str | None:
