@@ -205,8 +205,11 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
 
     with pytest.raises(DeployError, match="in an experiment"):
         deploy_peagle(spec=incumbent_spec(spec), progress=False)
+    again = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert again.record.state == "running"  # the same spec: this experiment, not another
+    other = make_spec(candidate={"num_speculative_tokens": 4})
     with pytest.raises(ExperimentError, match="already runs"):
-        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+        start_experiment(spec=other, progress=False, experiment_role_arn=ROLE)
     outcome = abort_experiment(name, progress=False)
     assert outcome.action == "aborted"
     assert any(r.startswith("model:") for r in outcome.removed)
