@@ -95,7 +95,9 @@ def _compact(outcome: dict[str, Any]) -> dict[str, Any]:
 Ended = Literal["concluded", "aborted", "failed"]
 
 
-def ended_record(record: ExperimentRecord, state: Ended, outcome: dict[str, Any]) -> ExperimentRecord:
+def ended_record(
+    record: ExperimentRecord, state: Ended, outcome: dict[str, Any]
+) -> ExperimentRecord:
     """The record as the end will write it, built and measured before anything acts: an
     end whose record could not be written would leave an endpoint back on its incumbent
     under a record that says `running`. A decision too long to keep is kept as its verdict

@@ -102,9 +102,7 @@ def _end(
     known to fit before the endpoint changes. Every step is a no-op once done, so a
     command interrupted or failed half-way is finished by running it again."""
     state: Literal["concluded", "aborted"] = "aborted" if action == "aborted" else "concluded"
-    ended = ended_record(
-        record, state, {"action": action, "reason": reason, "decision": decision}
-    )
+    ended = ended_record(record, state, {"action": action, "reason": reason, "decision": decision})
     if record.inference_experiment is not None:
         desired: Literal["Completed", "Cancelled"] = (
             "Cancelled" if action == "aborted" else "Completed"

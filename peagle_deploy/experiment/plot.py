@@ -135,6 +135,20 @@ def _legend(axes: Any, where: str) -> None:
 def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
     """Write the plot of a running or ended experiment to `path` (PNG, PDF or SVG, by
     its extension: `FORMATS`)."""
+    fmt = plot_format(path)
+    if fmt is None:
+        raise ValueError(f"{path}: not one of {', '.join(FORMATS)}")
+    fig = draw(status)
+    out = Path(path)
+    fig.savefig(out, dpi=100, format=fmt)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out
+
+
+def draw(status: ExperimentStatus) -> Any:
+    """The experiment's figure (matplotlib's Agg backend: no display needed)."""
     from peagle_deploy.extras import require
 
     require("matplotlib", "the experiment's plot (--plot)")
@@ -146,9 +160,6 @@ def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
     record, analysis = status.record, status.analysis
     if analysis is None or record.started_at is None:
         raise ValueError("the experiment has no data yet: nothing to plot")
-    fmt = plot_format(path)
-    if fmt is None:
-        raise ValueError(f"{path}: not one of {', '.join(FORMATS)}")
     settings = record.settings
     span_s = max(analysis.elapsed_s, 1.0)
     unit_s, unit = (3600.0, "hours") if span_s >= MINUTES_UNTIL_S else (60.0, "minutes")
@@ -163,7 +174,4 @@ def plot_experiment(status: ExperimentStatus, path: str | Path) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100, format=fmt)
-    plt.close(fig)
-    return out
+    return fig

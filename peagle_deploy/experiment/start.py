@@ -113,10 +113,9 @@ def same_experiment(record: ExperimentRecord, xp: ExperimentPlan, spec: Deployme
     def content(spec: DeploymentSpec) -> dict[str, Any]:
         return spec.model_dump(mode="json", exclude_none=True)
 
-    return (
-        record.incumbent_config == xp.incumbent.endpoint_config_name
-        and content(record.spec) == content(spec)
-    )
+    return record.incumbent_config == xp.incumbent.endpoint_config_name and content(
+        record.spec
+    ) == content(spec)
 
 
 def _check_startable(

@@ -128,9 +128,7 @@ def settle_start(
         setattr(record, key, getattr(seen, key))
 
 
-def settle_stored(
-    endpoint_name: str, *, stage: str, region: str | None, boto_session: Any
-) -> None:
+def settle_stored(endpoint_name: str, *, stage: str, region: str | None, boto_session: Any) -> None:
     """For a command that acts (watch): a stored start whose variants both serve is
     stored as running, with SageMaker's own end set (`settle_start`)."""
     clients = Clients(region or region_of(boto_session), boto_session)
@@ -255,11 +253,16 @@ def _ended_note(record: ExperimentRecord, clients: Clients) -> str | None:
     now, why, _ = shadow.state(record, clients)
     if now != "ended":
         return None
+    held = (
+        " (which also gives the incumbent back its instances and its autoscaling, held until then)"
+        if record.scaling_suspended_before is not None
+        else ""
+    )
     return (
         f"SageMaker ended the inference experiment ({why}); the incumbent serves alone. "
         f"End it here with `peagle experiment conclude {record.endpoint_name} --stage "
         f"{record.stage} --force` or `peagle experiment abort {record.endpoint_name} "
-        f"--stage {record.stage}`"
+        f"--stage {record.stage}`{held}"
     )
 
 
