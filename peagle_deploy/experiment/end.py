@@ -43,7 +43,7 @@ from peagle_deploy.records import (
     read_record,
     write_record,
 )
-from peagle_deploy.sdk.waiter import use_progress
+from peagle_deploy.sdk.waiter import Interrupted, use_progress
 
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
 
@@ -95,14 +95,55 @@ def _end(
     decision: dict[str, Any] | None,
     show: bool,
     timeout_s: float | None,
+    then: Callable[[], None] | None = None,
 ) -> list[str]:
-    """The endpoint back on the incumbent alone, the candidate removed, the end recorded.
+    """The endpoint back on the incumbent alone, the candidate removed, `then` (a
+    promotion), the end recorded.
 
     The end record is built and measured first (`ended_record`): what will be written is
     known to fit before the endpoint changes. Every step is a no-op once done, so a
-    command interrupted or failed half-way is finished by running it again."""
+    command interrupted or failed half-way is finished by running it again. A promotion
+    that fails is recorded as such (the incumbent kept, and why), so the record says what
+    the endpoint serves."""
     state: Literal["concluded", "aborted"] = "aborted" if action == "aborted" else "concluded"
     ended = ended_record(record, state, {"action": action, "reason": reason, "decision": decision})
+    failed = ended_record(
+        record,
+        state,
+        {"action": "kept", "reason": f"{reason}; the promotion failed", "decision": decision},
+    )
+    try:
+        removed = _back_on_the_incumbent(
+            record, clients, action=action, reason=reason, show=show, timeout_s=timeout_s
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            record.endpoint_name,
+            f"interrupted while ending the experiment on {record.endpoint_name}; SageMaker "
+            "carries on with what it was doing. Run the same command again: it finishes "
+            "the end (the incumbent alone, on its instances, with its scaling; the record)",
+        ) from None
+    try:
+        if then is not None:
+            then()
+    except Exception:
+        write_end(record, failed, clients)  # the incumbent serves: the record says so
+        raise
+    write_end(record, ended, clients)
+    return removed
+
+
+def _back_on_the_incumbent(
+    record: ExperimentRecord,
+    clients: Clients,
+    *,
+    action: Action,
+    reason: str,
+    show: bool,
+    timeout_s: float | None,
+) -> list[str]:
+    """The experiment stopped, the candidate removed, the incumbent's instances and
+    scaling given back; returns what was removed."""
     if record.inference_experiment is not None:
         desired: Literal["Completed", "Cancelled"] = (
             "Cancelled" if action == "aborted" else "Completed"
@@ -115,7 +156,6 @@ def _end(
             clients, record.endpoint_name, record.experiment_config, record.candidate_model
         )
     scaling.give_back(record, clients, show, timeout_s)
-    write_end(record, ended, clients)
     return removed
 
 
@@ -254,17 +294,9 @@ def _conclude(
         if action == "promoted" or winner != "candidate"
         else (decision.reason + "; promotion declined (promote=False)")
     )
-    removed = _end(
-        record,
-        clients,
-        action=action,
-        reason=reason,
-        decision=summary,
-        show=show,
-        timeout_s=timeout_s,
-    )
     name = record.endpoint_name
-    if action == "promoted":
+
+    def promotion() -> None:
         from peagle_deploy.sdk.deploy import deploy_peagle
 
         say(show, f"promoting the candidate on {name} (blue/green)")
@@ -274,6 +306,17 @@ def _conclude(
             progress=progress,
             deployed_by=f"peagle experiment conclude {name}",
         )
+
+    removed = _end(
+        record,
+        clients,
+        action=action,
+        reason=reason,
+        decision=summary,
+        show=show,
+        timeout_s=timeout_s,
+        then=promotion if action == "promoted" else None,
+    )
     parameter = _note_in_manifest(record, clients)
     say(show, f"[green]{name}: experiment concluded[/]: {action} ({reason})")
     return ExperimentOutcome(name, action, reason, summary, removed, parameter)

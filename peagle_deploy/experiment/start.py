@@ -235,6 +235,8 @@ def _begin(
         assert stored is not None
         xp = _on_instances(the_spec, xp, experiment_role_arn, stored.incumbent_instances)
         say(show, f"{name}: resuming the start requested at {stored.requested_at}")
+        if stored.state == "starting":  # a stop before the hold: held now (a no-op after)
+            scaling.hold(stored, clients, show)
         created = [] if _already_sent(xp, clients, desc) else _create(xp, stored, clients, show)
         return xp, stored, created
     xp = _on_instances(the_spec, xp, experiment_role_arn, scaling.current_instances(desc))
@@ -247,6 +249,8 @@ def _begin(
     except ExperimentError as exc:
         _undo_hold(record, clients, show, str(exc))
         raise
+    except KeyboardInterrupt:
+        raise Interrupted(name, _resume_hint(record, "starting")) from None
     return xp, record, _create(xp, record, clients, show)
 
 

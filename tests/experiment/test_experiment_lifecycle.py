@@ -489,3 +489,31 @@ def test_an_end_record_too_large_for_ssm_is_measured_before_anything_acts(
     assert ended.outcome is not None
     assert ended.outcome["decision"] == {"verdict": "incumbent", "reason": "slower"}
     assert record.state == "running"  # measured, not written
+
+
+def test_a_promotion_that_fails_leaves_a_record_saying_the_incumbent_serves(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate wins, the endpoint is back on the incumbent, then the promotion's
+    deploy fails: the record says concluded, incumbent kept, the promotion failed (it
+    said `promoted` before the deploy was known to have worked)."""
+    from peagle_deploy.errors import DeployError
+    from peagle_deploy.records import ExperimentRecord, read_record
+    from peagle_deploy.sdk import deploy as deploy_module
+
+    spec = make_spec()
+    name = started(emulator, spec, FAST.faster(1.3))
+    traffic(name, wall, minutes=40)
+
+    def refused(**kwargs: Any) -> None:
+        raise DeployError("the candidate's update failed (emulated)")
+
+    monkeypatch.setattr(deploy_module, "deploy_peagle", refused)
+    with pytest.raises(DeployError, match="emulated"):
+        conclude_experiment(name, progress=False)
+    stored = read_record(boto3.client("ssm", region_name=REGION), ExperimentRecord, "dev", name)
+    assert stored is not None and stored.state == "concluded" and stored.outcome is not None
+    assert stored.outcome["action"] == "kept" and "promotion failed" in stored.outcome["reason"]
+    sm = boto3.client("sagemaker", region_name=REGION)
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert desc["EndpointConfigName"] == stored.incumbent_config

@@ -421,7 +421,7 @@ def test_an_interrupted_end_gives_the_scaling_back_on_the_next_command(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(scaling, "_set_suspension", ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted, match="Run the same command again"):
         abort_experiment(name, progress=False)
     ssm = boto3.client("ssm", region_name=REGION)
     record = read_record(ssm, ExperimentRecord, "dev", name)
@@ -463,3 +463,27 @@ def test_a_failed_start_gives_the_scaling_back(emulator: MotoExtensions, wall: W
     assert _counts(name) == {"AllTraffic": 6} and _suspension(name) == ACTIVE
     record = read_record(boto3.client("ssm", region_name=REGION), ExperimentRecord, "dev", name)
     assert record is not None and record.state == "failed"
+
+
+def test_a_start_stopped_before_it_held_the_scaling_holds_it_when_resumed(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the record was written, before the scaling was suspended: the same
+    start run again suspends it, then creates and waits."""
+    from peagle_deploy.experiment import scaling
+
+    _role()
+    spec, name = _autoscaled(emulator)
+    real = scaling.hold
+
+    def ctrl_c(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scaling, "hold", ctrl_c)
+    with pytest.raises(Interrupted, match="--file SPEC"):
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert _suspension(name) == ACTIVE
+    monkeypatch.setattr(scaling, "hold", real)
+    status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert status.record.state == "running" and _suspension(name) == SUSPENDED
+    assert _counts(name) == {"AllTraffic": 6, "Candidate": 6}
