@@ -57,7 +57,6 @@ def _rows(analysis: Any) -> list[tuple[str, Any, Any]]:
                     _fmt(getattr(cand, key)[p]),
                 )
             )
-    rows.append(("invocations", _fmt(inc.invocations, digits=0), _fmt(cand.invocations, digits=0)))
     rows.append(
         (
             "error rate (5xx, stream errors)",
