@@ -8,7 +8,9 @@ a promotion's endpoint update runs only once the experiment has stopped. A chang
 running experiment, and a removal without the stop, are refused by `peagle doctor
 --stage`'s check in one line (and the stand-in shows what CloudFormation would do
 otherwise). An autoscaled stage keeps its (pinned) capacity and its scaling is
-suspended while the experiment runs, lifted after the stop.
+suspended while the experiment runs, lifted after the stop. A split experiment, which is
+the endpoint's config and no resource of its own, starts, changes and ends by ordinary
+endpoint updates.
 
 Run: `.venv/bin/pytest -q -n 0 tests/infra/test_infra_experiment_lifecycle.py`.
 """
@@ -80,6 +82,11 @@ def _stages(files: Path) -> dict[str, StageConfig]:
         stages[step] = replace(start, spec_file=_edited(edited, files / f"{step}.yaml"))
     stages["changed"] = replace(
         start, overrides={**start.overrides, "experiment.candidate.num_speculative_tokens": 7}
+    )
+    split = {"experiment.mode": "split", "experiment.weight_percent": 50}
+    stages["split-start"] = replace(start, overrides={**start.overrides, **split})
+    stages["split-changed"] = replace(
+        stages["changed"], overrides={**stages["changed"].overrides, **split}
     )
     pinned = {"initial_instance_count": 2, "scaling": {"min_instances": 2, "max_instances": 2}}
     for step in ("start", "stop", "end"):
@@ -320,3 +327,29 @@ def test_an_autoscaled_stage_keeps_its_capacity_and_holds_scaling_for_the_test(
     account.deploy("scaled-end")
     assert (suspended(), counts()) == ({False}, {"AllTraffic": 2})
     assert account.experiments() == {}
+
+
+@pytest.mark.parametrize("end", ["end", "promote"])
+def test_a_split_experiment_starts_changes_and_ends_by_updates_of_the_endpoint(
+    account: Account, end: str
+) -> None:
+    """No resource of its own: the experiment is the endpoint's two-variant config.
+    Another candidate is one more update (never a second experiment); ending, with or
+    without promotion, updates the endpoint onto a one-variant config, and the cleanup
+    pass deletes the candidate's model once the endpoint has left it."""
+    xp = _plans(account.synth, "split-start")
+    account.deploy("end")
+    account.deploy("split-start")
+    assert account.serving() == (xp.config_name, ["AllTraffic", "Candidate"], [])
+    assert account.preflight("split-changed").status == "pass"
+    account.deploy("split-changed")
+    changed = _plans(account.synth, "split-changed")
+    assert account.serving() == (changed.config_name, ["AllTraffic", "Candidate"], [])
+    assert account.experiments() == {}  # nothing but configs, all along
+    final = account.synth.stages[end].plan()
+    events = account.deploy(end)
+    assert account.serving() == (final.endpoint_config_name, ["AllTraffic"], [])
+    assert account.models() == {final.model_name}
+    assert events.index(("update", "Endpoint")) < events.index(("delete", "PeagleModel"))
+    assert account.endpoint.live_at_update == [None, None, None]
+    assert account.stack.orphans == []
