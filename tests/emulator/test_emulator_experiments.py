@@ -307,3 +307,46 @@ def test_autoscaling_honours_the_targets_bounds_and_suspension() -> None:
             "ScalableTargets"
         ]
         assert (described["MinCapacity"], described["MaxCapacity"]) == (2, 5)  # unchanged
+
+
+def test_the_two_stops_cloudformations_handler_sends() -> None:
+    """AWS's InferenceExperiment handler (docs/platform-facts.md, "CloudFormation and the
+    InferenceExperiment") stops an experiment two ways. Its update, for a stage's
+    `experiment_state: completed`, keeps the variants the template lists (the incumbent)
+    and removes the others: the endpoint reverts. Its delete keeps both ("Retain - Keep
+    the variant as it is"): the candidate stays on the endpoint as its shadow variant,
+    after the experiment's metadata is gone."""
+    with mock_aws(), MotoExtensions():
+        sm = boto3.client("sagemaker", region_name="us-east-1")
+        _serving(sm, boto3.client("iam", region_name="us-east-1"))
+        sm.create_inference_experiment(**_experiment(100))
+        sm.stop_inference_experiment(  # UpdateHandler: updateModelVariantActionToStopRequest
+            Name="ep-shadow",
+            ModelVariantActions={"AllTraffic": "Retain", "Candidate": "Remove"},
+            DesiredModelVariants=[_model_variant("AllTraffic", "m-inc")],
+            DesiredState="Completed",
+            Reason="experiment_state: completed",
+        )
+        done = sm.describe_inference_experiment(Name="ep-shadow")
+        assert (done["Status"], done["StatusReason"]) == (
+            "Completed",
+            "experiment_state: completed",
+        )
+        endpoint = sm.describe_endpoint(EndpointName="ep")
+        assert (endpoint["EndpointConfigName"], endpoint.get("ShadowProductionVariants")) == (
+            "c-inc",
+            None,
+        )
+        sm.delete_inference_experiment(Name="ep-shadow")
+
+        sm.create_inference_experiment(**{**_experiment(100), "Name": "ep-shadow-2"})
+        sm.stop_inference_experiment(  # DeleteHandler: updateDefaultModelVariantActionToStopRequest
+            Name="ep-shadow-2",
+            ModelVariantActions={"AllTraffic": "Retain", "Candidate": "Retain"},
+            DesiredState="Completed",
+        )
+        assert sm.describe_inference_experiment(Name="ep-shadow-2")["Status"] == "Completed"
+        sm.delete_inference_experiment(Name="ep-shadow-2")
+        endpoint = sm.describe_endpoint(EndpointName="ep")
+        assert [v["VariantName"] for v in endpoint["ShadowProductionVariants"]] == ["Candidate"]
+        assert endpoint["EndpointConfigName"] != "c-inc"  # still the experiment's config

@@ -572,6 +572,11 @@ def test_autoscaling_uses_spec_bounds_and_invocations_per_instance(
         "ResourceId": "endpoint/peagle-gpt-oss-20b-prod/variant/AllTraffic",
         "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
         "ServiceNamespace": "sagemaker",
+        "SuspendedState": {  # written out: no experiment runs (infra/scaling.py)
+            "DynamicScalingInSuspended": False,
+            "DynamicScalingOutSuspended": False,
+            "ScheduledScalingSuspended": False,
+        },
     }  # no RoleARN: Application Auto Scaling's SageMaker service-linked role
     (endpoint_id,) = stage_synth.resources(stack, "AWS::SageMaker::Endpoint")
     assert endpoint_id in target["DependsOn"]
