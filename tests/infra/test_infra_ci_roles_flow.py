@@ -365,3 +365,21 @@ def test_a_stage_role_may_simulate_only_itself(flow: Flow) -> None:
         [Ask("iam:SimulatePrincipalPolicy", own), Ask("iam:SimulatePrincipalPolicy", other)],
     )
     assert decided == ["Allowed", "ImplicitlyDenied"]
+
+
+def test_ledger_figures(flow: Flow) -> None:
+    """The figures the issue asks for (`pytest -s -k ledger_figures` prints them): distinct
+    calls, how many the map resolves from the reference, and iam-simulate's verdicts."""
+    calls = {
+        (c.stage, c.service, c.operation, json.dumps(c.params, sort_keys=True, default=str))
+        for c in flow.calls
+    }
+    resolved = sum(1 for c in flow.calls if asks_for(c) or c.operation == "GetCallerIdentity")
+    lines = [f"distinct calls {len(calls)}; calls resolved by the map {resolved}/{len(flow.calls)}"]
+    for stage in STAGES:
+        asks = list(_unique(flow, stage))
+        own = flow.roles.decide(flow.role(stage), asks)
+        allowed = sum(d == "Allowed" for d in own)
+        lines.append(f"{stage}: own role allows {allowed}/{len(asks)} requests")
+    print("\n".join(lines))
+    assert resolved == len(flow.calls)
