@@ -250,6 +250,9 @@ class PeagleEndpoint(Construct):
         variants = plan.create_endpoint_config["ProductionVariants"]
         self.variant_name: str = variants[0]["VariantName"]
 
+        # Decrypt on the stack key only where the storage volume uses it (the execution
+        # role's and the experiment role's grant alike).
+        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
         self.execution_role = ExecutionRole(
             self,
             "ExecutionRole",
@@ -322,6 +325,10 @@ class PeagleEndpoint(Construct):
             "ShadowExperiment",
             request=request,
             endpoint=self.endpoint,
+            model_access=role_request(self.plan, experiment),
+            key_arn=self.volume_key_arn,
+            data_keys=self.plan.spec.model_data_kms_key_arns,
+            bucket_owner=self.plan.spec.expected_bucket_owner,
             state=self.experiment_state,
             reason=f"experiment_state: {self.experiment_state} (the stage's CloudFormation stack)",
         )

@@ -22,64 +22,107 @@ the endpoint waits for the stop, so a change to the endpoint in the same deploy 
 runs while the experiment is live. `EndpointName` is the plan's literal name, not the
 endpoint's attribute, so that the dependency can point either way.
 
-SageMaker assumes a role of the experiment's own to do that (`RoleArn`). The pages read
-name no action list for it (the console asks for a role with AmazonSageMakerFullAccess;
-docs/platform-facts.md); this role gets what an update of this endpoint onto a config
-of its two models needs, on this endpoint and these models only
-(`experiment_role_statements`, a pure function the tests judge with an IAM evaluator).
+SageMaker assumes a role of the experiment's own to do that (`RoleArn`): it gets what
+an update of this endpoint onto a config of its two models needs, and the reads of
+those models' data and images, on this stage's names only (`experiment_role_statements`,
+a pure function the tests judge with an IAM evaluator).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import CfnTag, Stack
+from aws_cdk import CfnTag, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sm
 from constructs import Construct
 
+from infra.execution_policy import ExecutionPolicy, Where, image_part, kms_part, s3_part
 from infra.nag import acknowledge, nag_text
 from infra.role import sagemaker_role
 from peagle_deploy.access import endpoint_grants
 from peagle_deploy.errors import PeagleError
+from peagle_deploy.naming import STAGE_TAG
+
+EXPERIMENT_ROLE_TAG = ("peagle:role", "experiment")
+"""The experiment role carries no `peagle:stage` tag (a CI role passes only roles tagged
+with its stage, infra/deploy_policy.py), and says what it is."""
 
 
 def experiment_role_statements(
-    partition: str, region: str, account: str, endpoint_name: str
+    where: Where,
+    endpoint_name: str,
+    stage: str,
+    *,
+    model_access: Mapping[str, Any],
+    key_arn: str | None = None,
+    data_keys: Sequence[str] = (),
+    bucket_owner: str,
 ) -> list[dict[str, Any]]:
-    """The experiment role's grants: update this endpoint onto a config SageMaker makes
-    of this endpoint's models, read them, and delete that config afterwards."""
-    arn = f"arn:{partition}:sagemaker:{region}:{account}"
+    """The experiment role's grants, the stage's own names only.
+
+    SageMaker assumes it "to access model artifacts and container images, and manage
+    ... endpoints" (botocore's text for CreateInferenceExperiment.RoleArn): it updates
+    this endpoint onto a config of this endpoint's models that it makes, and back,
+    reads the two models, their data and images. The name SageMaker gives its config is
+    in no source read (docs/platform-facts.md), so the config grants name no config:
+    a config may be created only of this endpoint's models (`sagemaker:ModelArn`, each
+    variant's), and a config tagged for another stage may be neither deleted nor put on
+    the endpoint (`aws:ResourceTag/peagle:stage`; SageMaker's own config carries no tag
+    that any source names, so the tag is asked only where it exists). UpdateEndpoint
+    needs the endpoint and the config (the Service Authorization Reference).
+    `model_access`: the CreateModel request whose data and images the role may read (the
+    incumbent's and the candidate's, `infra.endpoint.role_request`).
+    """
     grants = endpoint_grants(endpoint_name)
-    models = grants.models.arn(partition, region, account)
-    return [
+    configs = where.arn("sagemaker", "endpoint-config/*")
+    own_stage = {"StringEqualsIfExists": {f"aws:ResourceTag/{STAGE_TAG}": stage}}
+    statements: list[dict[str, Any]] = [
         {
             "Sid": "UpdateThisEndpoint",
             "Effect": "Allow",
             "Action": ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpoint"],
-            "Resource": [
-                grants.endpoint.arn(partition, region, account),
-                f"{arn}:endpoint-config/*",
-            ],
+            "Resource": [grants.endpoint.arn(where.partition, where.region, where.account)],
         },
         {
-            "Sid": "ExperimentEndpointConfigs",
+            "Sid": "OntoConfigsOfThisStage",
             "Effect": "Allow",
-            "Action": [
-                "sagemaker:CreateEndpointConfig",
-                "sagemaker:DescribeEndpointConfig",
-                "sagemaker:DeleteEndpointConfig",
-            ],
-            "Resource": [f"{arn}:endpoint-config/*"],
+            "Action": ["sagemaker:DeleteEndpointConfig", "sagemaker:UpdateEndpoint"],
+            "Resource": [configs],
+            "Condition": own_stage,
+        },
+        {
+            "Sid": "ConfigsOfThisEndpointsModels",
+            "Effect": "Allow",
+            "Action": ["sagemaker:CreateEndpointConfig"],
+            "Resource": [configs],
+            "Condition": {
+                "ArnLikeIfExists": {
+                    "sagemaker:ModelArn": grants.models.arn(
+                        where.partition, where.region, where.account
+                    )
+                }
+            },
+        },
+        {
+            "Sid": "ReadConfigs",
+            "Effect": "Allow",
+            "Action": ["sagemaker:DescribeEndpointConfig"],
+            "Resource": [configs],
         },
         {
             "Sid": "ReadThisEndpointsModels",
             "Effect": "Allow",
             "Action": ["sagemaker:DescribeModel"],
-            "Resource": [models],
+            "Resource": [grants.models.arn(where.partition, where.region, where.account)],
         },
     ]
+    access = ExecutionPolicy()
+    s3_part(access, model_access, where, bucket_owner)
+    image_part(access, model_access, where)
+    kms_part(access, key_arn, data_keys, where)
+    return statements + access.statements
 
 
 def _variant(v: Mapping[str, Any]) -> sm.CfnInferenceExperiment.ModelVariantConfigProperty:
@@ -138,6 +181,14 @@ def stopped_variants(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [v for v in request["ModelVariants"] if v["VariantName"] == source]
 
 
+def _wildcards(model_access: Mapping[str, Any], where: Where) -> dict[str, str]:
+    """The S3 prefixes and the ECR token grant, acknowledged as the execution role's."""
+    access = ExecutionPolicy()
+    s3_part(access, model_access, where, where.account)
+    image_part(access, model_access, where)
+    return access.acknowledged()
+
+
 class ShadowExperiment(Construct):
     """The InferenceExperiment and the role SageMaker assumes to run it.
 
@@ -152,6 +203,10 @@ class ShadowExperiment(Construct):
         *,
         request: Mapping[str, Any],
         endpoint: sm.CfnEndpoint,
+        model_access: Mapping[str, Any],
+        key_arn: str | None = None,
+        data_keys: Sequence[str] = (),
+        bucket_owner: str | None = None,
         state: str = "running",
         reason: str | None = None,
     ) -> None:
@@ -163,7 +218,7 @@ class ShadowExperiment(Construct):
                 "express it, start the experiment with `peagle experiment start` instead"
             )
         endpoint_name = str(request["EndpointName"])
-        self._role_and_policy(endpoint_name)
+        self._role_and_policy(request, model_access, key_arn, data_keys, bucket_owner)
         stopped = STOPPED_STATES.get(state)
         variants = stopped_variants(request) if stopped else request["ModelVariants"]
         self.resource = sm.CfnInferenceExperiment(
@@ -187,13 +242,34 @@ class ShadowExperiment(Construct):
         else:
             self.resource.node.add_dependency(endpoint)
 
-    def _role_and_policy(self, endpoint_name: str) -> None:
+    def _role_and_policy(
+        self,
+        request: Mapping[str, Any],
+        model_access: Mapping[str, Any],
+        key_arn: str | None,
+        data_keys: Sequence[str],
+        bucket_owner: str | None,
+    ) -> None:
         stack = Stack.of(self)
+        endpoint_name = str(request["EndpointName"])
+        stage = next(
+            (t["Value"] for t in request.get("Tags", []) if t["Key"] == STAGE_TAG), "default"
+        )
         self.role = sagemaker_role(
             self, "Role", f"SageMaker runs the shadow experiment on {endpoint_name} (peagle-deploy)"
         )
+        # Not passable by the stage's CI role (it passes roles tagged with its stage).
+        Tags.of(self.role).remove(STAGE_TAG, priority=1000)
+        Tags.of(self.role).add(*EXPERIMENT_ROLE_TAG, priority=1000)
+        where = Where(stack.partition, stack.region, stack.account)
         statements = experiment_role_statements(
-            stack.partition, stack.region, stack.account, endpoint_name
+            where,
+            endpoint_name,
+            stage,
+            model_access=model_access,
+            key_arn=key_arn,
+            data_keys=data_keys,
+            bucket_owner=bucket_owner or stack.account,
         )
         self.policy = iam.Policy(
             self, "Policy", statements=[iam.PolicyStatement.from_json(s) for s in statements]
@@ -203,8 +279,13 @@ class ShadowExperiment(Construct):
         acknowledge(
             self.policy,
             "AwsSolutions-IAM5",
-            "SageMaker names the endpoint config an InferenceExperiment makes; the grant is "
-            "on endpoint configs of this account and region, the endpoint and its models "
-            "are named.",
+            "SageMaker names the endpoint config an InferenceExperiment makes (no source "
+            "says how): configs may be created only of this endpoint's models "
+            "(sagemaker:ModelArn), deleted or served only when not tagged for another "
+            "stage; the endpoint and its models are named.",
             "Resource::" + nag_text(stack, configs),
         )
+        for resource, reason in _wildcards(model_access, where).items():
+            acknowledge(
+                self.policy, "AwsSolutions-IAM5", reason, "Resource::" + nag_text(stack, resource)
+            )

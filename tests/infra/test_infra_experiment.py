@@ -350,3 +350,50 @@ def test_a_scaled_stage_without_an_experiment_says_its_scaling_is_not_suspended(
         "DynamicScalingOutSuspended": False,
         "ScheduledScalingSuspended": False,
     }
+
+
+def test_the_experiment_role_reaches_no_other_stages_configs(
+    experiment_synth: Synthesized,
+) -> None:
+    """Issue 34, Low 1: the experiment role could create and delete every endpoint config
+    of the account. SageMaker's name for its config is in no source read, so configs are
+    created only of this endpoint's models and are deleted or served only when not
+    tagged for another stage; and the role, tagged as the experiment's and not with the
+    stage, is no role a stage's CI may pass (it passes roles tagged with its stage)."""
+    from iam_oracle import Ask, TemplateRoles
+
+    roles = TemplateRoles(experiment_synth.templates[STACK], "us-east-1")
+    role = _experiment_role(experiment_synth)
+    arn = f"arn:aws:sagemaker:us-east-1:{roles.account}"
+    xp = _plan()
+    own_model = f"{arn}:model/{xp.candidate_model_name}"
+    theirs = {"aws:ResourceTag/peagle:stage": "prod"}
+    own = {"aws:ResourceTag/peagle:stage": "dev"}
+    asks = [
+        Ask(
+            "sagemaker:CreateEndpointConfig",
+            f"{arn}:endpoint-config/x",
+            {"sagemaker:ModelArn": own_model},
+        ),
+        Ask("sagemaker:DeleteEndpointConfig", f"{arn}:endpoint-config/made-by-sagemaker"),
+        Ask("sagemaker:DeleteEndpointConfig", f"{arn}:endpoint-config/peagle-x-dev-c1", own),
+        Ask("sagemaker:UpdateEndpoint", f"{arn}:endpoint-config/made-by-sagemaker"),
+        Ask(
+            "s3:GetObject",
+            "arn:aws:s3:::peagle-candidates/gpt-oss-20b-p-eagle-v2/config.json",
+            {"s3:ResourceAccount": roles.account},
+        ),
+        Ask(
+            "sagemaker:CreateEndpointConfig",
+            f"{arn}:endpoint-config/x",
+            {"sagemaker:ModelArn": f"{arn}:model/peagle-gpt-oss-20b-prod-m0123abcd"},
+        ),
+        Ask("sagemaker:DeleteEndpointConfig", f"{arn}:endpoint-config/peagle-x-prod-c1", theirs),
+        Ask("sagemaker:UpdateEndpoint", f"{arn}:endpoint-config/peagle-x-prod-c1", theirs),
+    ]
+    assert roles.decide(role, asks) == ["Allowed"] * 5 + ["ImplicitlyDenied"] * 3
+    tags = {
+        t["Key"]: t["Value"]
+        for t in experiment_synth.templates[STACK]["Resources"][role]["Properties"]["Tags"]
+    }
+    assert "peagle:stage" not in tags and tags["peagle:role"] == "experiment"
