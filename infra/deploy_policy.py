@@ -9,17 +9,21 @@ records the calls of a deploy and two promotions against the emulator and has an
 IAM evaluator decide each one against the synthesized policy):
 
 - SageMaker: create, update, describe, tag and delete the stage's endpoint, configs and
-  models; an endpoint config only of the stage's own models (`sagemaker:ModelArn`);
+  models; an endpoint config only of the stage's own models (`sagemaker:ModelArn`); the
+  endpoint created or updated only onto the stage's own configs (both are required);
   invoke its endpoint; list (no resource-level permissions exist for List*); describe
   every endpoint and endpoint config of the region (read-only: the doctor counts the
   instances the account's endpoints hold against the quota; DescribeModel, which shows a
   model's environment, stays on the stage's own models).
 - The promotion source stage (`promote_from`): describe, list tags of and invoke its
-  endpoint, describe its configs and models, read its manifest and its endpoint's logs;
-  never its secrets (stage-owned: the stage reads only the ARNs of its own plan).
+  endpoint, describe its configs and list their and its models' tags, read its manifest
+  and its endpoint's logs; never its secrets (stage-owned: the stage reads only the ARNs
+  of its own plan) nor its models (DescribeModel shows their resolved secrets).
 - `iam:PassRole` only to SageMaker (`iam:PassedToService`) and only of the stage's
   execution role: the spec's `execution_role_arn`, or any role tagged
-  `peagle:stage=<stage>`; the doctor may GetRole and SimulatePrincipalPolicy on it.
+  `peagle:stage=<stage>` (the CDK stack's experiment roles are not: infra/experiment.py);
+  the doctor may GetRole and SimulatePrincipalPolicy on it, and SimulatePrincipalPolicy
+  on the deploy role itself (the caller's own permissions for the coming run).
 - SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter included).
 - Logs: the endpoint's log group (failure reports, acceptance metrics).
 - Autoscaling of SageMaker endpoint variants only (`application-autoscaling:
@@ -82,11 +86,13 @@ SOURCE_ENDPOINT_ACTIONS = (
     "sagemaker:InvokeEndpointWithResponseStream",
     "sagemaker:ListTags",
 )
-SOURCE_MODEL_ACTIONS = (
-    "sagemaker:DescribeEndpointConfig",
-    "sagemaker:DescribeModel",
-    "sagemaker:ListTags",
-)
+SOURCE_MODEL_ACTIONS = ("sagemaker:DescribeEndpointConfig", "sagemaker:ListTags")
+"""Never DescribeModel: it shows the source model's environment, with the source stage's
+resolved secrets (a promotion compares the source's config, `promote.store`)."""
+ENDPOINT_ON_CONFIG_ACTIONS = ("sagemaker:CreateEndpoint", "sagemaker:UpdateEndpoint")
+"""CreateEndpoint and UpdateEndpoint require the endpoint AND the endpoint config
+(Service Authorization Reference): on the stage's own configs only, so a stage's
+endpoint can never be pointed at another stage's config (its model and secrets)."""
 LIST_ACTIONS = ("sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels")
 PARAMETER_READ_ACTIONS = ("ssm:GetParameter", "ssm:GetParametersByPath")
 PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:PutParameter")
@@ -139,6 +145,7 @@ WILDCARD_REASONS = {
         "Only roles tagged peagle:stage=<stage>, only to sagemaker.amazonaws.com."
     ),
     "DoctorChecksOwnExecutionRole": "Only roles tagged peagle:stage=<stage>; read-only.",
+    "OwnEndpointOnOwnConfigs": "The stage's own endpoint configs (content-derived names).",
     "AutoscalingAlarms": "The target-tracking alarms of the stage's endpoint only.",
     "DoctorReadsModelData": "The model and drafter S3 prefixes of the stage's plans only.",
 }
@@ -231,6 +238,7 @@ def own_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
     return [
         statement("OwnEndpoint", OWN_ENDPOINT_ACTIONS, [arns.endpoint(own)]),
         statement("OwnConfigsAndModels", OWN_MODEL_ACTIONS, arns.derived(own)),
+        statement("OwnEndpointOnOwnConfigs", ENDPOINT_ON_CONFIG_ACTIONS, [configs]),
         # A config of the stage's own name may only serve the stage's own models: a
         # config that serves another stage's model would run that model's environment.
         statement(
@@ -255,6 +263,14 @@ def own_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
         statement("OwnManifestWrite", PARAMETER_WRITE_ACTIONS, arns.parameters(own)),
         statement("OwnEndpointLogs", LOG_READ_ACTIONS, arns.log_group(own)),
     ]
+
+
+def self_check_statements(self_arn: str | None) -> list[dict[str, Any]]:
+    """`peagle doctor` asks iam:SimulatePrincipalPolicy whether the role may make the
+    calls of the coming run: of this role itself only."""
+    if self_arn is None:
+        return []
+    return [statement("DoctorSimulatesItself", ["iam:SimulatePrincipalPolicy"], [self_arn])]
 
 
 def pass_role_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
@@ -397,13 +413,18 @@ def ecr_statements(arns: Arns, models: Sequence[Mapping[str, Any]]) -> list[dict
 
 
 def deploy_statements(
-    arns: Arns, own: StageResources, source: StageResources | None
+    arns: Arns,
+    own: StageResources,
+    source: StageResources | None,
+    self_arn: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The identity-policy statements of `own`'s deploy role (JSON, no tokens needed)."""
+    """The identity-policy statements of `own`'s deploy role (JSON, no tokens needed);
+    `self_arn`: the role's own ARN (doctor simulates it)."""
     stages = [own] if source is None else [own, source]
     return [
         *own_statements(arns, own),
         *pass_role_statements(arns, own),
+        *self_check_statements(self_arn),
         *autoscaling_statements(arns, own),
         *(source_statements(arns, source) if source is not None else []),
         *secret_statements(own),

@@ -80,7 +80,7 @@ class StageDeployRole(Construct):
             ),
             max_session_duration=Duration.hours(MAX_SESSION_HOURS),
         )
-        self.statements = deploy_statements(arns, own, source)
+        self.statements = deploy_statements(arns, own, source, self.role.role_arn)
         self.policy = iam.Policy(
             self,
             "Policy",

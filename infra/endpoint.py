@@ -220,11 +220,12 @@ class PeagleEndpoint(Construct):
     With an `experiment` (the stage's spec carries one), the candidate's model joins
     the incumbent's on the same provider. A shadow experiment is an InferenceExperiment
     beside the endpoint (`infra.experiment`), which keeps the incumbent's config and
-    rollout. A split experiment's config is the experiment's (both variants,
-    `experiment.plan`), and the endpoint has no DeploymentConfig: SageMaker's blue/green
-    guardrails need the old and new configs' variant names to match, which adding the
-    candidate changes (docs/platform-facts.md); without one the update is blue/green all
-    at once, with no availability loss.
+    rollout; `experiment_state` (the stage's) keeps it running or stops it in place. A
+    split experiment's config is the experiment's (both variants, `experiment.plan`), and
+    the endpoint has no DeploymentConfig: SageMaker's blue/green guardrails need the old
+    and new configs' variant names to match, which adding the candidate changes
+    (docs/platform-facts.md); without one the update is blue/green all at once, with no
+    availability loss.
     """
 
     def __init__(
@@ -238,15 +239,20 @@ class PeagleEndpoint(Construct):
         log_group: logs.ILogGroup | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         experiment: ExperimentPlan | None = None,
+        experiment_state: str = "running",
     ) -> None:
         super().__init__(scope, construct_id)
         check_cdk_expressible(plan)
+        self.experiment_state = experiment_state
         self.experiment = experiment
         self.plan = plan
         self.endpoint_name = plan.endpoint_name
         variants = plan.create_endpoint_config["ProductionVariants"]
         self.variant_name: str = variants[0]["VariantName"]
 
+        # Decrypt on the stack key only where the storage volume uses it (the execution
+        # role's and the experiment role's grant alike).
+        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
         self.execution_role = ExecutionRole(
             self,
             "ExecutionRole",
@@ -315,7 +321,16 @@ class PeagleEndpoint(Construct):
         request = experiment.requests.create_inference_experiment
         assert request is not None
         self.shadow = ShadowExperiment(
-            self, "ShadowExperiment", request=request, endpoint=self.endpoint
+            self,
+            "ShadowExperiment",
+            request=request,
+            endpoint=self.endpoint,
+            model_access=role_request(self.plan, experiment),
+            key_arn=self.volume_key_arn,
+            data_keys=self.plan.spec.model_data_kms_key_arns,
+            bucket_owner=self.plan.spec.expected_bucket_owner,
+            state=self.experiment_state,
+            reason=f"experiment_state: {self.experiment_state} (the stage's CloudFormation stack)",
         )
         self.shadow.resource.node.add_dependency(self.candidate_model)
 

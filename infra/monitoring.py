@@ -120,8 +120,10 @@ class EndpointAlarms(Construct):
 class AcceptanceMetrics(Construct):
     """Metric filters turning the container's metric lines into CloudWatch metrics.
 
-    Each metric carries the `EndpointName` dimension from the line itself, so several
-    endpoints (stages) in one account and region keep separate metrics.
+    Each metric carries the `EndpointName` dimension, so several endpoints (stages) in one
+    account and region keep separate metrics. A filter's dimension can only be read from
+    the line, so the pattern matches only lines naming this endpoint: a container that
+    names another (its `env`, an image of its own) publishes nothing under that name.
     """
 
     def __init__(
@@ -136,7 +138,7 @@ class AcceptanceMetrics(Construct):
         self.endpoint_name = endpoint_name
         self.filters: dict[str, logs.MetricFilter] = {}
         self.metrics: dict[str, cw.Metric] = {}
-        pattern = logs.FilterPattern.literal(metric_filter_pattern())
+        pattern = logs.FilterPattern.literal(metric_filter_pattern(endpoint_name))
         for field in METRIC_FIELDS:
             self.filters[field.metric_name] = logs.MetricFilter(
                 self,

@@ -21,6 +21,13 @@ class EndpointAutoscaling(Construct):
     RoleARN, Application Auto Scaling uses its SageMaker service-linked role (which
     it creates on first use), whereas the L2 ScalableTarget would create a role with
     no permissions. The target is registered after the endpoint exists.
+
+    `suspended`: while the stage's experiment runs, the target's scaling is suspended
+    (SuspendedState: scale in, scale out and scheduled actions), so the incumbent's fleet
+    stays the size of the candidate's for the whole test. SuspendedState is always
+    written, `false` otherwise: RegisterScalableTarget leaves any parameter a call leaves
+    out unchanged (botocore's application-autoscaling model), so a suspension is lifted
+    only by saying so (docs/platform-facts.md, "Autoscaling and an experiment").
     """
 
     def __init__(
@@ -30,6 +37,7 @@ class EndpointAutoscaling(Construct):
         *,
         autoscaling: Mapping[str, Any],
         endpoint: CfnResource,
+        suspended: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         target_req = autoscaling["register_scalable_target"]
@@ -47,6 +55,11 @@ class EndpointAutoscaling(Construct):
             scalable_dimension=target_req["ScalableDimension"],
             min_capacity=target_req["MinCapacity"],
             max_capacity=target_req["MaxCapacity"],
+            suspended_state=aas.CfnScalableTarget.SuspendedStateProperty(
+                dynamic_scaling_in_suspended=suspended,
+                dynamic_scaling_out_suspended=suspended,
+                scheduled_scaling_suspended=suspended,
+            ),
         )
         self.target.node.add_dependency(endpoint)
         tracking = policy_req["TargetTrackingScalingPolicyConfiguration"]

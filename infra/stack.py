@@ -12,7 +12,7 @@ from infra.encryption import EndpointKey
 from infra.endpoint import PeagleEndpoint
 from infra.monitoring import AcceptanceMetrics, AlarmThresholds, EndpointAlarms, EndpointDashboard
 from infra.scaling import EndpointAutoscaling
-from infra.stages import StageConfig
+from infra.stages import StageConfig, check_stage_experiment
 from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.plan import experiment_plan
 from peagle_deploy.naming import endpoint_log_group_name, provider_log_group_name
@@ -83,6 +83,7 @@ class PeagleStack(Stack):
         # InferenceExperiment (shadow) or the two-variant config (split), exactly as
         # `peagle experiment start` sends them.
         self.experiment = experiment_plan(stage.load_spec()) if plan.spec.experiment else None
+        check_stage_experiment(stage, plan)  # also in stage.plan(): a plan given here too
         self.endpoint = PeagleEndpoint(
             self,
             "Endpoint",
@@ -92,12 +93,11 @@ class PeagleStack(Stack):
             log_group=self.log_group,
             removal_policy=removal,
             experiment=self.experiment,
+            experiment_state=stage.experiment_state,
         )
-        self.autoscaling: EndpointAutoscaling | None = None
-        if plan.autoscaling is not None:
-            self.autoscaling = EndpointAutoscaling(
-                self, "Autoscaling", autoscaling=plan.autoscaling, endpoint=self.endpoint.endpoint
-            )
+        self._autoscaling(
+            plan, running=self.experiment is not None and stage.experiment_state == "running"
+        )
         self.acceptance = AcceptanceMetrics(
             # the construct id keeps its first name: it is part of deployed stacks' logical ids
             self,
@@ -113,6 +113,23 @@ class PeagleStack(Stack):
             acceptance=self.acceptance,
         )
         self._outputs(plan)
+
+    def _autoscaling(self, plan: Plan, *, running: bool) -> None:
+        """The scalable target and its policy, suspended while an experiment runs; a
+        shadow experiment starts only once the suspension is in place (it is lifted after
+        a stop in place, which the endpoint and so the target wait for)."""
+        self.autoscaling: EndpointAutoscaling | None = None
+        if plan.autoscaling is None:
+            return
+        self.autoscaling = EndpointAutoscaling(
+            self,
+            "Autoscaling",
+            autoscaling=plan.autoscaling,
+            endpoint=self.endpoint.endpoint,
+            suspended=running,
+        )
+        if running and self.endpoint.shadow is not None:
+            self.endpoint.shadow.resource.node.add_dependency(self.autoscaling.target)
 
     def _tag_and_annotate(self, plan: Plan) -> None:
         """The plan's tags (peagle:managed, peagle:stage, peagle:spec-hash, the spec's

@@ -10,6 +10,7 @@ from peagle_deploy.stages import (
     STAGES_CONTEXT_KEY,
     StageConfig,
     check_distinct_stages,
+    check_stage_experiment,
     check_synthesizable_model,
     stage_configs,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "STAGES_CONTEXT_KEY",
     "StageConfig",
     "check_distinct_stages",
+    "check_stage_experiment",
     "check_synthesizable_model",
     "stage_configs",
 ]

@@ -15,6 +15,9 @@ Context key `peagle:stages` maps a stage name to:
   promote_from: the stage whose endpoint this stage's promotion gates run against
     (default: the stage listed before it; null for none); the CI roles stack lets this
     stage's deploy role read that stage, nothing more
+  experiment_state: what the stack asks of the shadow experiment the spec's
+    `experiment:` block runs: running (default), completed or cancelled (the stack stops
+    it in place, AWS::SageMaker::InferenceExperiment's DesiredState; docs/experiments.md)
 Any key can also be given on the command line: `-c peagle:stages='{"dev": {...}}'`.
 """
 
@@ -48,7 +51,10 @@ _STAGE_KEYS = {
     "log_retention_days",
     "alarms",
     "promote_from",
+    "experiment_state",
 }
+EXPERIMENT_STATES = ("running", "completed", "cancelled")
+"""`experiment_state` values: the InferenceExperiment's DesiredState, lower-cased."""
 _ALARM_KEYS = {"errors_5xx_per_minute", "model_latency_p90_ms", "evaluation_minutes"}
 
 
@@ -66,6 +72,9 @@ class StageConfig:
     alarms: dict[str, int] = field(default_factory=dict)
     promote_from: str | None = None
     """The stage promotions into this one are gated on (None: none)."""
+    experiment_state: str = "running"
+    """What the stack asks of the stage's shadow experiment (`EXPERIMENT_STATES`): keep it
+    running, or stop it in place (completed, cancelled) before `experiment:` is removed."""
 
     @property
     def stack_id(self) -> str:
@@ -86,8 +95,50 @@ class StageConfig:
         return spec
 
     def plan(self) -> Plan:
-        """Validated, named SageMaker requests for this stage (no AWS call)."""
-        return build_plan(self.load_spec())
+        """Validated, named SageMaker requests for this stage (no AWS call), with the
+        stage's experiment set-up checked (`check_stage_experiment`)."""
+        plan = build_plan(self.load_spec())
+        check_stage_experiment(self, plan)
+        return plan
+
+
+def check_stage_experiment(stage: StageConfig, plan: Plan) -> None:
+    """Refuse, at synth, an experiment set-up CloudFormation cannot run as the stage says.
+
+    - `experiment_state` stops a shadow experiment in place; without `experiment:` there
+      is nothing to stop (remove both together, after the stopping deploy), and a split
+      experiment has no resource to stop (it ends by removing `experiment:`).
+    - With `scaling:`, the experiment's instance counts are the template's (SageMaker
+      gives each variant the count the InferenceExperiment names; a split config names
+      both), while the endpoint's current count is Application Auto Scaling's, unknown at
+      synth: the fleet is pinned first (min = max = initial_instance_count), so starting
+      the experiment keeps the capacity the endpoint has, and the stack suspends scaling
+      while the experiment runs (docs/experiments.md, "With CDK").
+
+    `StageConfig.plan()` runs it, so `cdk synth` and `peagle doctor --stage` refuse alike.
+    """
+    where = f"{STAGES_CONTEXT_KEY}.{stage.name}"
+    state = stage.experiment_state
+    experiment = plan.spec.experiment
+    if state != "running" and (experiment is None or experiment.mode != "shadow"):
+        raise InputError(
+            f"{where}.experiment_state",
+            f"{state}, but the stage runs no shadow experiment to stop"
+            + (" (a split experiment ends when `experiment:` is removed)" if experiment else ""),
+            "running (the default), or completed / cancelled with a shadow `experiment:`",
+        )
+    target = (plan.autoscaling or {}).get("register_scalable_target")
+    if experiment is None or target is None:
+        return
+    count = plan.spec.initial_instance_count
+    if not target["MinCapacity"] == target["MaxCapacity"] == count:
+        raise InputError(
+            "scaling",
+            f"{target['MinCapacity']}-{target['MaxCapacity']} instances with an experiment: "
+            f"the experiment's instance counts are fixed at synth ({count}), the endpoint's "
+            "current count is autoscaling's; pin the fleet in a deploy before the experiment",
+            f"min_instances = max_instances = initial_instance_count ({count})",
+        )
 
 
 def check_synthesizable_model(spec: DeploymentSpec, where: str) -> None:
@@ -158,6 +209,9 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
             raise InputError(f"{where}.overrides", f"is {type(overrides).__name__}", "a mapping")
         if spec_file is None and not overrides:
             raise InputError(where, "names neither a spec file nor overrides", "spec, overrides")
+        state = raw.get("experiment_state", "running")
+        if state not in EXPERIMENT_STATES:
+            raise InputError(f"{where}.experiment_state", f"{state!r}", list(EXPERIMENT_STATES))
         promote_from = raw.get("promote_from", names[index - 1] if index else None)
         if promote_from is not None and (promote_from not in names or promote_from == name):
             raise InputError(
@@ -176,6 +230,7 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
                 log_retention_days=retention,
                 alarms=alarms,
                 promote_from=promote_from,
+                experiment_state=state,
             )
         )
     return configs

@@ -8,6 +8,7 @@ variable names and the speculative-decoding metric line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -219,9 +220,24 @@ METRIC_FIELDS: Final[tuple[MetricField, ...]] = (
 )
 
 
-def metric_filter_pattern() -> str:
-    """CloudWatch Logs filter pattern that matches exactly the metric lines."""
-    return f'{{ $.event = "{METRIC_EVENT}" }}'
+_ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+"""SageMaker's EndpointName pattern (botocore): nothing a filter pattern would read."""
+
+
+def metric_filter_pattern(endpoint_name: str | None = None) -> str:
+    """CloudWatch Logs filter pattern that matches exactly the metric lines; with
+    `endpoint_name`, only those that name that endpoint (`METRIC_DIMENSION`).
+
+    A metric filter's dimension value can only be a field of the event (`$.EndpointName`;
+    botocore's logs model: "The fields to use as dimensions"), so the filter of one
+    endpoint's log group matches only lines naming that endpoint: a line naming another
+    (an `env` override, an image of one's own) publishes nothing there.
+    """
+    if endpoint_name is None:
+        return f'{{ $.event = "{METRIC_EVENT}" }}'
+    if not _ENDPOINT_NAME.fullmatch(endpoint_name):
+        raise ValueError(f"{endpoint_name!r} is not a SageMaker endpoint name")
+    return f'{{ ($.event = "{METRIC_EVENT}") && ($.{METRIC_DIMENSION} = "{endpoint_name}") }}'
 
 
 def metric_value_selector(field: MetricField) -> str:

@@ -37,6 +37,28 @@ def _no_credentials(exc: BaseException | None) -> bool:
     )
 
 
+def _unreachable_endpoint(exc: BaseException | None) -> str | None:
+    """One line for botocore's "could not connect" while AWS_ENDPOINT_URL points the
+    calls somewhere (a local emulator, usually one that was stopped), else None."""
+    import os
+
+    if exc is None or type(exc).__name__ != "EndpointConnectionError":
+        return None
+    url = os.environ.get("AWS_ENDPOINT_URL", "").strip()
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return (
+            f"no AWS emulator answers at {url} (AWS_ENDPOINT_URL): start it with `peagle "
+            "emulator start` and paste its export lines into this shell, or unset "
+            "AWS_ENDPOINT_URL to use AWS"
+        )
+    return f"nothing answers at {url} (AWS_ENDPOINT_URL): check it, or unset it to use AWS"
+
+
 def aws_error_message(exc: BaseException) -> str | None:
     """One line for an AWS/botocore failure that reached the CLI, None for anything else."""
     if not type(exc).__module__.startswith("botocore"):
@@ -44,6 +66,9 @@ def aws_error_message(exc: BaseException) -> str | None:
     name = type(exc).__name__
     if _no_credentials(exc):
         return f"{exc}: {CREDENTIALS_HINT}"
+    unreachable = _unreachable_endpoint(exc)
+    if unreachable is not None:
+        return unreachable
     response = getattr(exc, "response", None)
     if isinstance(response, dict) and "Error" in response:
         error = response["Error"]
@@ -72,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     except PeagleError as exc:
         # An error of the tool that a missing credential caused (`invoke`'s InvokeError)
         # gets the same hint as the bare botocore error.
-        _error(f"{exc}: {CREDENTIALS_HINT}" if _no_credentials(exc.__cause__) else str(exc))
+        unreachable = _unreachable_endpoint(exc.__cause__)
+        if _no_credentials(exc.__cause__):
+            _error(f"{exc}: {CREDENTIALS_HINT}")
+        else:
+            _error(f"{exc} ({unreachable})" if unreachable else str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # outside any command (while parsing, or the fast path)
         interrupted(exc)

@@ -41,6 +41,21 @@ def stage_plan(name: str, app_dir: Path) -> tuple[Any, Any]:
     return stage, stage.plan()
 
 
+def declared_experiment(stage: Any, experiment: dict[str, Any] | None) -> Any:
+    """What the stage's template declares of its experiment: the shadow experiment's name
+    (None without one: a split experiment is the endpoint's config, not a resource) and the
+    stage's `experiment_state` (`doctor.stage_experiment` judges the deploy with it)."""
+    from peagle_deploy.doctor.stage_experiment import Declared
+    from peagle_deploy.stages import STAGES_CONTEXT_KEY
+
+    request = (experiment or {}).get("create_inference_experiment") or {}
+    return Declared(
+        name=request.get("Name"),
+        state=stage.experiment_state,
+        where=f"{STAGES_CONTEXT_KEY}.{stage.name}",
+    )
+
+
 def stack_role_arn(session: Any, region: str, stack_name: str) -> str | None:
     """The deployed stack's execution role, if the stack exists and may be read."""
     try:

@@ -7,6 +7,7 @@ command prints one JSON document with `--json`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -17,6 +18,7 @@ from peagle_deploy.cli import spec_options as so
 from peagle_deploy.cli.plan_json import load_cli_spec
 from peagle_deploy.cli.spec_options import spec_options
 from peagle_deploy.errors import InputError, PeagleError
+from peagle_deploy.terminal import harmless
 
 JsonOpt = so.JsonOpt
 NameArg = Annotated[str, typer.Argument(help="Endpoint name.", show_default=False)]
@@ -287,9 +289,11 @@ def _print_status(data: dict[str, Any]) -> None:
     if data["pending_endpoint_config_name"]:
         _say(f"rolling to: {data['pending_endpoint_config_name']}")
     if data["failure_reason"]:
-        output.console.print(f"reason: {data['failure_reason']}", highlight=False, markup=False)
-    for line in data["log_tail"]:
-        output.console.print(f"  {line}", highlight=False, markup=False)
+        output.console.print(
+            f"reason: {harmless(data['failure_reason'])}", highlight=False, markup=False
+        )
+    for line in data["log_tail"]:  # the container's own output: colours and all, escaped
+        output.console.print(f"  {harmless(line)}", highlight=False, markup=False)
     manifest = data["manifest"]
     if manifest and "error" in manifest:
         output.warn(f"manifest not readable: {manifest['error']}")
@@ -354,11 +358,12 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     if repeat > 1:
         _repeat(endpoint, messages, params, repeat=repeat, stream=stream, as_json=as_json)
         return
+    shown = _answer_view()
     if stream:
         chat_stream = endpoint.stream(messages, **params)
         for delta in chat_stream:
             if not as_json:
-                sys.stdout.write(delta)
+                sys.stdout.write(shown(delta))
                 sys.stdout.flush()
         if as_json:
             output.emit_json(
@@ -376,7 +381,15 @@ def invoke_command(  # noqa: PLR0917 (one parameter per CLI flag)
     if as_json:
         output.emit_json(result.raw)
     else:
-        sys.stdout.write(result.text + "\n")
+        sys.stdout.write(shown(result.text) + "\n")
+
+
+def _answer_view() -> Callable[[str], str]:
+    """How the model's answer is written: on a terminal, with every control character but
+    newline and tab shown escaped (an answer is text the endpoint chose: an escape
+    sequence in it could retitle the window, hide lines or write a hyperlink); into a
+    pipe or a file, exactly as the endpoint sent it (the bytes are the data)."""
+    return harmless if sys.stdout.isatty() else str
 
 
 def _repeat(

@@ -36,12 +36,12 @@ Examples:
 """
 
 
-def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """(plan, role view, session): a spec's plan with its role, or a CDK stage's with the
-    stack's role. A spec's experiment block is planned too: doctor refuses what `plan`
-    refuses."""
+def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """(plan, role view, session, declared experiment): a spec's plan with its role, or a
+    CDK stage's with the stack's role and what the stage declares of its experiment. A
+    spec's experiment block is planned too: doctor refuses what `plan` refuses."""
     if file is not None or model is not None or STAGE_KNOB not in knobs:
-        return plan_with_experiment(load_cli_spec(file, model, knobs))[0], None, None
+        return plan_with_experiment(load_cli_spec(file, model, knobs))[0], None, None, None
     others = sorted(k for k in knobs if k != STAGE_KNOB)
     if others:
         raise InputError(
@@ -50,13 +50,15 @@ def _plan(file: Path | None, model: str | None, knobs: dict[str, Any]) -> tuple[
             "--stage NAME alone (or MODEL / --file with flags for a spec)",
         )
     from peagle_deploy.aws import make_session
-    from peagle_deploy.cli.cdk_stage import planned_role, stage_plan
+    from peagle_deploy.cli.cdk_stage import declared_experiment, planned_role, stage_plan
 
     stage, plan = stage_plan(str(knobs[STAGE_KNOB]), Path.cwd())
+    experiment = None
     if plan.spec.experiment is not None:
-        plan_with_experiment(stage.load_spec())
+        experiment = plan_with_experiment(stage.load_spec())[1]
     session = make_session(plan.region)
-    return plan, planned_role(plan, session, stage.stack_id, stage.account), session
+    role = planned_role(plan, session, stage.stack_id, stage.account)
+    return plan, role, session, declared_experiment(stage, experiment)
 
 
 @spec_options
@@ -77,9 +79,14 @@ def doctor_command(
     directory).
     """
     from peagle_deploy.doctor import run_doctor
+    from peagle_deploy.doctor.stage_experiment import check_stage_experiment
 
-    plan, role_view, session = _plan(file, model, knobs or {})
+    plan, role_view, session, declared = _plan(file, model, knobs or {})
     report = run_doctor(plan, boto_session=session, role_view=role_view)
+    if declared is not None:  # a CDK stage: what the deploy would do to a live experiment
+        report.results.append(
+            check_stage_experiment(session, plan.region, plan.endpoint_name, declared)
+        )
     if as_json:
         output.emit_json({**report.to_json(), "plan_warnings": list(plan.warnings)})
     else:

@@ -156,7 +156,10 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also write the variants over time to this PNG file."),
+        typer.Option(
+            "--plot",
+            help="Also write the variants over time to this file (.png, .pdf or .svg).",
+        ),
     ] = None,
     as_json: so.JsonOpt = False,
 ) -> None:
@@ -195,7 +198,16 @@ def status_command(  # noqa: PLR0917 (one parameter per CLI flag)
 
 
 def _check_plot(plot: Path) -> None:
-    """Where --plot writes must be a file in an existing directory (before any AWS call)."""
+    """Where --plot writes must be a file of a format it draws, in an existing directory
+    (before any AWS call)."""
+    from peagle_deploy.experiment.plot import FORMATS, plot_format
+
+    if plot_format(plot) is None:
+        raise InputError(
+            "--plot",
+            f"{str(plot)!r} does not end in a format the plot is drawn in",
+            [f"FILE.{f}" for f in FORMATS],
+        )
     folder = plot.parent if str(plot.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(
@@ -308,15 +320,20 @@ def abort_command(  # noqa: PLR0917 (one parameter per CLI flag)
     stage: StageOpt = "dev",
     region: so.RegionOpt = None,
     reason: Annotated[
-        str, typer.Option("--reason", help="Recorded in the experiment and the manifest.")
+        str,
+        typer.Option(
+            "--reason",
+            help="Recorded in the experiment and the manifest (at most 1024 characters).",
+        ),
     ] = "aborted by the operator",
     no_progress: ProgressOpt = False,
     as_json: so.JsonOpt = False,
 ) -> None:
     """Restore the incumbent now and remove the candidate's model and config."""
-    from peagle_deploy.experiment.lifecycle import abort_experiment
+    from peagle_deploy.experiment.lifecycle import abort_experiment, check_reason
 
     _check(endpoint, region, stage)
+    check_reason(reason, "--reason")
     outcome = abort_experiment(
         endpoint,
         stage=stage,

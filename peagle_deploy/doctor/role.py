@@ -325,7 +325,8 @@ def _request(
     prefixes: tuple[str, ...],
     owner: str | None = None,
 ) -> Request:
-    context = {**known, **{k: [v] for k, v in ask.context}}
+    asked = {k: list(v) if isinstance(v, tuple) else [v] for k, v in ask.context}
+    context: dict[str, list[str]] = {**known, **asked}
     if owner:
         context["aws:ResourceAccount"] = [owner]
     return Request(ask.action, ask.resource, principal, context, absent_prefixes=prefixes)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from peagle_deploy.doctor import artifacts, capacity, image, role
+from peagle_deploy.doctor import artifacts, caller, capacity, image, role
 from peagle_deploy.doctor.context import DoctorContext, short_error
 from peagle_deploy.doctor.result import CheckResult, DoctorReport, warned
 from peagle_deploy.doctor.workers import run_all
@@ -31,6 +31,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("role.kms", role.check_kms),
     ("capacity.quota", capacity.check_quota),
     ("image.exists", image.check_image),
+    (caller.CHECK, caller.check_caller),
 )
 MAX_WORKERS = 8
 

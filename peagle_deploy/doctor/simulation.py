@@ -32,7 +32,8 @@ class Ask:
 
     action: str
     resource: str
-    context: tuple[tuple[str, str], ...] = ()
+    context: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+    """Context keys and their value (a tuple: a multi-valued key)."""
 
 
 def _flag(detail: Any, key: str) -> bool | None:
@@ -78,11 +79,30 @@ def role_side(result: Mapping[str, Any], resource: str) -> RoleSide:
     )
 
 
-def simulate(iam: Any, role_arn: str, asks: Sequence[Ask]) -> dict[Ask, RoleSide]:
+_ENTRY_TYPES = {"Bool": "boolean", "Numeric": "numeric", "ArrayOfString": "stringList"}
+"""The reference's condition key types -> SimulatePrincipalPolicy's ContextKeyType
+(botocore's iam model: string, stringList, numeric, boolean, ...; an ARN is a string)."""
+
+
+def _entry(key: str, value: str | tuple[str, ...], kind: str) -> dict[str, Any]:
+    values = list(value) if isinstance(value, tuple) else [value]
+    entry_type = _ENTRY_TYPES.get(kind, "stringList" if isinstance(value, tuple) else "string")
+    if isinstance(value, tuple) and not entry_type.endswith("List"):
+        entry_type += "List"
+    return {"ContextKeyName": key, "ContextKeyValues": values, "ContextKeyType": entry_type}
+
+
+def simulate(
+    iam: Any,
+    role_arn: str,
+    asks: Sequence[Ask],
+    key_types: Mapping[str, str] | None = None,
+) -> dict[Ask, RoleSide]:
     """The role's side for each ask (one SimulatePrincipalPolicy call per resource and
-    context, its pages bounded)."""
+    context, its pages bounded). `key_types`: a context key's type as the Service
+    Authorization Reference gives it (`String` when absent)."""
     sides: dict[Ask, RoleSide] = {}
-    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Ask]] = {}
+    groups: dict[tuple[str, tuple[tuple[str, str | tuple[str, ...]], ...]], list[Ask]] = {}
     for ask in asks:
         groups.setdefault((ask.resource, ask.context), []).append(ask)
     for (resource, context), group in groups.items():
@@ -93,8 +113,7 @@ def simulate(iam: Any, role_arn: str, asks: Sequence[Ask]) -> dict[Ask, RoleSide
         }
         if context:
             request["ContextEntries"] = [
-                {"ContextKeyName": k, "ContextKeyValues": [v], "ContextKeyType": "string"}
-                for k, v in context
+                _entry(k, v, (key_types or {}).get(k, "String")) for k, v in context
             ]
         pages = iam.get_paginator("simulate_principal_policy").paginate(**request)
         for number, page in enumerate(pages, start=1):

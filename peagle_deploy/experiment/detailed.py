@@ -17,6 +17,12 @@ difference between two reads is what the instance did in that step: one
 The pages read do not say whether CloudWatch keeps a counter's `_total` suffix, so both
 names are asked for (the suffixed one first). CloudWatch scans at most 24 hours per
 query: longer spans are read in pieces.
+
+Neither the names CloudWatch stores vLLM's series under nor whether a shadow variant's
+series carry `aws.sagemaker.variant.name` is stated in a page read; if either differs,
+the candidate is never seen. So a reading also says which variants each series came
+back for, and which came back without the label (`SeriesSeen`); `series_check` turns
+that into what `status` says per variant.
 """
 
 from __future__ import annotations
@@ -265,6 +271,29 @@ SCALARS: dict[str, tuple[str, ...]] = {
 }
 
 
+WATCHED: tuple[tuple[str, ...], ...] = (
+    REQUESTS,
+    GENERATED,
+    FINISHED_TOKENS_SUM,
+    DECODE_S,
+    *((family + "_bucket",) for _, family in SERVING_HISTOGRAMS),
+)
+"""The series every variant that serves requests must have: what the decision (decode
+speed per stream) and the latency guardrails read. Speculative decoding's are not here
+(an incumbent without it has none), nor the errors' (none until one fails)."""
+
+
+@dataclass(frozen=True)
+class SeriesSeen:
+    """Which variants each series asked for came back for (by the series' first name)."""
+
+    variants: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """first name -> the `aws.sagemaker.variant.name` values its series carried."""
+    unlabelled: frozenset[str] = frozenset()
+    """First names of series that came back without `aws.sagemaker.variant.name` (their
+    figures are counted for no variant)."""
+
+
 @dataclass(frozen=True)
 class DetailedReading:
     """What the detailed metrics said over a span."""
@@ -274,6 +303,8 @@ class DetailedReading:
     """variant -> (step end ms, requests that ended in an engine error in that step)."""
     missing: str | None = None
     """Why no observation came back (no series of these names for the endpoint)."""
+    seen: SeriesSeen = field(default_factory=SeriesSeen)
+    """Which variants the series came back for (`series_check` reads it)."""
 
 
 def read_detailed(
@@ -283,11 +314,18 @@ def read_detailed(
     baseline each first step is measured from)."""
     begin = start - timedelta(seconds=step_s)
     born_after = begin.timestamp() + step_s / 2
+    variants: dict[str, frozenset[str]] = {}
+    unlabelled: set[str] = set()
 
     def ask(
-        names: Iterable[str], extra: Mapping[str, str] | None = None
+        names: tuple[str, ...], extra: Mapping[str, str] | None = None
     ) -> tuple[str | None, list[Series]]:
-        return read(post, names, endpoint, start=begin, end=end, step_s=step_s, extra=extra)
+        found = read(post, names, endpoint, start=begin, end=end, step_s=step_s, extra=extra)
+        labels = [s.labels.get(VARIANT_LABEL, "") for s in found[1]]
+        variants[names[0]] = frozenset(v for v in labels if v)
+        if not all(labels):
+            unlabelled.add(names[0])
+        return found
 
     fig = _Figures()
     found_any = False
@@ -311,7 +349,8 @@ def read_detailed(
             f"(looked for {', '.join(GENERATED + REQUESTS)}); detailed observability must be "
             "on for the endpoint's config and the container must expose /metrics"
         )
-    return DetailedReading(observations(fig, step_s), dict(errors), missing)
+    seen = SeriesSeen(variants, frozenset(unlabelled))
+    return DetailedReading(observations(fig, step_s), dict(errors), missing, seen)
 
 
 def sigv4_post(clients: Any) -> Post:

@@ -16,18 +16,34 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from peagle_deploy.aws import describe_endpoint_or_none
-from peagle_deploy.experiment import shadow, split
+from peagle_deploy.experiment import scaling, shadow, split
 from peagle_deploy.experiment.analysis import Analysis
-from peagle_deploy.experiment.common import Clients, ExperimentError, record_end, say
+from peagle_deploy.experiment.common import (
+    REASON_LIMIT,
+    Clients,
+    ExperimentError,
+    check_reason,
+    ended_record,
+    say,
+    write_end,
+)
 from peagle_deploy.experiment.plan import candidate_spec
 from peagle_deploy.experiment.status import (
     ExperimentStatus,
     experiment_status,
     record_or_refuse,
     region_of,
+    settle_stored,
 )
-from peagle_deploy.records import OPEN_STATES, ExperimentRecord, read_record, write_record
-from peagle_deploy.sdk.waiter import use_progress
+from peagle_deploy.records import (
+    MAX_PARAMETER_BYTES,
+    OPEN_STATES,
+    ExperimentRecord,
+    encoded_size,
+    read_record,
+    write_record,
+)
+from peagle_deploy.sdk.waiter import Interrupted, use_progress
 
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
 
@@ -79,8 +95,55 @@ def _end(
     decision: dict[str, Any] | None,
     show: bool,
     timeout_s: float | None,
+    then: Callable[[], None] | None = None,
 ) -> list[str]:
-    """The endpoint back on the incumbent alone, the candidate removed, the end recorded."""
+    """The endpoint back on the incumbent alone, the candidate removed, `then` (a
+    promotion), the end recorded.
+
+    The end record is built and measured first (`ended_record`): what will be written is
+    known to fit before the endpoint changes. Every step is a no-op once done, so a
+    command interrupted or failed half-way is finished by running it again. A promotion
+    that fails is recorded as such (the incumbent kept, and why), so the record says what
+    the endpoint serves."""
+    state: Literal["concluded", "aborted"] = "aborted" if action == "aborted" else "concluded"
+    ended = ended_record(record, state, {"action": action, "reason": reason, "decision": decision})
+    failed = ended_record(
+        record,
+        state,
+        {"action": "kept", "reason": f"{reason}; the promotion failed", "decision": decision},
+    )
+    try:
+        removed = _back_on_the_incumbent(
+            record, clients, action=action, reason=reason, show=show, timeout_s=timeout_s
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            record.endpoint_name,
+            f"interrupted while ending the experiment on {record.endpoint_name}; SageMaker "
+            "carries on with what it was doing. Run the same command again: it finishes "
+            "the end (the incumbent alone, on its instances, with its scaling; the record)",
+        ) from None
+    try:
+        if then is not None:
+            then()
+    except Exception:
+        write_end(record, failed, clients)  # the incumbent serves: the record says so
+        raise
+    write_end(record, ended, clients)
+    return removed
+
+
+def _back_on_the_incumbent(
+    record: ExperimentRecord,
+    clients: Clients,
+    *,
+    action: Action,
+    reason: str,
+    show: bool,
+    timeout_s: float | None,
+) -> list[str]:
+    """The experiment stopped, the candidate removed, the incumbent's instances and
+    scaling given back; returns what was removed."""
     if record.inference_experiment is not None:
         desired: Literal["Completed", "Cancelled"] = (
             "Cancelled" if action == "aborted" else "Completed"
@@ -92,8 +155,7 @@ def _end(
         removed = split.remove(
             clients, record.endpoint_name, record.experiment_config, record.candidate_model
         )
-    state: Literal["concluded", "aborted"] = "aborted" if action == "aborted" else "concluded"
-    record_end(record, clients, state, {"action": action, "reason": reason, "decision": decision})
+    scaling.give_back(record, clients, show, timeout_s)
     return removed
 
 
@@ -114,7 +176,13 @@ def _note_in_manifest(record: ExperimentRecord, clients: Clients) -> str | None:
         "ended_at": record.ended_at.isoformat() if record.ended_at else None,
         **(record.outcome or {}),
     }
-    return write_record(ssm, manifest.model_copy(update={"experiment": note}))
+    noted = manifest.model_copy(update={"experiment": note})
+    if encoded_size(noted) > MAX_PARAMETER_BYTES:  # the note without the decision's detail
+        brief = {k: v for k, v in note.items() if k not in ("decision", "decision_detail")}
+        noted = manifest.model_copy(update={"experiment": brief})
+        if encoded_size(noted) > MAX_PARAMETER_BYTES:
+            return None  # the experiment's own record keeps the outcome
+    return write_record(ssm, noted)
 
 
 def abort_experiment(
@@ -128,7 +196,9 @@ def abort_experiment(
     timeout_s: float | None = None,
     decision: dict[str, Any] | None = None,
 ) -> ExperimentOutcome:
-    """Restore the incumbent, remove the candidate, record why."""
+    """Restore the incumbent, remove the candidate, record why (`reason`: at most
+    1024 characters, one line; InputError before any AWS call otherwise)."""
+    check_reason(reason)
     show = use_progress(progress)
     clients = Clients(region or region_of(boto_session), boto_session)
     record = record_or_refuse(stage, endpoint_name, clients)
@@ -224,17 +294,9 @@ def _conclude(
         if action == "promoted" or winner != "candidate"
         else (decision.reason + "; promotion declined (promote=False)")
     )
-    removed = _end(
-        record,
-        clients,
-        action=action,
-        reason=reason,
-        decision=summary,
-        show=show,
-        timeout_s=timeout_s,
-    )
     name = record.endpoint_name
-    if action == "promoted":
+
+    def promotion() -> None:
         from peagle_deploy.sdk.deploy import deploy_peagle
 
         say(show, f"promoting the candidate on {name} (blue/green)")
@@ -244,13 +306,25 @@ def _conclude(
             progress=progress,
             deployed_by=f"peagle experiment conclude {name}",
         )
+
+    removed = _end(
+        record,
+        clients,
+        action=action,
+        reason=reason,
+        decision=summary,
+        show=show,
+        timeout_s=timeout_s,
+        then=promotion if action == "promoted" else None,
+    )
     parameter = _note_in_manifest(record, clients)
     say(show, f"[green]{name}: experiment concluded[/]: {action} ({reason})")
     return ExperimentOutcome(name, action, reason, summary, removed, parameter)
 
 
 def _guardrail_reason(analysis: Analysis) -> str:
-    return "guardrail: " + "; ".join(b.detail for b in analysis.breaches)
+    text = "guardrail: " + "; ".join(b.detail for b in analysis.breaches)
+    return " ".join(text.split())[:REASON_LIMIT]
 
 
 def watch_experiment(
@@ -270,6 +344,7 @@ def watch_experiment(
     and return the status instead of acting."""
     where = {"stage": stage, "region": region, "boto_session": boto_session}
     while True:
+        settle_stored(endpoint_name, **where)  # watch acts: it records what it saw
         status = experiment_status(endpoint_name, **where)
         if on_status is not None:
             on_status(status)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peagle_serve.contract import (
     DEFAULT_VARIANT,
@@ -30,6 +30,9 @@ from peagle_serve.contract import (
 )
 
 from peagle_deploy.experiment.observations import VariantSample, sample_from_line
+
+if TYPE_CHECKING:
+    from peagle_deploy.experiment.series_check import VariantSeries
 
 DETAILED_STEP_S = 60.0
 """The step at which detailed observability's counters are read (SageMaker publishes
@@ -207,6 +210,9 @@ class Observed:
     missing: str | None = None
     """Why nothing served came back, when nothing did."""
     stream_errors: ErrorTimes = field(default_factory=dict)
+    series: list[VariantSeries] | None = None
+    """With detailed observability: which watched series each variant lacks, and why
+    (`series_check`); None with the project's lines."""
 
     @property
     def samples(self) -> list[VariantSample]:
@@ -226,7 +232,8 @@ def fetch_observations(
     """Every observation of the experiment from `start` to `end`, from its source (the
     project's lines, or SageMaker's detailed metrics), with the invocation counts."""
     errors: ErrorTimes = {}
-    missing = None
+    missing = reading = series = None
+    names = list(variants)
     start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     if source == "lines":
         served = fetch_lines(
@@ -239,7 +246,9 @@ def fetch_observations(
             sigv4_post(clients), endpoint_name, start=start, end=end, step_s=DETAILED_STEP_S
         )
         served, errors, missing = reading.samples, reading.errors, reading.missing
-    counts = fetch_counts(
-        clients.client("cloudwatch"), endpoint_name, variants, start=start, end=end
-    )
-    return Observed(served, with_engine_errors(counts, errors), missing, errors)
+    counts = fetch_counts(clients.client("cloudwatch"), endpoint_name, names, start=start, end=end)
+    if reading is not None:
+        from peagle_deploy.experiment.series_check import series_check
+
+        series = series_check(reading.seen, counts, names, now_ms=end_ms)
+    return Observed(served, with_engine_errors(counts, errors), missing, errors, series)

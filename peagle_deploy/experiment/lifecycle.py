@@ -18,7 +18,7 @@ endpoint's own variants are checked against it at every step.
 
 from __future__ import annotations
 
-from peagle_deploy.experiment.common import ExperimentError
+from peagle_deploy.experiment.common import ExperimentError, check_reason
 from peagle_deploy.experiment.end import (
     ExperimentOutcome,
     abort_experiment,
@@ -33,6 +33,7 @@ __all__ = [
     "ExperimentOutcome",
     "ExperimentStatus",
     "abort_experiment",
+    "check_reason",
     "conclude_experiment",
     "experiment_status",
     "start_experiment",

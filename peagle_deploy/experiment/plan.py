@@ -84,6 +84,12 @@ class ExperimentPlan:
 
     incumbent_variant: str = VARIANT_NAME
     candidate_variant: str = CANDIDATE_VARIANT
+    incumbent_instances_now: int | None = None
+    """What the incumbent runs now, when it was read and differs from the spec's."""
+
+    @property
+    def incumbent_instances(self) -> int:
+        return self.incumbent_instances_now or self.incumbent.spec.initial_instance_count
 
     @property
     def candidate_model_name(self) -> str:
@@ -122,7 +128,7 @@ class ExperimentPlan:
                     "variant": self.incumbent_variant,
                     "model": self.incumbent.model_name,
                     "speculative_config": self.incumbent.speculative_config,
-                    "instances": self.incumbent.spec.initial_instance_count,
+                    "instances": self.incumbent_instances,
                 },
                 "candidate": {
                     "variant": self.candidate_variant,
@@ -222,11 +228,16 @@ def _warnings(xp_incumbent: Plan, candidate: Plan, settings: ExperimentSpec) -> 
 
 
 def experiment_plan(
-    spec: DeploymentSpec, *, experiment_role_arn: str | None = None
+    spec: DeploymentSpec,
+    *,
+    experiment_role_arn: str | None = None,
+    incumbent_instances: int | None = None,
 ) -> ExperimentPlan:
     """Plan the incumbent, the candidate and the experiment's requests; InputError on
     refusal. `experiment_role_arn` is the role SageMaker assumes to run a shadow
-    experiment (a placeholder without it, which `experiment start` refuses)."""
+    experiment (a placeholder without it, which `experiment start` refuses).
+    `incumbent_instances`: what the incumbent runs now, when that is not the spec's
+    initial_instance_count (an autoscaled endpoint); the candidate is sized from it."""
     settings = spec.experiment
     if settings is None:
         raise InputError("experiment", "the spec has no experiment block")
@@ -235,7 +246,7 @@ def experiment_plan(
     candidate = _candidate_plan(incumbent, spec)
     source = observation_source(incumbent.image_uri)
     check_experiment(incumbent, candidate, source, calibration=settings.calibration)
-    count = incumbent.spec.initial_instance_count
+    count = incumbent_instances or incumbent.spec.initial_instance_count
     check_comparable(settings, count)
     check_decidable(settings, incumbent.deployment.environment)
     instances = settings.candidate_instances(count)
@@ -245,6 +256,7 @@ def experiment_plan(
         candidate_instances=instances,
         experiment_role_arn=experiment_role_arn or PLACEHOLDER_EXPERIMENT_ROLE_ARN,
         detailed_observability=source == "detailed",
+        incumbent_instances=count,
     )
     requests = render_experiment(
         incumbent.deployment,
@@ -261,4 +273,5 @@ def experiment_plan(
         requests=requests,
         source=source,
         warnings=_warnings(incumbent, candidate, settings),
+        incumbent_instances_now=incumbent_instances,
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from peagle_deploy.experiment.stats import duration_text
-from peagle_deploy.terminal import literal
+from peagle_deploy.terminal import escaped, harmless, literal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,7 +58,6 @@ def _rows(analysis: Any) -> list[tuple[str, Any, Any]]:
                     _fmt(getattr(cand, key)[p]),
                 )
             )
-    rows.append(("invocations", _fmt(inc.invocations, digits=0), _fmt(cand.invocations, digits=0)))
     rows.append(
         (
             "error rate (5xx, stream errors)",
@@ -84,7 +83,7 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     if analysis is None:
         text = status.note or "the variants are not both serving"
         prefix = "" if record.state == "running" else "no data yet: "
-        console.print(prefix + text, highlight=False, markup=False)
+        console.print(harmless(prefix + text), highlight=False, markup=False)
         return
     table = Table(title=f"after {analysis.elapsed_s / 60:.1f} minutes")
     table.add_column("")
@@ -95,10 +94,14 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
     console.print(table)
     _render_decision(analysis, settings.alpha, console)
     if status.note:
-        console.print(f"note: {status.note}", highlight=False, markup=False)
+        console.print(f"note: {harmless(status.note)}", highlight=False, markup=False)
+    for series in status.series or ():
+        line = series.text()
+        if line is not None:
+            console.print(f"detailed metrics: {harmless(line)}", highlight=False, markup=False)
     for breach in analysis.breaches:
         console.print(
-            f"[yellow]guardrail crossed:[/] {escape(breach.guardrail)}: {escape(breach.detail)}",
+            f"[yellow]guardrail crossed:[/] {escaped(breach.guardrail)}: {escaped(breach.detail)}",
             highlight=False,
         )
 

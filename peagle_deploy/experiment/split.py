@@ -17,6 +17,7 @@ from peagle_deploy.experiment.common import (
     candidate_model_request,
     say,
 )
+from peagle_deploy.plan.experiment_requests import restore_update
 from peagle_deploy.records import ExperimentRecord, running_experiment
 from peagle_deploy.sdk.waiter import IN_PROGRESS, wait_for_endpoint
 
@@ -100,8 +101,9 @@ def remove(
 def restore(
     record: ExperimentRecord, clients: Clients, show: bool, timeout_s: float | None
 ) -> None:
-    """UpdateEndpoint back onto the incumbent's config and wait until it serves alone
-    (nothing to do when it already does)."""
+    """UpdateEndpoint back onto the incumbent's config, keeping the incumbent's instances
+    (`restore_update`), and wait until it serves alone (nothing to do when it already
+    does)."""
     desc = describe_endpoint_or_none(clients.sm, record.endpoint_name)
     if desc is None:
         raise ExperimentError(f"endpoint {record.endpoint_name} does not exist any more")
@@ -109,9 +111,7 @@ def restore(
         return
     if desc.get("EndpointStatus") in IN_PROGRESS:
         settle(record.endpoint_name, clients, show, timeout_s or 3600.0, "to settle")
-    clients.sm.update_endpoint(
-        EndpointName=record.endpoint_name, EndpointConfigName=record.incumbent_config
-    )
+    clients.sm.update_endpoint(**restore_update(record.endpoint_name, record.incumbent_config))
     say(show, f"restoring {record.endpoint_name} onto the incumbent {record.incumbent_config}")
     result = settle(record.endpoint_name, clients, show, timeout_s or 4200.0, "restoring")
     serving_now = result.description.get("EndpointConfigName")

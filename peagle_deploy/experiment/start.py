@@ -14,7 +14,7 @@ from typing import Any
 
 from peagle_deploy.aws import describe_endpoint_or_none
 from peagle_deploy.errors import InputError
-from peagle_deploy.experiment import common, shadow, split
+from peagle_deploy.experiment import common, scaling, shadow, split
 from peagle_deploy.experiment.common import (
     UPDATE_MARGIN_S,
     Clients,
@@ -105,16 +105,33 @@ def _check_ready(xp: ExperimentPlan, endpoint_name: str | None, role_flag: str) 
         )
 
 
+def same_experiment(record: ExperimentRecord, xp: ExperimentPlan, spec: DeploymentSpec) -> bool:
+    """Whether an open record is of the experiment `xp` plans, by content: the same spec
+    (incumbent, candidate, mode, shares, decision settings) on the same incumbent config,
+    whatever state the record reached (a start that a later command saw running)."""
+
+    def content(spec: DeploymentSpec) -> dict[str, Any]:
+        return spec.model_dump(mode="json", exclude_none=True)
+
+    return record.incumbent_config == xp.incumbent.endpoint_config_name and content(
+        record.spec
+    ) == content(spec)
+
+
 def _check_startable(
-    xp: ExperimentPlan, desc: dict[str, Any] | None, record: ExperimentRecord | None
+    xp: ExperimentPlan,
+    the_spec: DeploymentSpec,
+    desc: dict[str, Any] | None,
+    record: ExperimentRecord | None,
 ) -> bool:
-    """Whether the endpoint can take the experiment; True when this is a start to resume
-    (an interrupted start of the same experiment); ExperimentError when it cannot."""
+    """Whether the endpoint can take the experiment; True when the open record is this
+    experiment's own (`same_experiment`: an interrupted start to resume, or one that
+    runs); ExperimentError when it cannot."""
     name = xp.incumbent.endpoint_name
     if desc is None:
         raise ExperimentError(f"endpoint {name} does not exist: deploy the incumbent first")
     if record is not None and record.state in OPEN_STATES:
-        if record.state == "starting" and record.candidate_model == xp.candidate_model_name:
+        if same_experiment(record, xp, the_spec):
             return True
         raise ExperimentError(
             f"an experiment already runs on {name} (since "
@@ -159,8 +176,10 @@ def start_experiment(
     spec's execution role; `experiment_role_arn` is the role SageMaker assumes to run a
     shadow experiment. InputError before any AWS call for a bad spec; ExperimentError when
     the endpoint is not ready for it. `doctor` runs `peagle doctor`'s read-only checks
-    first (the capacity check counts both fleets). Run again after an interrupted wait,
-    it waits for the same experiment instead of starting another.
+    first (the capacity check counts both fleets). Run again with the same spec (after
+    an interrupted wait, or once it runs), it continues or reports the same experiment
+    instead of starting another. The incumbent keeps the instances it runs now, and its
+    autoscaling is held for the test (`experiment.scaling`).
     """
     the_spec = _experiment_spec(
         spec,
@@ -180,17 +199,7 @@ def start_experiment(
 
         require_healthy(build_plan(the_spec), boto_session=boto_session)
     clients = Clients(xp.incumbent.region, boto_session)
-    ssm = clients.client("ssm")
-    stored = read_record(ssm, ExperimentRecord, xp.incumbent.spec.stage, xp.incumbent.endpoint_name)
-    desc = describe_endpoint_or_none(clients.sm, xp.incumbent.endpoint_name)
-    resuming = _check_startable(xp, desc, stored)
-    record = stored if resuming and stored is not None else new_record(xp, the_spec)
-    if not resuming:
-        write_record(ssm, record, tags=xp.incumbent.tags)
-        created = _create(xp, record, clients, show)
-    else:
-        say(show, f"{record.endpoint_name}: resuming the start requested at {record.requested_at}")
-        created = [] if _already_sent(xp, clients, desc) else _create(xp, record, clients, show)
+    xp, record, created = _begin(the_spec, xp, clients, experiment_role_arn, show)
     if not wait:
         return ExperimentStatus(record, "Updating", None, note=waiting_note(record))
     limit = timeout_s or float(
@@ -209,6 +218,72 @@ def start_experiment(
     )
 
 
+def _begin(
+    the_spec: DeploymentSpec,
+    xp: ExperimentPlan,
+    clients: Clients,
+    experiment_role_arn: str | None,
+    show: bool,
+) -> tuple[ExperimentPlan, ExperimentRecord, list[str]]:
+    """A new start (record, scaling held, creates) or the resumed one; returns the plan
+    on the incumbent's current instances, the record and what this run created."""
+    ssm = clients.client("ssm")
+    name = xp.incumbent.endpoint_name
+    stored = read_record(ssm, ExperimentRecord, xp.incumbent.spec.stage, name)
+    desc = describe_endpoint_or_none(clients.sm, name)
+    if _check_startable(xp, the_spec, desc, stored):
+        assert stored is not None
+        xp = _on_instances(the_spec, xp, experiment_role_arn, stored.incumbent_instances)
+        say(show, f"{name}: resuming the start requested at {stored.requested_at}")
+        if stored.state == "starting":  # a stop before the hold: held now (a no-op after)
+            scaling.hold(stored, clients, show)
+        created = [] if _already_sent(xp, clients, desc) else _create(xp, stored, clients, show)
+        return xp, stored, created
+    xp = _on_instances(the_spec, xp, experiment_role_arn, scaling.current_instances(desc))
+    record = new_record(xp, the_spec)
+    record.incumbent_instances = xp.incumbent_instances
+    record.scaling_suspended_before = scaling.read_suspension(clients, name)
+    write_record(ssm, record, tags=xp.incumbent.tags)  # first: a stop can always resume
+    try:
+        scaling.hold(record, clients, show)
+    except ExperimentError as exc:
+        _undo_hold(record, clients, show, str(exc))
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(name, _resume_hint(record, "starting")) from None
+    return xp, record, _create(xp, record, clients, show)
+
+
+def _on_instances(
+    the_spec: DeploymentSpec,
+    xp: ExperimentPlan,
+    experiment_role_arn: str | None,
+    instances: int | None,
+) -> ExperimentPlan:
+    """The plan on the incumbent's current instances (re-planned, with the design checks,
+    when they are not the spec's initial count)."""
+    if instances is None or instances == xp.incumbent_instances:
+        return xp
+    return experiment_plan(
+        the_spec, experiment_role_arn=experiment_role_arn, incumbent_instances=instances
+    )
+
+
+def _undo_hold(record: ExperimentRecord, clients: Clients, show: bool, why: str) -> None:
+    """A start that did not get both variants serving: the incumbent's instances and
+    scaling given back, then the start recorded as failed. Should the giving back fail,
+    the record stays open (it says what to restore) and `abort` finishes it."""
+    try:
+        scaling.give_back(record, clients, show, None)
+    except ExperimentError as exc:
+        raise ExperimentError(
+            f"the experiment on {record.endpoint_name} did not start ({why}), and {exc}; "
+            f"finish with `peagle experiment abort {record.endpoint_name} --stage "
+            f"{record.stage}`"
+        ) from exc
+    record_end(record, clients, "failed", {"action": "failed", "reason": why})
+
+
 def _create(
     xp: ExperimentPlan, record: ExperimentRecord, clients: Clients, show: bool
 ) -> list[str]:
@@ -219,7 +294,7 @@ def _create(
                 return shadow.create(xp, clients, show)
             return split.create(xp, clients, show)
     except ExperimentError as exc:
-        record_end(record, clients, "failed", {"action": "failed", "reason": str(exc)})
+        _undo_hold(record, clients, False, str(exc))
         raise
     except KeyboardInterrupt:
         raise Interrupted(record.endpoint_name, _resume_hint(record, "creating")) from None
@@ -314,7 +389,7 @@ def _failed_start(
         removed = split.remove(
             clients, record.endpoint_name, record.experiment_config, record.candidate_model, created
         )
-    record_end(record, clients, "failed", {"action": "failed", "reason": why})
+    _undo_hold(record, clients, show, why)
     raise ExperimentError(
         f"the experiment on {record.endpoint_name} did not start ({why}); it still serves "
         f"the incumbent. Removed {', '.join(removed) or 'nothing'}."

@@ -20,6 +20,7 @@ from peagle_deploy.experiment.common import Clients, ExperimentError
 from peagle_deploy.experiment.fetch import Observed, fetch_observations
 from peagle_deploy.experiment.observations import VariantSample
 from peagle_deploy.experiment.plan import ExperimentPlan, experiment_plan, observation_source
+from peagle_deploy.experiment.series_check import VariantSeries
 from peagle_deploy.records import ExperimentRecord, read_record, running_experiment, write_record
 from peagle_deploy.spec.models import DeploymentSpec
 
@@ -35,6 +36,8 @@ class ExperimentStatus:
     read_at: datetime = field(default_factory=common.now)
     note: str | None = None
     """Why there is nothing to compare yet, and what to do about it."""
+    series: list[VariantSeries] | None = None
+    """With detailed observability: per variant, the series looked for and not found."""
 
     def to_json(self) -> dict[str, Any]:
         r = self.record
@@ -52,6 +55,9 @@ class ExperimentStatus:
             "analysis": self.analysis.to_json() if self.analysis else None,
             "note": self.note,
             "outcome": r.outcome,
+            "detailed_series": (
+                None if self.series is None else [s.to_json() for s in self.series]
+            ),
         }
 
 
@@ -67,20 +73,45 @@ def record_or_refuse(stage: str, endpoint_name: str, clients: Clients) -> Experi
 
 def _serving_since(
     record: ExperimentRecord, clients: Clients, desc: dict[str, Any] | None
-) -> datetime | None:
-    """When both variants started serving (None while they do not)."""
+) -> tuple[datetime, str] | None:
+    """When both variants started serving, and the config they serve (None while they
+    do not). Reads only."""
     if not desc or desc.get("EndpointStatus") != "InService":
         return None
+    config = str(record.experiment_config)
     if record.inference_experiment is not None:
         now, _, ie = shadow.state(record, clients)
         if now != "running" or not running_experiment(desc):
             return None
-        config = (ie.get("EndpointMetadata") or {}).get("EndpointConfigName")
-        record.experiment_config = str(config or desc.get("EndpointConfigName") or "")
+        config = str(
+            (ie.get("EndpointMetadata") or {}).get("EndpointConfigName")
+            or desc.get("EndpointConfigName")
+            or ""
+        )
     elif not split.serving(record, desc):
         return None
     started = desc.get("LastModifiedTime")
-    return started if isinstance(started, datetime) else common.now()
+    return (started if isinstance(started, datetime) else common.now()), config
+
+
+def as_read(
+    record: ExperimentRecord,
+    desc: dict[str, Any] | None,
+    clients: Clients,
+    at: datetime | None = None,
+) -> ExperimentRecord:
+    """The record as the endpoint shows it now, in memory: a start whose variants both
+    serve reads as running (from `at`, else from when the endpoint last changed). The
+    stored record is not touched: only the commands that change things write it."""
+    if record.state != "starting":
+        return record
+    serving = _serving_since(record, clients, desc)
+    if serving is None:
+        return record
+    started, config = serving
+    return record.model_copy(
+        update={"state": "running", "started_at": at or started, "experiment_config": config}
+    )
 
 
 def settle_start(
@@ -89,19 +120,27 @@ def settle_start(
     clients: Clients,
     at: datetime | None = None,
 ) -> None:
-    """Once both variants serve, the experiment runs: from `at` (a start that saw it),
-    else from when the endpoint last changed (a start that did not wait)."""
-    if record.state != "starting":
+    """Once both variants serve, the experiment runs: `record` becomes `as_read`'s view,
+    SageMaker's own end is set (a shadow experiment) and the record is stored. Only the
+    commands that act (start, watch, conclude) call it; status reads `as_read`."""
+    seen = as_read(record, desc, clients, at)
+    if seen is record:
         return
-    started = _serving_since(record, clients, desc)
-    if started is None:
-        return
-    started = at or started
-    record.started_at = started
-    record.state = "running"
-    if record.inference_experiment is not None:
-        shadow.after_start(record, clients, started)
-    write_record(clients.client("ssm"), record)
+    if seen.inference_experiment is not None:
+        assert seen.started_at is not None
+        shadow.after_start(seen, clients, seen.started_at)
+    write_record(clients.client("ssm"), seen)
+    for key in ("state", "started_at", "experiment_config"):
+        setattr(record, key, getattr(seen, key))
+
+
+def settle_stored(endpoint_name: str, *, stage: str, region: str | None, boto_session: Any) -> None:
+    """For a command that acts (watch): a stored start whose variants both serve is
+    stored as running, with SageMaker's own end set (`settle_start`)."""
+    clients = Clients(region or region_of(boto_session), boto_session)
+    stored = read_record(clients.client("ssm"), ExperimentRecord, stage, endpoint_name)
+    if stored is not None and stored.state == "starting":
+        settle_start(stored, describe_endpoint_or_none(clients.sm, endpoint_name), clients)
 
 
 def _analyse(
@@ -139,10 +178,9 @@ def _record_from_spec(
         raise InputError(
             "ENDPOINT", f"{endpoint_name} is not the spec's endpoint", inc.endpoint_name
         )
-    record = new_record(xp, spec, state="starting")
-    started = _serving_since(record, clients, desc)
-    if started is not None:
-        record.state, record.started_at, record.requested_at = "running", started, started
+    record = as_read(new_record(xp, spec, state="starting"), desc, clients)
+    if record.started_at is not None:
+        record.requested_at = record.started_at
     return record
 
 
@@ -156,7 +194,9 @@ def experiment_status(
     now: datetime | None = None,
     spec: DeploymentSpec | None = None,
 ) -> ExperimentStatus:
-    """Read the experiment on `endpoint_name` (no change to the endpoint).
+    """Read the experiment on `endpoint_name`: no change to the endpoint, SageMaker or
+    the stored record (a start whose variants both serve reads as running here; the
+    record says so once a command that acts has seen it).
 
     Without a stored record (an experiment a CDK stage carries), `spec` (the stage's spec,
     with its experiment block) says what runs.
@@ -168,7 +208,7 @@ def experiment_status(
         record = _record_from_spec(spec, endpoint_name, desc, clients)
     else:
         record = stored if stored is not None else record_or_refuse(stage, endpoint_name, clients)
-        settle_start(record, desc, clients)
+        record = as_read(record, desc, clients)
     status = str(desc.get("EndpointStatus")) if desc else "absent"
     if record.state != "running" or record.started_at is None:
         return ExperimentStatus(record, status, None, note=waiting_note(record))
@@ -176,10 +216,25 @@ def experiment_status(
     analysis, seen = _analyse(record, clients, final=final, now=at)
     note = (
         _ended_note(record, clients)
+        or _left_note(record, desc)
         or _observability_note(record, desc)
         or _traffic_note(record, analysis, seen)
     )
-    return ExperimentStatus(record, status, analysis, seen.served, at, note)
+    return ExperimentStatus(record, status, analysis, seen.served, at, note, seen.series)
+
+
+def _left_note(record: ExperimentRecord, desc: dict[str, Any] | None) -> str | None:
+    """A split experiment whose endpoint no longer serves its config (an end whose record
+    was not written, or a change made elsewhere): the record is behind the endpoint."""
+    if record.inference_experiment is not None or desc is None:
+        return None
+    if split.serving(record, desc) or desc.get("EndpointStatus") != "InService":
+        return None
+    return (
+        f"{record.endpoint_name} no longer serves the experiment's config "
+        f"{record.experiment_config} (it serves {desc.get('EndpointConfigName')}): finish "
+        f"the end with `peagle experiment abort {record.endpoint_name} --stage {record.stage}`"
+    )
 
 
 def _observability_note(record: ExperimentRecord, desc: dict[str, Any] | None) -> str | None:
@@ -204,11 +259,16 @@ def _ended_note(record: ExperimentRecord, clients: Clients) -> str | None:
     now, why, _ = shadow.state(record, clients)
     if now != "ended":
         return None
+    held = (
+        " (which also gives the incumbent back its instances and its autoscaling, held until then)"
+        if record.scaling_suspended_before is not None
+        else ""
+    )
     return (
         f"SageMaker ended the inference experiment ({why}); the incumbent serves alone. "
         f"End it here with `peagle experiment conclude {record.endpoint_name} --stage "
         f"{record.stage} --force` or `peagle experiment abort {record.endpoint_name} "
-        f"--stage {record.stage}`"
+        f"--stage {record.stage}`{held}"
     )
 
 

@@ -19,6 +19,14 @@ environment so its metric lines say which variant they come from. Then, by mode:
   requests onto it and back (no DeploymentConfig: deployment guardrails need the old
   and new configs' variant names to match, which adding the candidate changes).
 
+Both modes keep the capacity the endpoint has (docs/platform-facts.md, "Experiments on
+autoscaled endpoints"): the incumbent runs on as many instances as it had when the
+experiment started (`ExperimentLayout.incumbent_instances`, read from DescribeEndpoint;
+the candidate is sized from it), every UpdateEndpoint retains the variants' instance
+counts (`RetainAllVariantProperties`, the weights excepted), and the incumbent's
+Application Auto Scaling is suspended for the test and given back its own state after
+(`scaling_suspension`), so both fleets carry the same load per instance throughout.
+
 Pure: no AWS call. The InferenceExperiment is named by content like models and configs
 (`render.named_by_content(..., "x", ...)`).
 """
@@ -49,6 +57,22 @@ MAX_SCHEDULE = timedelta(days=30)
 
 ExperimentMode = Literal["shadow", "split"]
 
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+"""Application Auto Scaling's dimension of a SageMaker variant's instance count."""
+SUSPEND_ALL = {
+    "DynamicScalingInSuspended": True,
+    "DynamicScalingOutSuspended": True,
+    "ScheduledScalingSuspended": True,
+}
+"""Every scaling activity of a target held (botocore's SuspendedState)."""
+RETAIN_COUNTS = {
+    "RetainAllVariantProperties": True,
+    "ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredWeight"}],
+}
+"""UpdateEndpoint keeping each variant's current instance count (a variant of the same
+name keeps its latest DesiredInstanceCount whatever the new config says) while the new
+config's weights apply (botocore's UpdateEndpoint and VariantProperty)."""
+
 
 @dataclass(frozen=True)
 class ExperimentLayout:
@@ -64,6 +88,9 @@ class ExperimentLayout:
     detailed_observability: bool = False
     """Split: state MetricsConfig.EnableDetailedObservability=true on the config (the
     experiment reads SageMaker's detailed metrics instead of the project's lines)."""
+    incumbent_instances: int | None = None
+    """The incumbent's instances now (an autoscaled endpoint's may differ from the spec's
+    initial_instance_count); None: the spec's."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +118,7 @@ def render_experiment(
     incumbent_config_name: str,
 ) -> ExperimentRequests:
     """The candidate's model and, by mode, the InferenceExperiment or the split config."""
-    inc = Variant(incumbent)
+    inc = Variant(incumbent, instances=layout.incumbent_instances)
     cand = Variant(candidate, name=layout.candidate_variant, instances=layout.candidate_instances)
     if layout.mode == "shadow":
         return _shadow(inc, cand, layout, tags)
@@ -110,9 +137,55 @@ def render_experiment(
         create_candidate_model=both.create_models[1],
         config_name=both.config_name,
         create_endpoint_config=both.create_endpoint_config,
-        start_update={"EndpointName": endpoint, "EndpointConfigName": both.config_name},
-        restore_update={"EndpointName": endpoint, "EndpointConfigName": incumbent_config_name},
+        start_update={
+            "EndpointName": endpoint,
+            "EndpointConfigName": both.config_name,
+            **RETAIN_COUNTS,
+        },
+        restore_update=restore_update(endpoint, incumbent_config_name),
     )
+
+
+def restore_update(endpoint: str, incumbent_config_name: str) -> dict[str, Any]:
+    """UpdateEndpoint back onto the incumbent's own config, keeping the incumbent's
+    instances (its config states the spec's initial count, not what it runs now)."""
+    return {"EndpointName": endpoint, "EndpointConfigName": incumbent_config_name, **RETAIN_COUNTS}
+
+
+def scalable_resource(endpoint: str, variant: str = VARIANT_NAME) -> str:
+    """Application Auto Scaling's ResourceId of a SageMaker variant."""
+    return f"endpoint/{endpoint}/variant/{variant}"
+
+
+def describe_scaling(endpoint: str) -> dict[str, Any]:
+    """DescribeScalableTargets of the incumbent's variant."""
+    return {
+        "ServiceNamespace": "sagemaker",
+        "ResourceIds": [scalable_resource(endpoint)],
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
+
+
+def scaling_suspension(endpoint: str, state: dict[str, bool]) -> dict[str, Any]:
+    """RegisterScalableTarget on the registered target changing only its SuspendedState
+    (parameters left out of an update are not changed: botocore's text)."""
+    return {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": scalable_resource(endpoint),
+        "ScalableDimension": SCALABLE_DIMENSION,
+        "SuspendedState": dict(state),
+    }
+
+
+def keep_instances(endpoint: str, count: int) -> dict[str, Any]:
+    """UpdateEndpointWeightsAndCapacities: the incumbent's variant back on `count`
+    instances (what it ran before the experiment)."""
+    return {
+        "EndpointName": endpoint,
+        "DesiredWeightsAndCapacities": [
+            {"VariantName": VARIANT_NAME, "DesiredInstanceCount": count}
+        ],
+    }
 
 
 def _model_variant(name: str, model: str, deployment: Deployment, count: int) -> dict[str, Any]:

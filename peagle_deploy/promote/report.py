@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from peagle_deploy.promote.evaluate import GateReport, GateResult
-from peagle_deploy.terminal import literal
+from peagle_deploy.terminal import escaped, literal
 
 _STATUS_STYLE = {"pass": "[green]PASS[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]"}
 
@@ -37,7 +36,7 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
     """The per-gate table (also used by the rehearsal)."""
     table = Table(
         title=title
-        or escape(
+        or escaped(
             f"gates for {report.target_stage} (measured on {report.source_stage} endpoint "
             f"{report.source_endpoint})"
         ),
@@ -54,10 +53,12 @@ def gate_table(report: GateReport, title: str | None = None) -> Table:
         table.add_row(
             r.kind,
             "-" if r.concurrency is None else str(r.concurrency),
-            _measured(r),
+            literal(_measured(r)),
             literal(r.required),
             _STATUS_STYLE[r.status],
-            literal(r.detail),  # may quote the endpoint's answer or error: shown as is
+            # may quote the endpoint's answer or an error: its control characters are
+            # shown escaped, never sent to the terminal
+            literal(r.detail),
         )
     return table
 
@@ -82,7 +83,7 @@ def render_report(report: GateReport, console: Console, title: str | None = None
     """Print the table and a one-line verdict."""
     console.print(gate_table(report, title))
     style = "bold red" if report.failures else "green"
-    console.print(f"[{style}]{escape(verdict(report))}[/]", highlight=False)
+    console.print(f"[{style}]{escaped(verdict(report))}[/]", highlight=False)
 
 
 def report_json(report: GateReport) -> dict[str, Any]:

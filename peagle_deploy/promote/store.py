@@ -136,10 +136,12 @@ def source_difference(
     The manifest is read from a parameter the source stage may write, so nothing in it is
     taken on its word: the endpoint's `peagle:stage` tag must be the manifest's stage, and
     the spec, planned again, must name the endpoint config and model the endpoint runs and
-    match their content (`sdk.existing.serving_difference`: DescribeEndpointConfig, then
-    DescribeModel). A secret's value cannot be compared (the manifest keeps references,
-    which are in the model's name); its variable must be in the model's environment.
-    Then the names and hash the manifest records must be the plan's.
+    match the config's content (`sdk.existing.serving_difference`: DescribeEndpointConfig).
+    The source's models are never described: DescribeModel shows a model's environment,
+    with the source stage's resolved secrets, which the target stage may not read; the
+    model's content is in its name (a digest of the CreateModel request), and only the
+    source stage's own roles may create models of its names. Then the names and hash the
+    manifest records must be the plan's.
     """
     from peagle_deploy.naming import STAGE_TAG
     from peagle_deploy.plan import build_plan
@@ -156,7 +158,7 @@ def source_difference(
         plan = build_plan(spec)
     except PeagleError as exc:
         return f"its spec does not plan ({exc})"
-    problem = serving_difference(clients.sagemaker, plan, endpoint)
+    problem = serving_difference(clients.sagemaker, plan, endpoint, read_models=False)
     if problem is not None:
         return problem
     for what, recorded, planned in (

@@ -165,6 +165,15 @@ class ExperimentRecord(StoredRecord):
     ended_at: datetime | None = None
     outcome: dict[str, Any] | None = None
     """How it ended: the decision, the action taken, and why."""
+    incumbent_instances: int | None = None
+    """The incumbent's instances when the experiment started (read from the endpoint):
+    the test runs on them and every end leaves the incumbent on them (None: a record
+    written before this was kept)."""
+    scaling_suspended_before: dict[str, bool] | None = None
+    """The incumbent's Application Auto Scaling `SuspendedState` before the experiment
+    held its scaling (None: no scalable target). Written before the hold, so any end (a
+    conclude, an abort, a failed start, a command run again after one was interrupted)
+    gives the target back exactly this."""
 
     @property
     def settings(self) -> ExperimentSpec:

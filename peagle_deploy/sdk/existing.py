@@ -91,18 +91,27 @@ def expected_model(plan: Plan) -> dict[str, Any]:
     return request
 
 
-def serving_difference(sm: Any, plan: Plan, endpoint: Mapping[str, Any]) -> str | None:
+def serving_difference(
+    sm: Any, plan: Plan, endpoint: Mapping[str, Any], *, read_models: bool = True
+) -> str | None:
     """How the endpoint (a DescribeEndpoint response) does not run `plan`: another endpoint
-    config name, or a config or model whose content differs; None when it runs it."""
+    config name, or a config or model whose content differs; None when it runs it.
+
+    `read_models=False` (a promotion reading another stage): the models are not described,
+    since DescribeModel shows a model's environment with its resolved secrets; the model's
+    content is then proved by its content-derived name in the config, which only the
+    stage's own roles may create (docs/ci.md)."""
     running = str(endpoint.get("EndpointConfigName"))
     config = _describe(sm, "endpoint-config", running)
     if running != plan.endpoint_config_name:
         named = f"it runs endpoint config {running}, the spec plans {plan.endpoint_config_name}"
-        where = _where_it_differs(sm, plan, config)
+        where = _where_it_differs(sm, plan, config, read_models)
         return f"{named}: {where}" if where else named
     field = difference(ENDPOINT_CONFIG, plan.create_endpoint_config, config)
     if field is not None:
         return f"its endpoint config {running} differs from the spec's in {field}"
+    if not read_models:
+        return None
     model = _describe(sm, "model", plan.model_name)
     field = difference(MODEL, expected_model(plan), model)
     if field is not None:
@@ -110,12 +119,16 @@ def serving_difference(sm: Any, plan: Plan, endpoint: Mapping[str, Any]) -> str 
     return None
 
 
-def _where_it_differs(sm: Any, plan: Plan, config: Mapping[str, Any]) -> str | None:
+def _where_it_differs(
+    sm: Any, plan: Plan, config: Mapping[str, Any], read_models: bool
+) -> str | None:
     """For a config of another name: which field of its model, else of itself, is not
     the plan's (the model first: a changed environment renames both)."""
     variants = config.get("ProductionVariants") or []
     served = variants[0].get("ModelName") if variants else None
-    if served:
+    if served and not read_models and served != plan.model_name:
+        return f"it serves model {served}, the spec plans {plan.model_name}"
+    if served and read_models:
         field = difference(MODEL, expected_model(plan), _describe(sm, "model", str(served)))
         if field is not None:
             return f"its model differs in {field}"

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Mapping
 
-from peagle_serve.contract import SPECULATIVE_CONFIG_ENV
+from peagle_serve.contract import ENDPOINT_NAME_ENV, SPECULATIVE_CONFIG_ENV, VARIANT_NAME_ENV
 from peagle_serve.numeric_env import NumericEnvError, check_numeric_env
 
 from peagle_deploy.catalog.images import domains, parse_image_uri
@@ -227,13 +227,17 @@ def check_env(
     numeric variables under the rule the container itself applies when it starts
     (peagle_serve.numeric_env)."""
     owners = {
-        SPECULATIVE_CONFIG_ENV: "speculative.*",
-        TENSOR_PARALLEL_ENV: "tensor_parallel_size",
-        MAX_MODEL_LEN_ENV: "max_model_len",
+        SPECULATIVE_CONFIG_ENV: "use speculative.* instead",
+        TENSOR_PARALLEL_ENV: "use tensor_parallel_size instead",
+        MAX_MODEL_LEN_ENV: "use max_model_len instead",
+        # the metric lines' names: another endpoint's would publish under it, another
+        # variant's would count as that variant in an experiment
+        ENDPOINT_NAME_ENV: "use endpoint_name instead",
+        VARIANT_NAME_ENV: "leave it out: an experiment names its candidate's variant",
     }
     for key, value in user_env.items():
         if key in owners:
-            raise InputError(f"env.{key}", "is set by peagle-deploy", f"use {owners[key]} instead")
+            raise InputError(f"env.{key}", "is set by peagle-deploy", owners[key])
         if not ENV_KEY_RE.fullmatch(key):
             raise InputError(f"env.{key}", "is not a valid variable name", "[a-zA-Z_][a-zA-Z0-9_]*")
         if len(key.encode()) > MAX_ENV_BYTES or len(str(value).encode()) > MAX_ENV_BYTES:

@@ -24,10 +24,12 @@ from peagle_deploy.secret_refs import ARN_EXAMPLE, SECRETS_FIELD
 from peagle_deploy.validation.aws_shapes import partition_of
 
 # When a variable's name ends in one of these nouns (its head: DB_PASSWORD, HF_TOKEN,
-# SIGNING_KEY, DB_PASS, a bare KEY), its value is a credential. Before another word the
-# same noun only qualifies it (TOKEN_PATH, AUTH_TIMEOUT, PASS_THROUGH_HEADERS,
-# KEY_VALUE_CACHE_DTYPE) and the name is no credential's. Plurals that count things
-# (MAX_NUM_BATCHED_TOKENS) are not here.
+# SIGNING_KEY, DB_PASS, a bare KEY), its value is a credential; so it is when only words
+# that say how the value is written or which copy it is follow the noun (HF_TOKEN_VALUE,
+# API_KEY_B64, PRIVATE_KEY_PEM, API_KEY_PROD: `_VALUE_FORMS`). Before any other word the
+# noun only qualifies it (TOKEN_PATH, AUTH_TIMEOUT, PASS_THROUGH_HEADERS, TOKEN_THRESHOLD,
+# ACCESS_KEY_ID, KEY_VALUE_CACHE_DTYPE) and the name is no credential's. Plurals that
+# count things (MAX_NUM_BATCHED_TOKENS) are not here.
 _CREDENTIAL_NOUNS = frozenset(
     {
         "TOKEN",
@@ -77,6 +79,45 @@ _NOT_CREDENTIAL_KINDS = {
 }
 # A head noun counted or bounded is a number of them, not one (MAX_TOKEN, NUM_KEYS).
 _QUANTITY_WORDS = frozenset({"MAX", "MIN", "NUM", "TOTAL", "COUNT"})
+# After a credential noun, words that still name the credential: the value itself, how
+# it is written (API_KEY_B64, PRIVATE_KEY_PEM, SA_KEY_JSON), which copy it is
+# (API_KEY_PROD, TOKEN_OLD), Rails' SECRET_KEY_BASE. Any other word makes the noun a
+# qualifier (TOKEN_PATH, KEY_ID, TOKEN_THRESHOLD): a name not listed here is no false
+# alarm, since a false alarm refuses a valid deployment on the CDK path.
+_VALUE_FORMS = frozenset(
+    {
+        "VALUE",
+        "VAL",
+        "STR",
+        "STRING",
+        "TEXT",
+        "RAW",
+        "PLAIN",
+        "PLAINTEXT",
+        "DATA",
+        "CONTENT",
+        "CONTENTS",
+        "B64",
+        "BASE64",
+        "HEX",
+        "PEM",
+        "DER",
+        "JSON",
+        "JWK",
+        "ENCODED",
+        "PROD",
+        "PRODUCTION",
+        "DEV",
+        "STAGING",
+        "OLD",
+        "NEW",
+        "PRIMARY",
+        "SECONDARY",
+        "BACKUP",
+        "BASE",
+    }
+)
+_VERSION = re.compile(r"V[0-9]+")
 # `PWD` alone is the shell's working directory; ending a longer name it is a password.
 _NOT_CREDENTIALS_ALONE = frozenset({"PWD"})
 # Words of a name: split on `_`, `-`, `.` and camelCase; digits stay with their letters
@@ -94,23 +135,40 @@ def _words(key: str) -> list[str]:
 
 
 def secret_by_name(key: str) -> bool:
-    """Whether the variable's name says it holds a credential: its last word (numbers
-    after it aside: DB_PASSWORD_2) is a credential noun, not qualified as a kind that is
-    none (PROMPT_CACHE_KEY, PAD_TOKEN) or as a quantity (MAX_TOKEN).
+    """Whether the variable's name says it holds a credential: a credential noun that is
+    its last word (numbers after it aside: DB_PASSWORD_2), or that only words naming the
+    value's form or copy follow (HF_TOKEN_VALUE, API_KEY_B64), and that is not qualified
+    as a kind that is none (PROMPT_CACHE_KEY, PAD_TOKEN) or as a quantity (MAX_TOKEN).
 
     Names are split into words, so `SM_VLLM_API_KEY`, `HF_TOKEN`, `HF_AUTH`, `DB_PASS`,
-    `PW`, `KEY`, `hfToken` or `AWS_SECRET_ACCESS_KEY` match but `SM_VLLM_TOKENIZER`,
-    `..._BATCHED_TOKENS`, `AUTH_TIMEOUT`, `HF_TOKEN_PATH`, `PROMPT_CACHE_KEY` or `PWD`
-    do not.
+    `PW`, `KEY`, `hfToken`, `AWS_SECRET_ACCESS_KEY` or `PRIVATE_KEY_PEM` match but
+    `SM_VLLM_TOKENIZER`, `..._BATCHED_TOKENS`, `AUTH_TIMEOUT`, `HF_TOKEN_PATH`,
+    `..._TOKEN_THRESHOLD`, `KEY_VALUE_CACHE_DTYPE`, `PROMPT_CACHE_KEY` or `PWD` do not.
     """
     words = _words(key)
     while words and words[-1].isdigit():
         words.pop()
-    if not words or words[-1] not in _CREDENTIAL_NOUNS:
-        return False
-    if len(words) == 1:
-        return words[0] not in _NOT_CREDENTIALS_ALONE
-    head, qualifier = words[-1], words[-2]
+    return any(
+        word in _CREDENTIAL_NOUNS
+        and all(_names_the_value(after) for after in words[i + 1 :])
+        and _unqualified(words, i)
+        for i, word in enumerate(words)
+    )
+
+
+def _names_the_value(word: str) -> bool:
+    """A word after a credential noun that still names the credential: its form, its
+    copy, a version (V2) or a number."""
+    return word in _VALUE_FORMS or word.isdigit() or _VERSION.fullmatch(word) is not None
+
+
+def _unqualified(words: list[str], i: int) -> bool:
+    """The credential noun `words[i]` is not qualified as a kind that is none or as a
+    quantity (nor, alone in the name, one that means something else: PWD)."""
+    head = words[i]
+    if i == 0:
+        return len(words) > 1 or head not in _NOT_CREDENTIALS_ALONE
+    qualifier = words[i - 1]
     if qualifier in _QUANTITY_WORDS:
         return False
     kinds = _NOT_CREDENTIAL_KINDS.get(head) or _NOT_CREDENTIAL_KINDS.get(head[:-1], frozenset())

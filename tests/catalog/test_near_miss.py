@@ -102,7 +102,7 @@ def test_jumpstart_id_without_the_extra_names_it_in_one_line() -> None:
     assert "Traceback" not in done.stderr and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "pip install 'peagle-deploy[jumpstart]'" in lines[0]
+    assert "install -e '.[jumpstart]'" in lines[0]  # a clone's form (issue 35)
     assert JUMPSTART_ID in lines[0] and "gpt-oss-20b" in lines[0]  # the catalog keys too
 
 

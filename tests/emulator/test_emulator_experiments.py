@@ -223,3 +223,130 @@ def test_the_promql_stand_in_answers_selectors_only() -> None:
     assert parse_selector('{"a"="b"}') is None  # no metric name: refused, as CloudWatch does
     answer = DetailedMetrics().query_range("rate(x[1m])", 0, 60, 60)
     assert (answer["status"], answer["errorType"]) == ("error", "bad_data")
+
+
+def test_the_reset_forgets_inference_experiments(local_aws: LocalAWS) -> None:
+    """A second test on the same endpoint name must not meet the first one's experiment
+    (issue 35: the reset kept them, so the next CreateInferenceExperiment of the same name
+    was ResourceInUse and the endpoint's sampling came from a dead experiment)."""
+    from peagle_local.emulator import reset_moto_state
+
+    sm = local_aws.client("sagemaker")
+    _serving(sm, local_aws.client("iam"))
+    sm.create_inference_experiment(**_experiment(100))
+    assert sm.list_inference_experiments()["InferenceExperiments"]
+    reset_moto_state()
+    assert sm.list_inference_experiments()["InferenceExperiments"] == []
+    _serving(sm, local_aws.client("iam"))
+    sm.create_inference_experiment(**_experiment(100))  # the same name again
+    assert sm.describe_inference_experiment(Name="ep-shadow")["Status"] == "Running"
+
+
+def test_update_endpoint_retains_instance_counts_when_asked() -> None:
+    """RetainAllVariantProperties keeps a same-named variant's current count (here 6, its
+    config says 1) and, with DesiredWeight excluded, takes the new config's weights; a
+    new variant takes its config's count. Without it, the config's counts apply."""
+    with mock_aws(), MotoExtensions() as ext:
+        sm = boto3.client("sagemaker", region_name="us-east-1")
+        aas = boto3.client("application-autoscaling", region_name="us-east-1")
+        _serving(sm, boto3.client("iam", region_name="us-east-1"))
+        resource = "endpoint/ep/variant/AllTraffic"
+        aas.register_scalable_target(
+            ServiceNamespace="sagemaker",
+            ResourceId=resource,
+            ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+            MinCapacity=1,
+            MaxCapacity=8,
+        )
+        assert ext.autoscale("ep", 6) == 6
+        two = [
+            {"VariantName": "AllTraffic", "ModelName": "m-inc", "InitialVariantWeight": 0.5},
+            {"VariantName": "Candidate", "ModelName": "m-cand", "InitialVariantWeight": 0.5},
+        ]
+        for v in two:
+            v.update({"InstanceType": "ml.g7e.2xlarge", "InitialInstanceCount": 3})
+        sm.create_endpoint_config(EndpointConfigName="c-two", ProductionVariants=two)
+        sm.update_endpoint(
+            EndpointName="ep",
+            EndpointConfigName="c-two",
+            RetainAllVariantProperties=True,
+            ExcludeRetainedVariantProperties=[{"VariantPropertyType": "DesiredWeight"}],
+        )
+        variants = sm.describe_endpoint(EndpointName="ep")["ProductionVariants"]
+        assert [
+            (v["VariantName"], v["CurrentInstanceCount"], v["CurrentWeight"]) for v in variants
+        ] == [
+            ("AllTraffic", 6, 0.5),
+            ("Candidate", 3, 0.5),
+        ]
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="c-inc")
+        (only,) = sm.describe_endpoint(EndpointName="ep")["ProductionVariants"]
+        assert only["CurrentInstanceCount"] == 1  # the default: the config's count
+
+
+def test_autoscaling_honours_the_targets_bounds_and_suspension() -> None:
+    with mock_aws(), MotoExtensions() as ext:
+        sm = boto3.client("sagemaker", region_name="us-east-1")
+        aas = boto3.client("application-autoscaling", region_name="us-east-1")
+        _serving(sm, boto3.client("iam", region_name="us-east-1"))
+        with pytest.raises(LookupError):
+            ext.autoscale("ep", 3)  # no scalable target: no policy scales it
+        target = {
+            "ServiceNamespace": "sagemaker",
+            "ResourceId": "endpoint/ep/variant/AllTraffic",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        }
+        aas.register_scalable_target(**target, MinCapacity=2, MaxCapacity=5)
+        assert ext.autoscale("ep", 9) == 5 and ext.autoscale("ep", 1) == 2
+        aas.register_scalable_target(**target, SuspendedState={"DynamicScalingOutSuspended": True})
+        assert ext.autoscale("ep", 4) == 2  # out held
+        assert ext.autoscale("ep", 2) == 2
+        aas.register_scalable_target(**target, SuspendedState={"DynamicScalingInSuspended": True})
+        assert ext.autoscale("ep", 4) == 4 and ext.autoscale("ep", 3) == 4  # in held
+        (described,) = aas.describe_scalable_targets(ServiceNamespace="sagemaker")[
+            "ScalableTargets"
+        ]
+        assert (described["MinCapacity"], described["MaxCapacity"]) == (2, 5)  # unchanged
+
+
+def test_the_two_stops_cloudformations_handler_sends() -> None:
+    """AWS's InferenceExperiment handler (docs/platform-facts.md, "CloudFormation and the
+    InferenceExperiment") stops an experiment two ways. Its update, for a stage's
+    `experiment_state: completed`, keeps the variants the template lists (the incumbent)
+    and removes the others: the endpoint reverts. Its delete keeps both ("Retain - Keep
+    the variant as it is"): the candidate stays on the endpoint as its shadow variant,
+    after the experiment's metadata is gone."""
+    with mock_aws(), MotoExtensions():
+        sm = boto3.client("sagemaker", region_name="us-east-1")
+        _serving(sm, boto3.client("iam", region_name="us-east-1"))
+        sm.create_inference_experiment(**_experiment(100))
+        sm.stop_inference_experiment(  # UpdateHandler: updateModelVariantActionToStopRequest
+            Name="ep-shadow",
+            ModelVariantActions={"AllTraffic": "Retain", "Candidate": "Remove"},
+            DesiredModelVariants=[_model_variant("AllTraffic", "m-inc")],
+            DesiredState="Completed",
+            Reason="experiment_state: completed",
+        )
+        done = sm.describe_inference_experiment(Name="ep-shadow")
+        assert (done["Status"], done["StatusReason"]) == (
+            "Completed",
+            "experiment_state: completed",
+        )
+        endpoint = sm.describe_endpoint(EndpointName="ep")
+        assert (endpoint["EndpointConfigName"], endpoint.get("ShadowProductionVariants")) == (
+            "c-inc",
+            None,
+        )
+        sm.delete_inference_experiment(Name="ep-shadow")
+
+        sm.create_inference_experiment(**{**_experiment(100), "Name": "ep-shadow-2"})
+        sm.stop_inference_experiment(  # DeleteHandler: updateDefaultModelVariantActionToStopRequest
+            Name="ep-shadow-2",
+            ModelVariantActions={"AllTraffic": "Retain", "Candidate": "Retain"},
+            DesiredState="Completed",
+        )
+        assert sm.describe_inference_experiment(Name="ep-shadow-2")["Status"] == "Completed"
+        sm.delete_inference_experiment(Name="ep-shadow-2")
+        endpoint = sm.describe_endpoint(EndpointName="ep")
+        assert [v["VariantName"] for v in endpoint["ShadowProductionVariants"]] == ["Candidate"]
+        assert endpoint["EndpointConfigName"] != "c-inc"  # still the experiment's config

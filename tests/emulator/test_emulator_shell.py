@@ -267,6 +267,37 @@ def test_staging_twice_makes_room_for_both_endpoints(emulator: Emulator) -> None
     assert "for endpoint usage = 1 (+1 for initial_instance_count)" in first.stdout
     assert "for endpoint usage = 2 (+1 for initial_instance_count)" in second.stdout
     assert f"peagle doctor {MODEL} --stage staging --role-arn" in second.stdout
+    # staging again sets what the staged specs need: the totals do not add up (issue 35)
+    again = emulator.peagle("emulator", "stage", MODEL)
+    assert again.returncode == 0, again.stderr
+    assert "for endpoint usage = 2 (+1 for initial_instance_count)" in again.stdout
+
+
+def test_a_stopped_emulator_is_one_line_naming_it_and_how_to_start_it() -> None:
+    """AWS_ENDPOINT_URL still points at an emulator that was stopped: one line with the
+    URL and `peagle emulator start` (issue 35: a bare connection error)."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **_clean_env(),
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "stopped",
+        "AWS_SECRET_ACCESS_KEY": "stopped",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PEAGLE_AWS_MAX_ATTEMPTS": "1",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    for argv in (["status", "peagle-x-dev"], ["experiment", "status", "peagle-x-dev"]):
+        done = subprocess.run(
+            [*PEAGLE, *argv], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert url in done.stderr and "peagle emulator start" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(

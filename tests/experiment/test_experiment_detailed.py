@@ -173,3 +173,91 @@ def test_engine_errors_raise_the_error_count_without_counting_a_500_twice() -> N
     assert by[("Candidate", 60_000)] == 9 and by[("Candidate", 120_000)] == 6
     # the last engine errors come after the last published minute: they wait for it
     assert sum(o.invocations for o in got) == 200
+
+
+# --- which series each variant lacks (issue 34: facts that cannot be verified) ---------
+
+
+def _serving(variant: str, host: str, *, label: bool = True, stored: str = "") -> list:
+    """Every watched series of one serving variant; without the variant label when
+    `label` is false; under other names when `stored` prefixes them."""
+    from peagle_deploy.experiment.detailed import WATCHED
+
+    out = []
+    for names in WATCHED:
+        labels = _labels(stored + names[0], variant, host, le="+Inf")
+        if not label:
+            del labels[VARIANT_LABEL]
+        out.append((labels, [(T0 - 60, 0), (T0 + 60, 4), (T0 + 600, 40)]))
+    return out
+
+
+def _counts(*variants: str) -> list:
+    from peagle_deploy.experiment.observations import VariantSample
+
+    # SageMaker counted invocations of each in the minute ending at T0 + 60 s
+    return [VariantSample(v, int((T0 + 60) * 1000), 60.0, invocations=5) for v in variants]
+
+
+def _check(series: list, counts: list, minutes_after_start: float) -> dict:
+    from peagle_deploy.experiment.series_check import series_check
+
+    end = START + timedelta(minutes=minutes_after_start)
+    reading = read_detailed(Fake(series), "ep", start=START, end=end, step_s=60)
+    found = series_check(
+        reading.seen,
+        counts,
+        ["AllTraffic", "Candidate"],
+        now_ms=int(end.timestamp() * 1000),
+    )
+    return {s.variant: s for s in found}
+
+
+def test_a_shadow_variant_whose_series_carry_no_variant_label_is_named_with_what_is_missing() -> (
+    None
+):
+    """The candidate serves (SageMaker counts its invocations) but its series come back
+    without `aws.sagemaker.variant.name`: once a scrape has had time to be published,
+    status names every series it looked for and did not find, and says why."""
+    from peagle_deploy.experiment.series_check import LOOKED_FOR, SCRAPE_GRACE_S
+
+    series = _serving("AllTraffic", "i-1") + _serving("Candidate", "i-2", label=False)
+    got = _check(series, _counts("AllTraffic", "Candidate"), 10)
+    assert got["AllTraffic"].state == "found" and got["AllTraffic"].text() is None
+    cand = got["Candidate"]
+    assert cand.state == "traffic but no series"
+    assert cand.missing == LOOKED_FOR
+    assert "vllm:e2e_request_latency_seconds_count" in cand.missing
+    assert "vllm:generation_tokens_total (or vllm:generation_tokens)" in cand.missing
+    assert cand.instead is not None and VARIANT_LABEL in cand.instead
+    text = cand.text()
+    assert text is not None and "will not decide" in text and "looked for" in text
+    assert cand.to_json()["looked_for"] == list(LOOKED_FOR)
+    # before a scrape could have been published, the same reading is no alarm yet
+    early = _check(series, _counts("AllTraffic", "Candidate"), 2)["Candidate"]
+    assert early.state == "waiting for a scrape" and SCRAPE_GRACE_S > 60
+
+
+def test_no_traffic_yet_is_told_apart_from_traffic_without_series() -> None:
+    series = _serving("AllTraffic", "i-1")
+    got = _check(series, _counts("AllTraffic"), 30)
+    assert got["AllTraffic"].state == "found"
+    assert got["Candidate"].state == "no traffic yet"
+    text = got["Candidate"].text()
+    assert text is not None and "no traffic yet" in text
+
+
+def test_series_stored_under_other_names_leave_both_variants_unseen_and_say_so() -> None:
+    series = _serving("AllTraffic", "i-1", stored="otel_") + _serving(
+        "Candidate", "i-2", stored="otel_"
+    )
+    got = _check(series, _counts("AllTraffic", "Candidate"), 10)
+    assert {v.state for v in got.values()} == {"traffic but no series"}
+    assert all(v.instead is None for v in got.values())  # nothing else came back either
+
+
+def test_series_under_another_variant_name_are_pointed_at() -> None:
+    series = _serving("AllTraffic", "i-1") + _serving("ShadowVariant-1", "i-2")
+    cand = _check(series, _counts("AllTraffic", "Candidate"), 10)["Candidate"]
+    assert cand.state == "traffic but no series"
+    assert cand.instead is not None and "ShadowVariant-1" in cand.instead

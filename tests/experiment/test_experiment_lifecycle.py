@@ -205,8 +205,11 @@ def test_abort_restores_the_incumbent_and_deploy_refuses_during_an_experiment(
 
     with pytest.raises(DeployError, match="in an experiment"):
         deploy_peagle(spec=incumbent_spec(spec), progress=False)
+    again = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert again.record.state == "running"  # the same spec: this experiment, not another
+    other = make_spec(candidate={"num_speculative_tokens": 4})
     with pytest.raises(ExperimentError, match="already runs"):
-        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+        start_experiment(spec=other, progress=False, experiment_role_arn=ROLE)
     outcome = abort_experiment(name, progress=False)
     assert outcome.action == "aborted"
     assert any(r.startswith("model:") for r in outcome.removed)
@@ -375,3 +378,142 @@ def test_a_calibration_runs_a_copy_of_the_incumbent_and_never_promotes(
     assert outcome.action == "kept"
     manifest = read_manifest("dev", name)
     assert manifest is not None and manifest.spec.speculative.num_speculative_tokens == 3
+
+
+def test_a_plot_soon_after_the_start_draws_what_was_measured_when(
+    emulator: MotoExtensions, wall: Wall, tmp_path: Any
+) -> None:
+    """20 s after the start (one-hour blocks, as on a real endpoint): the one point is at
+    20 s, on a minutes axis, and matplotlib has nothing to warn about (issue 35: the
+    point was drawn at "1.00 hours", with a warning)."""
+    import warnings
+
+    from peagle_deploy.experiment.plot import draw, plot_experiment
+
+    spec = make_spec(block_minutes=60, cycle_minutes=1440, max_duration_minutes=2880)
+    name = started(emulator, spec, FAST)
+    rt = boto3.client("sagemaker-runtime", region_name=REGION)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 48}
+    for _ in range(4):
+        wall.now += 5
+        rt.invoke_endpoint(EndpointName=name, Body=json.dumps(body), ContentType="application/json")
+    status = experiment_status(name)
+    assert status.analysis is not None and status.analysis.elapsed_s == pytest.approx(20, abs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = draw(status)
+        plot_experiment(status, tmp_path / "soon.svg")
+    speed = fig.axes[0]
+    xs = [x for line in speed.lines for x in line.get_xdata()]
+    assert xs and max(xs) == pytest.approx(20 / 60, abs=0.02)  # minutes
+    assert "minutes" in fig.axes[2].get_xlabel()
+    assert (tmp_path / "soon.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_the_status_table_has_each_row_once(emulator: MotoExtensions, wall: Wall) -> None:
+    """Each figure is shown once (issue 35: invocations was shown twice)."""
+    from rich.console import Console
+
+    from peagle_deploy.experiment.report import _rows, render_status
+
+    name = started(emulator, make_spec(), FAST)
+    traffic(name, wall, minutes=5)
+    status = experiment_status(name)
+    assert status.analysis is not None
+    labels = [label for label, _, _ in _rows(status.analysis)]
+    assert len(labels) == len(set(labels))
+    console = Console(record=True, width=200)
+    render_status(status, console)
+    lines = [
+        line.split("│")[1].strip() for line in console.export_text().splitlines() if "│" in line
+    ]
+    assert len(lines) == len(set(lines)) and not [x for x in lines if x == "invocations"]
+
+
+def test_an_end_whose_record_write_fails_is_finished_by_the_same_command(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint is restored, then SSM refuses the write: one line saying so and what
+    finishes it; status says the endpoint left the experiment; the same abort records
+    the end (issue 35: the record stayed `running` with nothing saying why)."""
+    from botocore.exceptions import ClientError
+
+    from peagle_deploy.experiment import common
+    from peagle_deploy.records import ExperimentRecord, read_record
+
+    spec = make_spec(mode="split", weight_percent=50)
+    name = started(emulator, spec, FAST)
+    real = common.write_record
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Put")
+
+    monkeypatch.setattr(common, "write_record", refused)
+    with pytest.raises(ExperimentError) as caught:
+        abort_experiment(name, progress=False)
+    message = str(caught.value)
+    assert "\n" not in message and "ThrottlingException" in message
+    assert "Run the same command again" in message
+    ssm = boto3.client("ssm", region_name=REGION)
+    stored = read_record(ssm, ExperimentRecord, "dev", name)
+    assert stored is not None and stored.state == "running"
+    note = experiment_status(name).note
+    assert note is not None and "no longer serves the experiment" in note
+    monkeypatch.setattr(common, "write_record", real)
+    assert abort_experiment(name, progress=False).action == "aborted"
+    stored = read_record(ssm, ExperimentRecord, "dev", name)
+    assert stored is not None and stored.state == "aborted"
+
+
+def test_an_end_record_too_large_for_ssm_is_measured_before_anything_acts(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """A decision whose detail would not fit SSM's 8 KB is kept as its verdict and reason;
+    the record is measured before the endpoint changes."""
+    from peagle_deploy.experiment.common import ended_record
+    from peagle_deploy.records import (
+        MAX_PARAMETER_BYTES,
+        ExperimentRecord,
+        encoded_size,
+        read_record,
+    )
+
+    name = started(emulator, make_spec(), FAST)
+    record = read_record(boto3.client("ssm", region_name=REGION), ExperimentRecord, "dev", name)
+    assert record is not None
+    decision = {"decision": {"verdict": "incumbent", "reason": "slower"}, "pairs": ["x" * 100] * 90}
+    ended = ended_record(
+        record, "concluded", {"action": "kept", "reason": "r", "decision": decision}
+    )
+    assert encoded_size(ended) <= MAX_PARAMETER_BYTES
+    assert ended.outcome is not None
+    assert ended.outcome["decision"] == {"verdict": "incumbent", "reason": "slower"}
+    assert record.state == "running"  # measured, not written
+
+
+def test_a_promotion_that_fails_leaves_a_record_saying_the_incumbent_serves(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate wins, the endpoint is back on the incumbent, then the promotion's
+    deploy fails: the record says concluded, incumbent kept, the promotion failed (it
+    said `promoted` before the deploy was known to have worked)."""
+    from peagle_deploy.errors import DeployError
+    from peagle_deploy.records import ExperimentRecord, read_record
+    from peagle_deploy.sdk import deploy as deploy_module
+
+    spec = make_spec()
+    name = started(emulator, spec, FAST.faster(1.3))
+    traffic(name, wall, minutes=40)
+
+    def refused(**kwargs: Any) -> None:
+        raise DeployError("the candidate's update failed (emulated)")
+
+    monkeypatch.setattr(deploy_module, "deploy_peagle", refused)
+    with pytest.raises(DeployError, match="emulated"):
+        conclude_experiment(name, progress=False)
+    stored = read_record(boto3.client("ssm", region_name=REGION), ExperimentRecord, "dev", name)
+    assert stored is not None and stored.state == "concluded" and stored.outcome is not None
+    assert stored.outcome["action"] == "kept" and "promotion failed" in stored.outcome["reason"]
+    sm = boto3.client("sagemaker", region_name=REGION)
+    desc = sm.describe_endpoint(EndpointName=name)
+    assert desc["EndpointConfigName"] == stored.incumbent_config

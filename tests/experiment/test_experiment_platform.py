@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -159,10 +160,22 @@ def test_an_interrupted_start_says_how_to_resume_and_start_resumes_it(
     assert f"peagle experiment start {name} --stage dev --file SPEC" in hint
     assert f"peagle experiment abort {name}" in hint
     monkeypatch.setattr(shadow, "state", real_state)
+    # SageMaker finishes on its own; status reads it (and only reads: issue 35, status
+    # used to store the start as running, and the resumed start then refused to run)
+    ssm = boto3.client("ssm", region_name=REGION)
+    parameter = f"/peagle-deploy/dev/{name}/experiment"
+    version = ssm.get_parameter(Name=parameter)["Parameter"]["Version"]
+    seen = experiment_status(name)
+    assert seen.record.state == "running" and seen.record.started_at is not None
+    assert ssm.get_parameter(Name=parameter)["Parameter"]["Version"] == version
+    sm = boto3.client("sagemaker", region_name=REGION)
+    (ie,) = sm.list_inference_experiments()["InferenceExperiments"]
+    assert ie["Schedule"]["EndTime"] > wall.datetime() + timedelta(days=6)  # status set none
     resumed = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
     assert resumed.record.state == "running"
-    sm = boto3.client("sagemaker", region_name=REGION)
     assert len(sm.list_inference_experiments()["InferenceExperiments"]) == 1  # the same one
+    stored = read_record(ssm, ExperimentRecord, "dev", name)
+    assert stored is not None and stored.state == "running"
 
 
 def test_errors_after_a_stream_started_trip_the_error_guardrail(
@@ -192,8 +205,6 @@ def test_errors_after_a_stream_started_trip_the_error_guardrail(
 
 
 def _sagemaker_5xx(cw: Any, endpoint: str, variant: str, wall: Wall) -> float:
-    from datetime import timedelta
-
     out = cw.get_metric_data(
         MetricDataQueries=[
             {
@@ -329,3 +340,150 @@ def test_a_start_interrupted_between_its_create_calls_is_completed_by_start(
     assert resumed.record.state == "running"
     (found,) = sm.list_inference_experiments()["InferenceExperiments"]
     assert found["Status"] == "Running"
+
+
+# --- an autoscaled incumbent (issue 34 item 4) ----------------------------------------
+SUSPENDED = {
+    "DynamicScalingInSuspended": True,
+    "DynamicScalingOutSuspended": True,
+    "ScheduledScalingSuspended": True,
+}
+ACTIVE = dict.fromkeys(SUSPENDED, False)
+
+
+def _autoscaled(emulator: MotoExtensions, **experiment: Any) -> tuple[Any, str]:
+    """A stage whose incumbent autoscaling moved from 1 to 6 instances."""
+    from peagle_deploy.spec import spec_from_dict
+
+    data = make_spec(**experiment).model_dump(mode="json", exclude_none=True)
+    spec = spec_from_dict({**data, "scaling": {"min_instances": 1, "max_instances": 8}})
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    assert emulator.autoscale(name, 6) == 6
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST)
+    return spec, name
+
+
+def _counts(name: str) -> dict[str, int]:
+    desc = boto3.client("sagemaker", region_name=REGION).describe_endpoint(EndpointName=name)
+    variants = (desc.get("ProductionVariants") or []) + (desc.get("ShadowProductionVariants") or [])
+    return {v["VariantName"]: v["CurrentInstanceCount"] for v in variants}
+
+
+def _suspension(name: str) -> dict[str, bool]:
+    aas = boto3.client("application-autoscaling", region_name=REGION)
+    (target,) = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker", ResourceIds=[f"endpoint/{name}/variant/AllTraffic"]
+    )["ScalableTargets"]
+    return {k: bool(v) for k, v in (target.get("SuspendedState") or ACTIVE).items()}
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    [{"mode": "shadow"}, {"mode": "split", "weight_percent": 50}],
+    ids=["shadow", "split"],
+)
+def test_an_autoscaled_incumbent_keeps_its_instances_and_its_scaling_is_held(
+    emulator: MotoExtensions, wall: Wall, experiment: dict[str, Any]
+) -> None:
+    """At 6 instances (its config says 1) it stays at 6 through the start and the end;
+    the candidate gets 6 too (equal fleets); the incumbent's scaling is suspended during
+    the test (a scale-out does nothing) and given back its own state after."""
+    _role()
+    spec, name = _autoscaled(emulator, **experiment)
+    status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert status.record.incumbent_instances == 6
+    assert status.record.scaling_suspended_before == ACTIVE
+    assert _counts(name) == {"AllTraffic": 6, "Candidate": 6}
+    assert _suspension(name) == SUSPENDED
+    assert emulator.autoscale(name, 8) == 6  # held: the fleets stay equal
+    _send(name, wall, 20)
+    outcome = abort_experiment(name, progress=False)
+    assert outcome.action == "aborted"
+    assert _counts(name) == {"AllTraffic": 6}
+    assert _suspension(name) == ACTIVE
+    assert emulator.autoscale(name, 7) == 7  # scaling acts again
+
+
+def test_an_interrupted_end_gives_the_scaling_back_on_the_next_command(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the endpoint was restored, before the scaling was given back: the
+    record still says running and what to restore; the next abort finishes the end."""
+    from peagle_deploy.experiment import scaling
+
+    _role()
+    spec, name = _autoscaled(emulator, mode="split", weight_percent=50)
+    start_experiment(spec=spec, progress=False)
+    real = scaling._set_suspension
+
+    def ctrl_c(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scaling, "_set_suspension", ctrl_c)
+    with pytest.raises(Interrupted, match="Run the same command again"):
+        abort_experiment(name, progress=False)
+    ssm = boto3.client("ssm", region_name=REGION)
+    record = read_record(ssm, ExperimentRecord, "dev", name)
+    assert record is not None and record.state == "running"
+    assert _suspension(name) == SUSPENDED and _counts(name) == {"AllTraffic": 6}
+    status = experiment_status(name)
+    assert status.note is not None and "no longer serves the experiment" in status.note
+    monkeypatch.setattr(scaling, "_set_suspension", real)
+    assert abort_experiment(name, progress=False).action == "aborted"
+    assert _suspension(name) == ACTIVE and _counts(name) == {"AllTraffic": 6}
+    record = read_record(ssm, ExperimentRecord, "dev", name)
+    assert record is not None and record.state == "aborted"
+
+
+def test_sagemakers_own_end_is_given_back_by_the_next_command(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """SageMaker's scheduled end reverts the endpoint to its config from before (the
+    emulator: to its initial count); the next conclude or abort puts the incumbent back
+    on its 6 instances and gives the scaling back."""
+    _role()
+    spec, name = _autoscaled(emulator)
+    start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    wall.now += 3 * 3600 + 1  # past max_duration_minutes + SageMaker's grace
+    status = experiment_status(name)
+    assert status.note is not None and "SageMaker ended" in status.note
+    assert "autoscaling, held until then" in status.note
+    assert _suspension(name) == SUSPENDED  # status reads only
+    assert abort_experiment(name, progress=False).action == "aborted"
+    assert _counts(name) == {"AllTraffic": 6} and _suspension(name) == ACTIVE
+
+
+def test_a_failed_start_gives_the_scaling_back(emulator: MotoExtensions, wall: Wall) -> None:
+    """A start SageMaker refuses (no experiment role in the account) after the scaling
+    was held: the incumbent keeps its 6 instances and its scaling, the start is failed."""
+    spec, name = _autoscaled(emulator)
+    with pytest.raises(ExperimentError, match="still serves"):
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert _counts(name) == {"AllTraffic": 6} and _suspension(name) == ACTIVE
+    record = read_record(boto3.client("ssm", region_name=REGION), ExperimentRecord, "dev", name)
+    assert record is not None and record.state == "failed"
+
+
+def test_a_start_stopped_before_it_held_the_scaling_holds_it_when_resumed(
+    emulator: MotoExtensions, wall: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the record was written, before the scaling was suspended: the same
+    start run again suspends it, then creates and waits."""
+    from peagle_deploy.experiment import scaling
+
+    _role()
+    spec, name = _autoscaled(emulator)
+    real = scaling.hold
+
+    def ctrl_c(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scaling, "hold", ctrl_c)
+    with pytest.raises(Interrupted, match="--file SPEC"):
+        start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert _suspension(name) == ACTIVE
+    monkeypatch.setattr(scaling, "hold", real)
+    status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    assert status.record.state == "running" and _suspension(name) == SUSPENDED
+    assert _counts(name) == {"AllTraffic": 6, "Candidate": 6}

@@ -354,6 +354,23 @@ FLAGS = [
         "VLLM_USE_V2_MODEL_RUNNER=1",
         fld="env.VLLM_USE_V2_MODEL_RUNNER",
     ),
+    # the metric lines' names are the plan's: another stage's endpoint name would publish
+    # acceptance metrics under that endpoint (issue 34, Low 3)
+    flags(
+        "env-endpoint-name",
+        *PLAN,
+        "-e",
+        "PEAGLE_ENDPOINT_NAME=peagle-gpt-oss-20b-prod",
+        fld="env.PEAGLE_ENDPOINT_NAME",
+        also=("endpoint_name",),
+    ),
+    flags(
+        "env-variant-name",
+        *PLAN,
+        "-e",
+        "PEAGLE_VARIANT_NAME=Candidate",
+        fld="env.PEAGLE_VARIANT_NAME",
+    ),
     flags("env-value-100k", *PLAN, "-e", "A=" + "a" * 100_000, fld="env.A"),
     flags(
         "deploy-k-huge",

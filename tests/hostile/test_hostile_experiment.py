@@ -3,6 +3,9 @@
 Issue 30: `status --plot` into a missing directory was a traceback; `doctor` ignored the
 experiment block (a candidate equal to the incumbent passed doctor, which `plan`
 refuses); a shadow start without the role SageMaker assumes must be refused up front.
+Issue 35: `abort --reason` of 10,000 characters restored the endpoint and then failed
+to write its record (over SSM's limit), leaving it `running`; `status --plot x.txt`
+ended in a matplotlib traceback.
 """
 
 from __future__ import annotations
@@ -54,6 +57,18 @@ CASES = [
         ["experiment", "start", ENDPOINT, "--file", "{tmp}/spec.yaml"],
         "--experiment-role-arn",
     ),
+    (
+        "abort-reason-too-long",
+        ["experiment", "abort", ENDPOINT, "--reason", "x" * 10_000],
+        "--reason",
+    ),
+    (
+        "abort-reason-two-lines",
+        ["experiment", "abort", ENDPOINT, "--reason", "line one\nline two"],
+        "--reason",
+    ),
+    ("status-plot-txt", ["experiment", "status", ENDPOINT, "--plot", "{tmp}/x.txt"], "--plot"),
+    ("status-plot-no-suffix", ["experiment", "status", ENDPOINT, "--plot", "{tmp}/x"], "--plot"),
     (
         "doctor-candidate-equals-incumbent",
         ["doctor", "--file", "{tmp}/same.yaml"],

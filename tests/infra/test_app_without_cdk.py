@@ -33,7 +33,7 @@ def _one_line(run: subprocess.CompletedProcess[str], start: str) -> None:
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith(start), run.stderr
-    assert "pip install 'peagle-deploy[cdk]'" in run.stderr
+    assert "install -e '.[cdk]'" in run.stderr  # a clone's form (issue 35)
 
 
 @pytest.mark.parametrize("module", ["aws_cdk", "constructs"])

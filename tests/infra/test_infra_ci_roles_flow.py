@@ -29,6 +29,7 @@ from iam_oracle import ACCOUNT, Ask, TemplateRoles
 from infra.ci_stack import CI_STACK_ID, CiRolesStack
 from infra.github_oidc import GitHubRepo
 from infra.stages import StageConfig
+from peagle_deploy.catalog.iam_calls import Where, iam_requests
 from peagle_deploy.promote.gates import parse_gates
 
 pytestmark = [pytest.mark.xdist_group(name="cdk"), pytest.mark.slow, pytest.mark.doctor_gate]
@@ -162,88 +163,27 @@ def _flow(recorder: Recorder) -> None:
 
 # --- the IAM request behind each call -----------------------------------------------------
 
-_PREFIX = {"sagemaker-runtime": "sagemaker", "service-quotas": "servicequotas"}
-_NO_PERMISSION = {("sts", "GetCallerIdentity")}  # needs no permission (STS documents it)
-
-
-def _sm(region: str, kind: str, name: str) -> str:
-    return f"arn:aws:sagemaker:{region}:{ACCOUNT}:{kind}/{name}"
-
 
 def asks_for(call: Call, targets: Mapping[str, Mapping[str, str]] | None = None) -> list[Ask]:
-    """What IAM authorizes for one call (an unknown operation fails the test: add it).
+    """What IAM authorizes for one call: the product's map from the Service Authorization
+    Reference (`peagle_deploy.catalog.iam_calls`; an unknown operation raises there).
 
     `targets`: the tags of the scalable targets registered so far (by resource id), which
-    Application Auto Scaling authorizes as `aws:ResourceTag`."""
-    s, op, p, r = call.service, call.operation, call.params, call.region
-    action = f"{_PREFIX.get(s, s)}:{op}"
-    if (s, op) in _NO_PERMISSION:
-        return []
-    if s in ("sagemaker", "sagemaker-runtime"):
-        if op in ("ListEndpoints", "ListEndpointConfigs", "ListModels"):
-            return [Ask(action, "*")]
-        if op in ("AddTags", "ListTags"):
-            return [Ask(action, p["ResourceArn"])]
-        if "ModelName" in p and op.endswith("Model"):
-            asks = [Ask(action, _sm(r, "model", p["ModelName"]))]
-            if op == "CreateModel":
-                asks.append(
-                    Ask(
-                        "iam:PassRole",
-                        p["ExecutionRoleArn"],
-                        {"iam:PassedToService": "sagemaker.amazonaws.com"},
-                    )
-                )
-            return asks
-        if op.endswith("EndpointConfig"):
-            resource = _sm(r, "endpoint-config", p["EndpointConfigName"])
-            if op != "CreateEndpointConfig":
-                return [Ask(action, resource)]
-            # sagemaker:ModelArn (an ARN): the model of each variant, asked one by one
-            variants = [*p["ProductionVariants"], *p.get("ShadowProductionVariants", [])]
-            return [
-                Ask(action, resource, {"sagemaker:ModelArn": _sm(r, "model", v["ModelName"])})
-                for v in variants
-            ]
-        if "EndpointName" in p:
-            return [Ask(action, _sm(r, "endpoint", p["EndpointName"]))]
-    if s == "ssm":
-        name = p.get("Name") or p.get("Path") or p.get("ResourceId")
-        return [Ask(action, f"arn:aws:ssm:{r}:{ACCOUNT}:parameter/{str(name).lstrip('/')}")]
-    if s == "logs":
-        group = p["logGroupName"]
-        return [Ask(action, f"arn:aws:logs:{r}:{ACCOUNT}:log-group:{group}:*")]
-    if s == "s3":
-        bucket, key = p["Bucket"], p.get("Key")
-        if op in ("HeadObject", "GetObject"):
-            return [Ask("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}")]
-        if op in ("ListObjectsV2", "HeadBucket"):
-            ctx = {"s3:prefix": p["Prefix"]} if "Prefix" in p else {}
-            return [Ask("s3:ListBucket", f"arn:aws:s3:::{bucket}", ctx)]
-    if s == "iam" and op in ("GetRole", "SimulatePrincipalPolicy"):
-        name = p.get("RoleName") or str(p["PolicySourceArn"]).rsplit("/", 1)[-1]
-        return [Ask(action, f"arn:aws:iam::{ACCOUNT}:role/{name}")]
-    if s == "ecr" and op in ("DescribeImages", "BatchGetImage"):
-        repo = f"arn:aws:ecr:{r}:{p.get('registryId', ACCOUNT)}:repository/{p['repositoryName']}"
-        return [Ask(action, repo)]
-    if s == "service-quotas":
-        return [Ask(action, "*")]
-    if s == "application-autoscaling":
-        if op.startswith("Describe"):
-            return [Ask(action, "*")]
-        # a scalable target's ARN ends in an id Application Auto Scaling generates
-        target = f"arn:aws:application-autoscaling:{r}:{ACCOUNT}:scalable-target/generated-id"
-        keys: dict[str, Any] = {
-            "application-autoscaling:service-namespace": p["ServiceNamespace"],
-            "application-autoscaling:scalable-dimension": p["ScalableDimension"],
+    Application Auto Scaling authorizes as `aws:ResourceTag` (a resource's own tags are
+    no parameter of the call: the ledger knows them from the calls before)."""
+    requests = iam_requests(call.service, call.operation, call.params, Where(call.region, ACCOUNT))
+    existing = (targets or {}).get(str(call.params.get("ResourceId")), {})
+    out = []
+    for r in requests:
+        context: dict[str, str | list[str]] = {
+            k: list(v) if isinstance(v, tuple) else v for k, v in r.context.items()
         }
-        existing = (targets or {}).get(p["ResourceId"], {})
-        keys |= {f"aws:ResourceTag/{k}": v for k, v in existing.items()}
-        if op == "RegisterScalableTarget" and p.get("Tags"):
-            keys |= {f"aws:RequestTag/{k}": v for k, v in p["Tags"].items()}
-            keys["aws:TagKeys"] = sorted(p["Tags"])
-        return [Ask(action, target, keys)]
-    raise AssertionError(f"no IAM mapping for {s}.{op}: add it to asks_for")
+        if r.action.startswith("application-autoscaling:"):
+            context |= {f"aws:ResourceTag/{k}": v for k, v in existing.items()}
+        # The identity side: another account's resource (AWS's image repository) also
+        # needs its own policy's grant, which is the owner's and no role's.
+        out.append(Ask(r.action, r.resource, context))
+    return out
 
 
 # --- fixtures ------------------------------------------------------------------------------
@@ -371,3 +311,75 @@ def test_changes_of_a_stage_are_denied_to_the_other_roles(flow: Flow, stage: str
             if d == "Allowed"
         ]
         assert allowed == [], f"the {other} role may change {stage}"
+
+
+def _model_arn(stage: str) -> str:
+    from peagle_deploy.access import endpoint_grants
+
+    pattern = endpoint_grants(f"peagle-{MODEL}-{stage}").models.resource
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{pattern.replace('?', '0')}"
+
+
+def test_a_promotion_target_never_reads_the_source_models_environment(flow: Flow) -> None:
+    """Issue 34, Low 2: DescribeModel shows a model's environment with its resolved
+    secrets. The promotion's check of its source makes no DescribeModel on the source's
+    models, and the target's role may not make one."""
+    for source, target in (("dev", "staging"), ("staging", "prod")):
+        described = [
+            c.params["ModelName"]
+            for c in flow.calls
+            if c.stage == target and c.operation == "DescribeModel"
+        ]
+        assert not [m for m in described if m.startswith(f"peagle-{MODEL}-{source}")]
+        decisions = flow.roles.decide(
+            flow.role(target), [Ask("sagemaker:DescribeModel", _model_arn(source))]
+        )
+        assert decisions == ["ImplicitlyDenied"], f"{target} may read {source}'s models"
+
+
+def test_a_stage_may_point_its_endpoint_only_at_its_own_configs(flow: Flow) -> None:
+    """CreateEndpoint/UpdateEndpoint require the endpoint config too: dev's role may put
+    dev's endpoint on dev's configs, never on prod's (prod's model and secrets)."""
+    endpoint = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/peagle-{MODEL}-dev"
+    configs = {
+        stage: _model_arn(stage)
+        .replace(":model/", ":endpoint-config/")
+        .replace(f"-{stage}-m", f"-{stage}-c")
+        for stage in STAGES
+    }
+    asks = [
+        Ask(action, resource)
+        for action in ("sagemaker:CreateEndpoint", "sagemaker:UpdateEndpoint")
+        for resource in (endpoint, configs["dev"], configs["prod"])
+    ]
+    decided = flow.roles.decide(flow.role("dev"), asks)
+    assert decided == ["Allowed", "Allowed", "ImplicitlyDenied"] * 2
+
+
+def test_a_stage_role_may_simulate_only_itself(flow: Flow) -> None:
+    """`peagle doctor` asks the simulator about the caller's own role."""
+    own = flow.roles.role_arn(flow.role("dev"))
+    other = flow.roles.role_arn(flow.role("prod"))
+    decided = flow.roles.decide(
+        flow.role("dev"),
+        [Ask("iam:SimulatePrincipalPolicy", own), Ask("iam:SimulatePrincipalPolicy", other)],
+    )
+    assert decided == ["Allowed", "ImplicitlyDenied"]
+
+
+def test_ledger_figures(flow: Flow) -> None:
+    """The figures the issue asks for (`pytest -s -k ledger_figures` prints them): distinct
+    calls, how many the map resolves from the reference, and iam-simulate's verdicts."""
+    calls = {
+        (c.stage, c.service, c.operation, json.dumps(c.params, sort_keys=True, default=str))
+        for c in flow.calls
+    }
+    resolved = sum(1 for c in flow.calls if asks_for(c) or c.operation == "GetCallerIdentity")
+    lines = [f"distinct calls {len(calls)}; calls resolved by the map {resolved}/{len(flow.calls)}"]
+    for stage in STAGES:
+        asks = list(_unique(flow, stage))
+        own = flow.roles.decide(flow.role(stage), asks)
+        allowed = sum(d == "Allowed" for d in own)
+        lines.append(f"{stage}: own role allows {allowed}/{len(asks)} requests")
+    print("\n".join(lines))
+    assert resolved == len(flow.calls)

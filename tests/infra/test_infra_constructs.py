@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_helpers import EDGE_ACCOUNT, EDGE_OVERRIDES, Synthesized
 from peagle_serve.contract import (
+    ENDPOINT_NAME_ENV,
     METRIC_DIMENSION,
+    METRIC_EVENT,
     METRIC_FIELDS,
     METRIC_NAMESPACE,
+    VARIANT_NAME_ENV,
+    format_metric_line,
     metric_dimension_selector,
+    metric_dimensions,
     metric_filter_pattern,
     metric_value_selector,
 )
@@ -455,19 +461,69 @@ def test_metric_filters_come_from_the_container_contract(stage_synth: Synthesize
         if lid.startswith("EndpointLogs")
     ]
     filters = stage_synth.resources(stack, "AWS::Logs::MetricFilter").values()
+    own = stage_synth.stacks[stack].plan.endpoint_name
     seen = {}
     for f in filters:
         props = f["Properties"]
-        assert props["FilterPattern"] == metric_filter_pattern()
+        assert props["FilterPattern"] == metric_filter_pattern(own)
         assert props["LogGroupName"] == {"Ref": log_id}
         (transform,) = props["MetricTransformations"]
         assert transform["MetricNamespace"] == METRIC_NAMESPACE
-        # one metric per endpoint: the dimension comes from the line's EndpointName field
+        # one metric per endpoint: the dimension comes from the line's EndpointName field,
+        # which the pattern pins to the stack's own endpoint
         assert transform["Dimensions"] == [
             {"Key": METRIC_DIMENSION, "Value": metric_dimension_selector()}
         ]
         seen[transform["MetricName"]] = (transform["MetricValue"], transform["Unit"])
     assert seen == {f.metric_name: (metric_value_selector(f), f.unit) for f in METRIC_FIELDS}
+
+
+def _line(environ: dict[str, str]) -> dict[str, Any]:
+    """A metric line as the container prints it with this environment."""
+    values = {f.json_key: 1.5 for f in METRIC_FIELDS}
+    line = format_metric_line(values, timestamp_ms=0, dimensions=metric_dimensions(environ))
+    doc: dict[str, Any] = json.loads(line)
+    return doc
+
+
+@pytest.mark.parametrize("stack", STAGES)
+def test_a_stage_metric_filter_publishes_only_lines_naming_its_own_endpoint(
+    stage_synth: Synthesized, stack: str
+) -> None:
+    """A metric filter's dimension value can only be a field of the line, so a container
+    naming another stage's endpoint (an `env` override, an image of its own) would have
+    published under it (issue 34, Low 3): the pattern now matches only lines naming the
+    stack's own endpoint. Judged by LocalStack's CloudWatch Logs JSON filter-pattern
+    matcher (aws-json-term-matcher), not by the project's own reading of the syntax."""
+    from aws_json_term_matcher.matcher import match
+
+    own = stage_synth.stacks[stack].plan.endpoint_name
+    filters = stage_synth.resources(stack, "AWS::Logs::MetricFilter").values()
+    (pattern,) = {f["Properties"]["FilterPattern"] for f in filters}
+    assert match(_line({ENDPOINT_NAME_ENV: own}), pattern)
+    assert match(_line({ENDPOINT_NAME_ENV: own, VARIANT_NAME_ENV: "Candidate"}), pattern)
+    assert not match(_line({}), pattern)  # unnamed: no endpoint's
+    assert not match({"event": "other", METRIC_DIMENSION: own}, pattern)
+    others = [stage_synth.stacks[s].plan.endpoint_name for s in STAGES if s != stack]
+    for other in others:
+        assert not match(_line({ENDPOINT_NAME_ENV: other}), pattern), other
+
+
+def test_the_endpoint_pattern_is_what_cdks_filter_pattern_builder_renders() -> None:
+    """The pattern is the documented JSON syntax as aws-cdk-lib's own builder writes it
+    (`FilterPattern.all` of two `stringValue`s); a name that is no endpoint's is refused
+    rather than written into a pattern."""
+    from aws_cdk import aws_logs as logs
+
+    name = "peagle-gpt-oss-20b-dev"
+    built = logs.FilterPattern.all(
+        logs.FilterPattern.string_value("$.event", "=", METRIC_EVENT),
+        logs.FilterPattern.string_value(f"$.{METRIC_DIMENSION}", "=", name),
+    )
+    assert metric_filter_pattern(name) == built.log_pattern_string
+    for bad in ('x" || $.event = "peagle.spec_decode', "a b", "", "-x"):
+        with pytest.raises(ValueError):
+            metric_filter_pattern(bad)
 
 
 def test_endpoint_log_group_has_the_sagemaker_name_and_stage_retention(
@@ -516,6 +572,11 @@ def test_autoscaling_uses_spec_bounds_and_invocations_per_instance(
         "ResourceId": "endpoint/peagle-gpt-oss-20b-prod/variant/AllTraffic",
         "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
         "ServiceNamespace": "sagemaker",
+        "SuspendedState": {  # written out: no experiment runs (infra/scaling.py)
+            "DynamicScalingInSuspended": False,
+            "DynamicScalingOutSuspended": False,
+            "ScheduledScalingSuspended": False,
+        },
     }  # no RoleARN: Application Auto Scaling's SageMaker service-linked role
     (endpoint_id,) = stage_synth.resources(stack, "AWS::SageMaker::Endpoint")
     assert endpoint_id in target["DependsOn"]
@@ -557,7 +618,7 @@ def test_template_assertions_per_construct(prod: Template) -> None:
         prod.has_resource_properties(
             "AWS::Logs::MetricFilter",
             {
-                "FilterPattern": metric_filter_pattern(),
+                "FilterPattern": metric_filter_pattern("peagle-gpt-oss-20b-prod"),
                 "MetricTransformations": [
                     Match.object_like(
                         {

@@ -23,12 +23,20 @@ ALLOWED_FINDINGS = (
         "/Endpoint/ExecutionRole/Policy",
         "Resource::arn:<AWS::Partition>:ec2:",
     ),
-    # SageMaker names the config a shadow experiment makes (infra/experiment.py).
+    # SageMaker names the config a shadow experiment makes (infra/experiment.py); the
+    # experiment role reads the models' data prefixes and gets the ECR token (`*`), as
+    # the execution role does.
     (
         "AwsSolutions-IAM5",
         "/Endpoint/ShadowExperiment/Policy",
         "Resource::arn:<AWS::Partition>:sagemaker:",
     ),
+    (
+        "AwsSolutions-IAM5",
+        "/Endpoint/ShadowExperiment/Policy",
+        "Resource::arn:<AWS::Partition>:s3:::",
+    ),
+    ("AwsSolutions-IAM5", "/Endpoint/ShadowExperiment/Policy", "Resource::*"),
     # The Provider framework may invoke the model handler and its versions (`<arn>:*`).
     (
         "AwsSolutions-IAM5",

@@ -247,6 +247,9 @@ def test_autoscaling_equals_the_sdk_requests(stage_synth: Synthesized, stack: st
     # the stack tags every taggable resource; the SDK tags the target with its stage
     stack_tags = {t["Key"]: t["Value"] for t in target.pop("Tags")}
     assert request.pop("Tags").items() <= stack_tags.items()
+    # the stack writes the suspension out (lifted: no experiment runs), since a
+    # RegisterScalableTarget without it keeps an earlier one (infra/scaling.py)
+    assert set(target.pop("SuspendedState").values()) == {False}
     assert target == request
     policy = stage_synth.one(stack, "AWS::ApplicationAutoScaling::ScalingPolicy")["Properties"]
     request = plan.autoscaling["put_scaling_policy"]

@@ -62,12 +62,16 @@ def test_every_name_grant_of_the_ci_role_is_the_stages_identity() -> None:
     for sid in ("OwnEndpoint", "OwnConfigsAndModels", "OwnConfigsOfOwnModels", "OwnEndpointLogs"):
         for mine in _resources(sids[sid]):
             assert not any(patterns_intersect(mine, theirs) for theirs in dev_grants), (sid, mine)
-    # dev, its promotion source, is read only
+    # dev, its promotion source, is read only, and never its models' environment
+    # (DescribeModel shows the resolved secrets: issue 34, Low 2)
     assert set(sids["SourceConfigsAndModels"]["Action"]) == {
         "sagemaker:DescribeEndpointConfig",
-        "sagemaker:DescribeModel",
         "sagemaker:ListTags",
     }
+    assert "OwnEndpointOnOwnConfigs" in sids
+    for sid in ("OwnEndpointOnOwnConfigs",):
+        for mine in _resources(sids[sid]):
+            assert not any(patterns_intersect(mine, theirs) for theirs in dev_grants), (sid, mine)
 
 
 def test_autoscaling_writes_are_bound_to_sagemaker_variants_of_the_stage() -> None:

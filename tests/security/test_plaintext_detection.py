@@ -4,11 +4,15 @@
 credential's name).
 
 The rule: a value that is a credential whatever its name (a known token format, a
-private key, a URL with a password), or a name whose last word is a credential noun
-(not qualified as a kind that is none, nor as a quantity) on a value that can be one.
+private key, a URL with a password), or a name with a credential noun that ends it or
+that only words naming the value's form or copy follow (issue 34: `HF_TOKEN_VALUE`,
+`API_KEY_B64`, `PRIVATE_KEY_PEM` were missed), not qualified as a kind that is none nor
+as a quantity, on a value that can be one.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +47,20 @@ CAUGHT = {
     "REDIS_URL": "redis://:s3cret@cache:6379/0",
     "MONGO": "mongodb+srv://app:p%40ss@cluster0.example.net/db",
     "SM_VLLM_OTLP_TRACES_ENDPOINT": "https://otel:t0ken@collector:4318",
+    # a suffix after the credential noun that still names the value (issue 34)
+    "HF_TOKEN_VALUE": "abcdefgh12345678",
+    "API_KEY_B64": "YWJjZGVmZ2gxMjM0NTY3OA==",
+    "PRIVATE_KEY_PEM": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    "SERVICE_ACCOUNT_KEY_JSON": '{"type": "service_account"}',
+    "CLIENT_SECRET_VALUE": "abcdefgh",
+    "DB_PASSWORD_PLAIN": "hunter2",
+    "SIGNING_KEY_HEX": "00ff00ff00ff",
+    "OPENAI_API_KEY_PROD": "abcdefgh12345678",
+    "API_KEY_OLD": "abcdefgh12345678",
+    "GH_TOKEN_V2": "abcdefgh12345678",
+    "API_KEY_B64_2": "YWJjZGVmZ2gxMjM0NTY3OA==",
+    "SECRET_KEY_BASE": "abcdefgh12345678",  # Rails' secret
+    "hfTokenValue": "abcdefgh12345678",
 }
 
 # Real variables of vLLM, the AWS vLLM / DJL / TGI SageMaker images, Hugging Face and
@@ -119,6 +137,26 @@ NOT_CAUGHT = {
     "OMP_NUM_THREADS": "8",
     "CUDA_VISIBLE_DEVICES": "0,1",
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    # a credential noun before a word that is not the value: values that could be a
+    # credential, so only the name decides (issue 34's false-alarm side)
+    "TOKENIZER_PATH": "tokenizer-v2",
+    "MAX_TOKENS": "4096",
+    "NUM_SPECULATIVE_TOKENS": "5",
+    "SM_VLLM_DBO_DECODE_TOKEN_THRESHOLD": "32",
+    "SM_VLLM_ALLOWED_TOKEN_IDS": "[1, 2]",
+    "VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024",
+    "AWS_ACCESS_KEY_ID": "AKID-not-a-secret",
+    "S3_ACCESS_KEY_ID": "minio-admin",
+    "HF_TOKEN_FILE": "token.txt",
+    "API_KEY_HEADER": "x-api-key",
+    "API_KEY_NAME": "prod-key",
+    "AUTH_TOKEN_URL": "https://idp.example.com/token",
+    "TOKEN_ENDPOINT": "idp.example.com",
+    "SECRET_KEY_ID": "k-123",
+    "PAD_TOKEN_VALUE": "0",
+    "MAX_TOKEN_VALUE": "4096",
+    "AUTH_DATA_DIR": "data",
+    "PASSWORD_MIN_LENGTH": "12",
 }
 
 
@@ -130,6 +168,30 @@ def test_a_plaintext_credential_is_refused_where_it_would_be_written(key: str, v
     assert err.value.field == f"env.{key}" and "secrets:" in str(err.value)
     if len(value) >= 6:
         assert value not in str(err.value)
+
+
+VLLM_VARIABLES = Path(__file__).parent / "data" / "vllm_0_30_0_variables.txt"
+VLLM_CREDENTIALS = {
+    "SM_VLLM_API_KEY",  # --api-key
+    "SM_VLLM_HF_TOKEN",  # --hf-token
+    "VLLM_API_KEY",
+    "S3_SECRET_ACCESS_KEY",
+    # a CORS switch: by its name a credential, by its value (true/false) never one
+    "SM_VLLM_ALLOW_CREDENTIALS",
+}
+
+
+def test_the_names_of_vllm_0_30_0_flag_only_its_credentials() -> None:
+    """Every option of `vllm serve` (as SM_VLLM_*) and every vllm/envs.py variable, each
+    on a value that could be a credential: only the credentials are named as one."""
+    names = [
+        line
+        for line in VLLM_VARIABLES.read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert len(names) == 603
+    assert {n for n in names if looks_like_secret(n, "abc123xyz")} == VLLM_CREDENTIALS
+    assert not looks_like_secret("SM_VLLM_ALLOW_CREDENTIALS", "true")
 
 
 def test_no_false_alarm_on_real_settings() -> None:

@@ -97,6 +97,11 @@ class InferenceExperiments:
 
     experiments: dict[tuple[str, str, str], Experiment] = field(default_factory=dict)
 
+    def reset(self) -> None:
+        """Forget every experiment (with moto's reset: the endpoints they ran on are gone,
+        and a later test on the same endpoint name must not meet them)."""
+        self.experiments.clear()
+
     # --- reads of the router ----------------------------------------------------------
     def sampling(
         self, ext: MotoExtensions, account: str, region: str, endpoint: str

@@ -27,10 +27,17 @@ LOOPBACK = "127.0.0.1"
 
 
 def reset_moto_state() -> None:
-    """Forget every resource moto holds in this process (all services, all regions)."""
+    """Forget every resource moto holds in this process (all services, all regions), and
+    what the installed extensions hold beside it (InferenceExperiments, which moto lacks,
+    and the endpoints' scripted phases)."""
     from moto.moto_api._internal.models import moto_api_backend
 
+    from peagle_local.emulator.moto_ext import installed
+
     moto_api_backend.reset()
+    ext = installed()
+    if ext is not None:
+        ext.reset_state()
 
 
 @dataclass

@@ -11,7 +11,9 @@ classes in place (and undoes every patch on exit) to add:
   a FailureReason and container log lines in CloudWatch Logs
   `/aws/sagemaker/Endpoints/<name>`;
 - UpdateEndpoint: Updating -> InService on the new config, or a scripted rollback
-  Updating -> RollingBack -> InService on the old config;
+  Updating -> RollingBack -> InService on the old config; RetainAllVariantProperties
+  keeps the variants' instance counts and weights (`capacity`), and `autoscale` moves a
+  registered variant's count as its scaling policy would, honouring SuspendedState;
 - InvokeEndpoint answering OpenAI chat completions, and InvokeEndpointWithResponseStream
   in the real event-stream framing (see `eventstream`), paced by `StreamSettings`;
 - optional speculative-decoding metric lines (`peagle_serve.contract.format_metric_line`)
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 from urllib.parse import unquote
 
+from peagle_local.emulator.capacity import Retention, autoscale
 from peagle_local.emulator.chat import (
     ChatRequest,
     ChatRequestError,
@@ -136,6 +139,11 @@ _SLOT: Slot[MotoExtensions] = Slot("peagle emulator extensions")
 
 def _active() -> MotoExtensions:
     return _SLOT.get()
+
+
+def installed() -> MotoExtensions | None:
+    """The installed extensions, if any."""
+    return _SLOT.active
 
 
 @dataclass
@@ -278,6 +286,24 @@ class MotoExtensions(Installable):
             self._variants[(endpoint_name, variant_name)] = chosen
         return chosen
 
+    def autoscale(
+        self,
+        endpoint_name: str,
+        count: int,
+        *,
+        variant: str = DEFAULT_VARIANT,
+        region: str = "us-east-1",
+        account_id: str | None = None,
+    ) -> int:
+        """Scale a registered variant towards `count` as its policy would (not while its
+        scaling is suspended that way); returns the count it runs after."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        with self._lock:
+            return autoscale(
+                account_id or DEFAULT_ACCOUNT_ID, region, endpoint_name, count, variant
+            )
+
     def variant_behaviour(self, endpoint_name: str, variant_name: str) -> VariantBehaviour | None:
         with self._lock:
             return self._variants.get((endpoint_name, variant_name))
@@ -307,6 +333,12 @@ class MotoExtensions(Installable):
     # --- install (see patching.Installable) -------------------------------------------
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
+
+    def reset_state(self) -> None:
+        """Forget what the extensions hold about moto's resources (with moto's reset)."""
+        with self._lock:
+            self.inference_experiments.reset()
+            self._tracked.clear()
 
     def _after_uninstall(self) -> None:
         with self._lock:
@@ -411,9 +443,12 @@ class MotoExtensions(Installable):
             endpoint_name: str,
             endpoint_config_name: str,
             deployment_config: dict[str, Any] | None = None,
+            retain: Retention | None = None,
         ) -> Any:
             with self._lock:
-                return self._update(backend, endpoint_name, endpoint_config_name, deployment_config)
+                return self._update(
+                    backend, endpoint_name, endpoint_config_name, deployment_config, retain
+                )
 
         self._patch(backend_cls, "describe_endpoint", describe_endpoint)
         self._patch(backend_cls, "delete_endpoint", delete_endpoint)
@@ -494,7 +529,10 @@ class MotoExtensions(Installable):
         endpoint_name: str,
         endpoint_config_name: str,
         deployment_config: dict[str, Any] | None,
+        retain: Retention | None = None,
     ) -> Any:
+        """UpdateEndpoint as scripted; `retain` (RetainAllVariantProperties) keeps the
+        instance counts and weights of the variants the new config names too."""
         from moto.core.utils import utcnow
         from moto.sagemaker.exceptions import ValidationError
         from moto.sagemaker.models import FakeEndpoint, FakeEndpointConfig
@@ -543,9 +581,12 @@ class MotoExtensions(Installable):
                 self._schedule(endpoint, script.rolling_back_s, rolled_back)
                 return
             endpoint.endpoint_config_name = endpoint_config_name
+            before = endpoint.production_variants
             endpoint.production_variants = endpoint._process_production_variants(
                 new_config.production_variants
             )
+            if retain is not None:
+                retain.apply(before, endpoint.production_variants)
             _set_shadow_variants(endpoint, new_config)
             endpoint.endpoint_status = "InService"
 
@@ -787,13 +828,18 @@ class _Sent:
 
 
 def _response_update_endpoint(response: Any) -> Any:
-    """SageMakerResponse.update_endpoint, passing DeploymentConfig on (moto drops it)."""
+    """SageMakerResponse.update_endpoint, passing DeploymentConfig and the retention of
+    variant properties on (moto drops both)."""
     from moto.core.responses import ActionResult
 
     endpoint = response.sagemaker_backend.update_endpoint(
         endpoint_name=response._get_param("EndpointName"),
         endpoint_config_name=response._get_param("EndpointConfigName"),
         deployment_config=response._get_param("DeploymentConfig"),
+        retain=Retention.of(
+            response._get_param("RetainAllVariantProperties"),
+            response._get_param("ExcludeRetainedVariantProperties"),
+        ),
     )
     return ActionResult({"EndpointArn": endpoint.arn})
 

@@ -10,6 +10,10 @@ extension's wall clock; `query_range` answers the series selectors experiments s
 `{"NAME", "label"="value", ...}` (or `NAME{label="value"}`), equality matchers only,
 with the Prometheus HTTP API's matrix answer. Any other PromQL is refused with
 Prometheus's `bad_data` error: the emulator is no PromQL engine.
+
+Whether a shadow variant's series carry `aws.sagemaker.variant.name` is stated in no page
+read: `unlabelled_variants` plays the case where they do not (the variant's series are
+published without that label), for the check that says so (`experiment.series_check`).
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ class DetailedMetrics:
     series: dict[Labels, list[tuple[float, float]]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    unlabelled_variants: set[str] = field(default_factory=set)
+    """Variants whose series are published without `aws.sagemaker.variant.name`."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, labels: dict[str, str], delta: float, at: float) -> None:
@@ -105,6 +111,8 @@ class DetailedMetrics:
             "model_name": "model",
             "engine": "0",
         }
+        if variant in self.unlabelled_variants:
+            del base[VARIANT_LABEL]
         with self._lock:
             if not served.ok:
                 self._add(

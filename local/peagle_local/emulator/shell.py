@@ -31,7 +31,6 @@ from peagle_local.emulator.sigv4 import EmulatorCredentials
 from peagle_local.emulator.world import (
     EMULATED_ACCOUNT,
     StagedWorld,
-    applied_endpoint_quota,
     stage_world,
 )
 
@@ -213,13 +212,38 @@ def instances_to_stage(spec: Any) -> tuple[int, str]:
     )
 
 
+STAGED_LEDGER = "/peagle-emulator/staged"
+"""Where the emulated account keeps what each staged endpoint needs (an SSM parameter
+per instance type and endpoint), so staging again sets the same quota."""
+
+
+def staged_total(ssm: Any, instance_type: str, endpoint_name: str, needed: int) -> int:
+    """Record that `endpoint_name` needs `needed` instances of `instance_type` (replacing
+    what an earlier staging of it said), and return what every staged endpoint needs
+    together: the quota to set. Staging the same spec twice sets the same figure."""
+    ssm.put_parameter(
+        Name=f"{STAGED_LEDGER}/{instance_type}/{endpoint_name}",
+        Value=str(needed),
+        Type="String",
+        Overwrite=True,
+    )
+    total = 0
+    pages = ssm.get_paginator("get_parameters_by_path").paginate(
+        Path=f"{STAGED_LEDGER}/{instance_type}"
+    )
+    for page in pages:
+        total += sum(int(p["Value"]) for p in page.get("Parameters", []))
+    return total
+
+
 def stage_account(
     plan: Any, endpoint_url: str, credentials: EmulatorCredentials, needed: int
 ) -> StagedAccount:
     """Give the running emulator what `plan` needs to pass `peagle doctor`: model data,
-    drafter, the execution role, the image, and a hosting quota raised by `needed`
-    instances (room for this endpoint beside what the account already runs). No emulator
-    at `endpoint_url`, or one that refuses `credentials`: PeagleError, one line."""
+    drafter, the execution role, the image, and a hosting quota that holds `needed`
+    instances for this endpoint beside what the other staged endpoints need (`staged_total`:
+    staging the same spec again changes nothing). No emulator at `endpoint_url`, or one
+    that refuses `credentials`: PeagleError, one line."""
     import boto3
 
     check_emulator_role(plan.execution_role_arn)
@@ -229,8 +253,8 @@ def stage_account(
         region_name=plan.region,
     )
     try:
-        quotas = session.client("service-quotas", endpoint_url=endpoint_url)
-        quota = applied_endpoint_quota(quotas, plan.instance_type) + needed
+        ssm = session.client("ssm", endpoint_url=endpoint_url)
+        quota = float(staged_total(ssm, plan.instance_type, plan.endpoint_name, needed))
         world = stage_world(plan, session, None, endpoint_quota=quota, endpoint_url=endpoint_url)
     except Exception as exc:
         refused = _unreachable(exc, endpoint_url)
