@@ -138,7 +138,7 @@ class ExperimentPlan:
                 },
             },
             **{k: v for k, v in sent.items() if v is not None},
-            "set_ups": set_up_costs(self.settings, self.incumbent.spec.initial_instance_count),
+            "set_ups": set_up_costs(self.settings, self.incumbent_instances),
             "warnings": list(self.warnings),
         }
 
