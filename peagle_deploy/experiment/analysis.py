@@ -9,10 +9,14 @@ both go through it.
 
 1. Blocks: each variant's decode speed pooled over each `block_minutes` from the start
    (`observations.windows`); a block counts when both variants finished at least
-   `stats.MIN_BLOCK_REQUESTS` requests in it; each gives d = log(candidate / incumbent).
-2. The rule (`stats.decide`): a confidence sequence for the mean of d, read at the end
-   of whole cycles; promote when its lower bound clears the margin.
-3. The guardrails (`guardrails`): sequential tests over everything since the start.
+   `stats.MIN_BLOCK_REQUESTS` requests in it; each gives d = log(candidate / incumbent),
+   weighted by the requests both finished in it.
+2. The instance spread (`spread_of`): the stated prior, and what each fleet's instances
+   show, compared within their fleet (`observations.instance_windows`).
+3. The rule (`stats.decide`): a confidence sequence for the traffic-weighted mean of d,
+   widened by the fleets' difference the spread allows, read at the end of whole
+   cycles; promote when its lower bound clears the margin.
+4. The guardrails (`guardrails`): sequential tests over everything since the start.
 """
 
 from __future__ import annotations

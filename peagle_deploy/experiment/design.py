@@ -1,18 +1,16 @@
 """Which experiments can decide: the set-ups the rule is valid for, refused before any AWS call.
 
 Comparable arms. Decode speed depends on the load an instance carries (how many requests
-share its batches), and the arms differ by their instances too (fixed offsets, drift),
-so the rule compares only arms that carry the same load per instance on the same kind of
-fleet:
-- shadow, `sampling_percent` 100, as many candidate instances as incumbent ones: both
-  fleets serve the same requests;
-- split, `weight_percent` 50, equal fleets: each serves half of them.
-Every other share or count is refused: an unequal load per instance moves the speeds
-apart by the load's own effect, which no test on the two speeds can tell from a gain
-(the rule before issue 30 declared 35-100 % false winners on the default fleets of
-other shares), and an equal load on unequal fleets (shadow 20 % on 5 + 1 instances)
-still compares one instance with five, whose offsets do not cancel. Nothing here
-measures load and adjusts for it.
+share its batches), so the rule compares only arms in which every candidate instance
+carries an incumbent instance's load: shadow with `sampling_percent` 100 x M_c / M_i
+(100 on equal fleets, 1/N of the requests on one extra instance), split with
+`weight_percent` 100 x M_c / (M_i + M_c) (50/50 on equal fleets, 1/(N+1) on one). Every
+other share or count is refused: an unequal load per instance moves the speeds apart by
+the load's own effect, which no test on the two speeds can tell from a gain (the rule
+before issue 30 declared 35-100 % false winners on such set-ups). Fleets of different
+sizes are accepted since issue 35: the instances' own offsets, which one candidate
+instance cannot average away, are allowed for by the rule (`experiment.spread`), at the
+cost of sensitivity, which `set_up_costs` tells the plan.
 
 Decidable. The blocks must be at least the container's metric interval (a block between
 two metric lines is empty), the reporter must be on, and the test must see enough

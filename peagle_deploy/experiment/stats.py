@@ -5,9 +5,9 @@ Pure functions of numbers, standard library only.
 **Decode speed.** The evidence is a series of blocks (`block_minutes`, an hour by
 default). In each block each variant's decode speed is pooled over all its requests
 (generated tokens after the first / decode seconds), and the block gives one log ratio
-d = log(candidate speed / incumbent speed). Pooling over an hour makes the ratios nearly
-independent although per-minute figures are autocorrelated (shared load, per-instance
-drift), and makes the bias of a ratio of small sums (the variant with fewer requests in a
+d = log(candidate speed / incumbent speed), weighted by the block's traffic. Pooling over
+an hour takes most of the per-minute autocorrelation (shared load, per-instance drift)
+out, and makes the bias of a ratio of small sums (the variant with fewer requests in a
 minute looks faster) negligible.
 
 The test is a confidence sequence for the mean of d: Lai's mixture for a normal mean with
@@ -24,19 +24,25 @@ a nonnegative martingale under mean mu whatever sigma is, so {mu : L_n(mu) < 1/a
 holds the true mean at every n at once with probability >= 1 - alpha (Ville's
 inequality): no plug-in variance, valid from the first blocks on. Solved for mu it is
 the interval mean +/- sqrt(r V / (n (n - r))), V the sum of squared deviations, r a
-function of n, c and alpha only (infinite while n <= r).
+function of n, c and alpha only (infinite while n <= r). With traffic weights w, the
+mean is the weighted one and n is Kish's effective number of blocks (sum w)^2 / sum w^2,
+with the weighted variance: the gain callers get, a peak hour weighing more than a
+trough; equal weights give the unweighted sequence exactly.
+
+**Instance spread.** What the blocks measure is the candidate's gain plus what its
+instances' fixed offsets differ from the incumbent's: a difference of sd tau x sqrt(1/M_i
++ 1/M_c) (`spread.Spread.fleet_sd`) that no number of blocks averages away. The
+interval is widened by its one-sided 1 - alpha normal bound, the two half widths added
+in quadrature (the offsets are independent of the blocks' noise). tau is the larger of
+the stated prior and what the instances show (`experiment.spread`).
 
 **The rule** (`decide`): it looks only at the end of whole traffic cycles
-(`cycle_minutes`, a day), reading the blocks of the whole cycles seen, so every hour of
-the day weighs the same and the start time cannot pick the winner of an effect that
-depends on load. It promotes the candidate when the lower bound of the gain is above the
-margin (`margin_percent`), keeps the incumbent when the upper bound is below it, and
-otherwise waits for the next cycle, up to `max_duration_minutes`. What the blocks
-measure is the candidate's gain plus what its fleet differs from the incumbent's (fixed
-per-instance offsets, drift); while that sum is at most the margin, a promotion happens
-at most alpha of the time. So a candidate that is no faster is promoted at most alpha of
-the time when the fleets differ by less than the margin, which a calibration (A/A) run
-measures on the endpoint.
+(`cycle_minutes`, a day), reading the blocks of the whole cycles seen, so the start time
+cannot pick the winner of an effect that depends on the time of day. It promotes the
+candidate when the lower bound of the gain is above the margin (`margin_percent`), keeps
+the incumbent when the upper bound is below it, and otherwise waits for the next cycle,
+up to `max_duration_minutes`. A calibration (A/A) run measures tau instead: calibrated
+when its upper bound is within the prior, miscalibrated when its lower bound is beyond.
 
 **Guardrails** (`rate_evidence`, `excess_evidence`): mixtures of likelihood ratios for
 a rate (an error rate, or the share of requests beyond a latency bound), again
