@@ -22,14 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 from peagle_serve.contract import METRICS_INTERVAL_ENV
 from peagle_serve.numeric_env import NumericEnvError, numeric_value
 
 from peagle_deploy.errors import InputError
-from peagle_deploy.experiment.stats import MIN_BLOCK_REQUESTS, blocks_needed
+from peagle_deploy.experiment.stats import MIN_BLOCK_REQUESTS, blocks_needed, spread_half_width
 from peagle_deploy.spec.models import ExperimentSpec
 
 DEFAULT_METRICS_INTERVAL_S = 60.0
@@ -177,7 +176,6 @@ def set_up_costs(settings: ExperimentSpec, incumbent: int) -> list[dict[str, Any
     requests a minute, a +10 % gain is promoted at the first look in every set-up). With
     `expected_requests_per_minute`, whether each block would hold enough of the
     candidate's requests to count."""
-    z = NormalDist().inv_cdf(1 - settings.alpha)
     spread = settings.instance_spread_percent / 100
     chosen = (settings.mode, round(100 * settings.share), settings.candidate_instances(incumbent))
     rows = []
@@ -189,7 +187,10 @@ def set_up_costs(settings: ExperimentSpec, incumbent: int) -> list[dict[str, Any
             "callers_answered_by_candidate_percent": s.percent if s.mode == "split" else 0,
             "smallest_gain_promoted_percent": round(
                 100
-                * math.expm1(math.log1p(settings.margin_percent / 100) + z * s.fleet_sd(spread)),
+                * math.expm1(
+                    math.log1p(settings.margin_percent / 100)
+                    + spread_half_width(settings.alpha, s.fleet_sd(spread))
+                ),
                 2,
             ),
             "extra_instance_hours": {

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from peagle_serve.contract import (
     DEFAULT_VARIANT,
@@ -222,15 +222,26 @@ def span_index(timestamp_ms: int, *, start_ms: int, width_s: float) -> int:
     return int((timestamp_ms - start_ms - 1) // (width_s * 1000))
 
 
+_Key = TypeVar("_Key", str, tuple[str, str])
+
+
+def _variant_of(o: VariantSample) -> str:
+    return o.variant
+
+
+def _variant_and_instance(o: VariantSample) -> tuple[str, str]:
+    return o.variant, o.instance
+
+
 def _pooled(
     samples: Iterable[VariantSample],
     *,
     start_ms: int,
     window_s: float,
-    key: Callable[[VariantSample], Hashable],
-) -> dict[Hashable, dict[int, Window]]:
+    key: Callable[[VariantSample], _Key],
+) -> dict[_Key, dict[int, Window]]:
     """key(sample) -> span index -> the decode figures pooled over the span."""
-    sums: dict[tuple[Hashable, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    sums: dict[tuple[_Key, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     width_ms = window_s * 1000
     for o in samples:
         if o.timestamp_ms <= start_ms or o.requests <= 0:
@@ -239,7 +250,7 @@ def _pooled(
         row[0] += o.requests
         row[1] += o.decode_tokens
         row[2] += o.decode_s
-    out: dict[Hashable, dict[int, Window]] = defaultdict(dict)
+    out: dict[_Key, dict[int, Window]] = defaultdict(dict)
     for (k, index), (requests, tokens, seconds) in sums.items():
         out[k][index] = Window(requests, tokens, seconds)
     return out
@@ -250,8 +261,7 @@ def windows(
 ) -> dict[str, dict[int, Window]]:
     """variant -> span index -> its decode figures, for spans of `window_s` from
     `start_ms` (samples stamped at or before `start_ms` are left out)."""
-    pooled = _pooled(samples, start_ms=start_ms, window_s=window_s, key=lambda o: o.variant)
-    return {str(k): v for k, v in pooled.items()}
+    return _pooled(samples, start_ms=start_ms, window_s=window_s, key=_variant_of)
 
 
 def instance_windows(
@@ -259,11 +269,9 @@ def instance_windows(
 ) -> dict[str, dict[str, dict[int, Window]]]:
     """variant -> instance -> span index -> its decode figures (as `windows`, per
     instance; a source without instances gives one instance named "")."""
-    pooled = _pooled(
-        samples, start_ms=start_ms, window_s=window_s, key=lambda o: (o.variant, o.instance)
-    )
+    pooled = _pooled(samples, start_ms=start_ms, window_s=window_s, key=_variant_and_instance)
     out: dict[str, dict[str, dict[int, Window]]] = defaultdict(dict)
-    for (variant, instance), spans in pooled.items():  # type: ignore[misc]
+    for (variant, instance), spans in pooled.items():
         out[variant][instance] = spans
     return out
 

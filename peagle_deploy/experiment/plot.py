@@ -115,7 +115,7 @@ def _difference_panel(status: ExperimentStatus, diff: Any, unit_s: float) -> Non
         )
         if result is None or not result.finite:
             continue
-        at = _measured_at(pairs[n - 1].index, analysis.block_s, analysis.elapsed_s)
+        at = _measured_at(pairs[n - 1].number, analysis.block_s, analysis.elapsed_s)
         xs.append(at / unit_s)
         mids.append(100 * math.expm1(result.mean_log_ratio))
         low, high = result.ci

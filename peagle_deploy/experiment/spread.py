@@ -91,8 +91,9 @@ def estimate(fleets: Sequence[Fleet]) -> SpreadEstimate:
         counted += m
     if df == 0:
         return SpreadEstimate(None, 0)
-    noise = noise_total / counted
-    return SpreadEstimate(math.sqrt(max(0.0, squares / df - noise)), df, squares, noise)
+    noise_share = noise_total / counted
+    tau = math.sqrt(max(0.0, squares / df - noise_share))
+    return SpreadEstimate(tau, df, squares, noise_share)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from peagle_deploy.experiment.spread import Spread, interval
 
@@ -95,7 +95,7 @@ def blocks_needed(alpha: float, scale: float = MIXTURE_SCALE) -> int:
 class Block(NamedTuple):
     """One block both variants finished enough requests in."""
 
-    index: int
+    number: int
     """Blocks since the start (0 first)."""
     log_ratio: float
     """log(candidate decode speed / incumbent decode speed) over the block."""
@@ -388,8 +388,10 @@ def _undecided(
     return f"{_interval(result)}{_allowing(result)} still spans the {100 * margin:g}% margin"
 
 
-def _sequence(blocks: Sequence[Block], below: int, alpha: float, fleet_sd: float) -> Any:
-    kept = [b for b in blocks if b.index < below]
+def _sequence(
+    blocks: Sequence[Block], below: int, alpha: float, fleet_sd: float
+) -> SequentialResult | None:
+    kept = [b for b in blocks if b.number < below]
     return confidence_sequence(
         [b.log_ratio for b in kept],
         alpha=alpha,
