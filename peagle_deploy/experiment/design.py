@@ -74,12 +74,12 @@ def check_comparable(settings: ExperimentSpec, incumbent_instances: int) -> None
         raise InputError(
             "experiment.candidate_instance_count",
             f"{count} at {percent} {given}: {why}",
-            " or ".join(str(c) for c in counts) + f" (or a {percent} that matches {count})",
+            " or ".join(str(c) for c in counts) + f", or a {percent} matching {count}",
         )
     raise InputError(
         f"experiment.{percent}",
         f"{given} on {count} candidate instance{'s' if count != 1 else ''}: {why}",
-        " or ".join(str(p) for p in allowed) + " (or candidate_instance_count to match the share)",
+        " or ".join(str(p) for p in allowed) + ", or a candidate_instance_count matching the share",
     )
 
 
