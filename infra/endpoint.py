@@ -250,34 +250,7 @@ class PeagleEndpoint(Construct):
         variants = plan.create_endpoint_config["ProductionVariants"]
         self.variant_name: str = variants[0]["VariantName"]
 
-        # Decrypt on the stack key only where the storage volume uses it (the execution
-        # role's and the experiment role's grant alike).
-        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
-        self.execution_role = ExecutionRole(
-            self,
-            "ExecutionRole",
-            create_model=role_request(plan, experiment),
-            endpoint_name=plan.endpoint_name,
-            # Decrypt on the stack key only where the storage volume uses it; on
-            # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
-            # uses through the key policy (writers need no KMS permission).
-            key=key if uses_stack_volume_key(plan) else None,
-            model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
-            expected_bucket_owner=plan.spec.expected_bucket_owner,
-        )
-        self.model = PeagleModel(
-            self,
-            "Model",
-            create_model=plan.create_model,
-            execution_role=self.execution_role.role,
-            endpoint_name=plan.endpoint_name,
-            key=key,
-            removal_policy=removal_policy,
-            secret_refs=plan.secret_refs,
-        )
-        # The role's policy must exist before CreateModel: SageMaker checks that the
-        # role can read the model data when the model is created.
-        self.model.resource.node.add_dependency(self.execution_role.policy)
+        self._role_and_model(plan, key, removal_policy)
         self.candidate_model: Any = None
         config_request = plan.create_endpoint_config
         split = experiment is not None and experiment.requests.create_endpoint_config is not None
@@ -310,6 +283,38 @@ class PeagleEndpoint(Construct):
         self.shadow: ShadowExperiment | None = None
         if experiment is not None:
             self._wire_experiment(experiment, split=split)
+
+    def _role_and_model(self, plan: Plan, key: kms.IKey, removal_policy: RemovalPolicy) -> None:
+        """The execution role, and the model the provider creates with it."""
+        # Decrypt on the stack key only where the storage volume uses it (the execution
+        # role's and the experiment role's grant alike).
+        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
+        experiment = self.experiment
+        self.execution_role = ExecutionRole(
+            self,
+            "ExecutionRole",
+            create_model=role_request(plan, experiment),
+            endpoint_name=plan.endpoint_name,
+            # Decrypt on the stack key only where the storage volume uses it; on
+            # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
+            # uses through the key policy (writers need no KMS permission).
+            key=key if uses_stack_volume_key(plan) else None,
+            model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
+            expected_bucket_owner=plan.spec.expected_bucket_owner,
+        )
+        self.model = PeagleModel(
+            self,
+            "Model",
+            create_model=plan.create_model,
+            execution_role=self.execution_role.role,
+            endpoint_name=plan.endpoint_name,
+            key=key,
+            removal_policy=removal_policy,
+            secret_refs=plan.secret_refs,
+        )
+        # The role's policy must exist before CreateModel: SageMaker checks that the
+        # role can read the model data when the model is created.
+        self.model.resource.node.add_dependency(self.execution_role.policy)
 
     def _wire_experiment(self, experiment: ExperimentPlan, *, split: bool) -> None:
         """A split's config names the candidate's model; a shadow experiment is its own
