@@ -487,3 +487,27 @@ def test_a_start_stopped_before_it_held_the_scaling_holds_it_when_resumed(
     status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
     assert status.record.state == "running" and _suspension(name) == SUSPENDED
     assert _counts(name) == {"AllTraffic": 6, "Candidate": 6}
+
+
+def test_the_promotion_after_conclude_keeps_the_autoscaled_instances_and_scaling(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """The incumbent ran 6 instances (its config says 1) and the candidate wins: the
+    promotion's blue/green deploy keeps the 6, and the stage's scaling target and policy
+    act on after it (docs/platform-facts.md, "Deploying onto an autoscaled endpoint")."""
+    from test_experiment_lifecycle import traffic
+
+    _role()
+    spec, name = _autoscaled(emulator)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+    start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    traffic(name, wall, minutes=40)
+    assert conclude_experiment(name, progress=False).action == "promoted"
+    assert _counts(name) == {"AllTraffic": 6}
+    assert _suspension(name) == ACTIVE
+    aas = boto3.client("application-autoscaling", region_name=REGION)
+    policies = aas.describe_scaling_policies(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{name}/variant/AllTraffic"
+    )["ScalingPolicies"]
+    assert [p["PolicyName"] for p in policies] == [f"{name}-invocations"]
+    assert emulator.autoscale(name, 7) == 7
