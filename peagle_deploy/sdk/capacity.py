@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from peagle_deploy.aws import serving_instance_type
 from peagle_deploy.errors import DeployError, InputError
 from peagle_deploy.naming import STAGE_TAG
 from peagle_deploy.plan import Plan
@@ -74,27 +75,13 @@ def target_key(endpoint: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def serving_instance_type(sm: Any, config_name: str) -> str | None:
-    """The instance type the serving config gives the endpoint's variant; None when the
-    config cannot be read (deleted, or not readable: the update then goes as asked, and
-    SageMaker refuses it if it changes a scaled variant's type)."""
-    from botocore.exceptions import ClientError
-
-    try:
-        config = sm.describe_endpoint_config(EndpointConfigName=config_name)
-    except ClientError:
-        return None
-    for variant in config.get("ProductionVariants") or []:
-        if variant.get("VariantName") == VARIANT_NAME:
-            return str(variant.get("InstanceType") or "") or None
-    return None
-
-
 def find_swap(sm: Any, aas: Any, plan: Plan, current: dict[str, Any]) -> ScalingSwap | None:
     """The scaling to take off for the update of `current` (DescribeEndpoint) to `plan`,
     or None: the instance type stays, or the variant is not a scalable target. Reads only;
     InputError (`instance_type`) for a target holding what the deploy could not put back."""
     endpoint = plan.endpoint_name
+    # None when the config cannot be read: the update then goes as asked, and SageMaker
+    # refuses it if it changes a scaled variant's type (the refused-update error says so).
     from_type = serving_instance_type(sm, str(current["EndpointConfigName"]))
     if from_type is None or from_type == plan.instance_type:
         return None
