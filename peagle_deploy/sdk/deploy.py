@@ -54,6 +54,10 @@ from peagle_deploy.spec import load_spec, spec_with
 from peagle_deploy.spec.flags import keyword_overrides
 from peagle_deploy.spec.models import DeploymentSpec
 
+REGISTER_AGAIN = (
+    "The autoscaling of {name} was taken off for the instance-type change: the same "
+    "deploy, run again once the update has settled, registers it again."
+)
 PROVISIONING_MARGIN_S = 1200
 UPDATE_MARGIN_S = 600
 
@@ -427,7 +431,7 @@ class _Deployer:
         assert current is not None
         try:
             self.swap = capacity.find_swap(self.sm, self.aas(), self.plan, current)
-        except InputError as exc:
+        except (InputError, DeployError) as exc:
             if not dry_run:
                 raise
             return str(exc)
@@ -663,6 +667,8 @@ class _Deployer:
             f"({p.rollout.strategy} blue/green)"
         )
         if not self.wait:
+            if self.swap is not None:
+                self.warnings.append(REGISTER_AGAIN.format(name=p.endpoint_name))
             return self.outcome("update", "Updating", previous_config=previous)
         result = self.wait_for_update()
         desc = result.description
@@ -685,11 +691,7 @@ class _Deployer:
         except Interrupted as stopped:
             if self.swap is None:
                 raise
-            raise Interrupted(
-                name,
-                f"{stopped} Its autoscaling was taken off for the instance-type change: the "
-                "same deploy, run again once the update has settled, registers it again.",
-            ) from None
+            raise Interrupted(name, f"{stopped} {REGISTER_AGAIN.format(name=name)}") from None
 
     def update_failed(self, result: WaitResult, since_ms: int) -> DeployError:
         """Rolled back (or failed): the endpoint keeps serving what it served before; the
@@ -778,7 +780,16 @@ class _Deployer:
         when it is not (a deploy stopped after an instance-type change took it off)."""
         from peagle_deploy.plan.experiment_requests import describe_scaling
 
-        found = self.aas().describe_scalable_targets(**describe_scaling(self.plan.endpoint_name))
+        try:
+            found = self.aas().describe_scalable_targets(
+                **describe_scaling(self.plan.endpoint_name)
+            )
+        except Exception as exc:  # cannot tell: leave it as it is, and say so
+            self.warnings.append(
+                f"could not read the autoscaling of {self.plan.endpoint_name} ({exc}); "
+                "left as it is"
+            )
+            return True
         if found.get("ScalableTargets"):
             return True
         self.warnings.append(f"{self.plan.endpoint_name} had no autoscaling: registered it")

@@ -182,10 +182,25 @@ def test_an_update_interrupted_after_the_scaling_came_off_is_finished_by_the_sam
     monkeypatch.setattr(waiter, "_sleep", ctrl_c)
     with pytest.raises(KeyboardInterrupt) as caught:
         _deploy(aws, instance_type=OTHER_TYPE)
-    assert "autoscaling was taken off" in str(caught.value)
+    assert "was taken off for the instance-type change" in str(caught.value)
     assert _scaling(aws) == ([], [])
     monkeypatch.setattr(waiter, "_sleep", real)
     again = _deploy(aws, instance_type=OTHER_TYPE).deployment
     assert again is not None and again.action == "resume"
     assert _scaling(aws) == OWN
     assert _instance_type(aws) == OTHER_TYPE
+
+
+def test_an_unchanged_deploy_registers_the_scaling_it_finds_missing(aws: AwsEnv) -> None:
+    """A deploy stopped after an instance-type change took the scaling off (or told not
+    to wait) left no target: the same deploy, a no-op for the endpoint, registers it."""
+    _scaled_to_six(aws)
+    outcome = _deploy(aws, instance_type=OTHER_TYPE, wait=False).deployment
+    assert outcome is not None and outcome.action == "update"
+    assert any("run again once the update has settled" in w for w in outcome.warnings)
+    assert _scaling(aws) == ([], [])
+    aws.clock.advance(3600)
+    again = _deploy(aws, instance_type=OTHER_TYPE).deployment
+    assert again is not None and again.action == "noop"
+    assert any("had no autoscaling: registered it" in w for w in again.warnings)
+    assert _scaling(aws) == OWN
