@@ -168,14 +168,22 @@ def running_instances(ctx: DoctorContext) -> int | None:
     runs what its scaling asked for, not its config's initial count); None when the
     endpoint does not exist, holds no instances or cannot be read (then the spec's counts
     are used; the usage line says when the region's endpoints could not be read)."""
-    from peagle_deploy.aws import describe_endpoint_or_none
     from peagle_deploy.records import current_instances
 
+    name = ctx.plan.endpoint_name
+    sm = ctx.client("sagemaker")
     try:
-        desc = describe_endpoint_or_none(ctx.client("sagemaker"), ctx.plan.endpoint_name)
+        # Listed first, as the usage count lists the region's endpoints: an endpoint that
+        # does not exist yet is not described (the deploy's own look comes after doctor).
+        pages = sm.get_paginator("list_endpoints").paginate(
+            NameContains=name, PaginationConfig={"PageSize": 100, "MaxItems": 1000}
+        )
+        if not any(e.get("EndpointName") == name for p in pages for e in p.get("Endpoints", [])):
+            return None
+        desc = sm.describe_endpoint(EndpointName=name)
     except Exception:
         return None
-    if desc is None or desc.get("EndpointStatus") in IDLE_STATES:
+    if desc.get("EndpointStatus") in IDLE_STATES:
         return None
     return current_instances(desc)
 

@@ -78,7 +78,8 @@ def target_key(endpoint: str, **extra: Any) -> dict[str, Any]:
 def find_swap(sm: Any, aas: Any, plan: Plan, current: dict[str, Any]) -> ScalingSwap | None:
     """The scaling to take off for the update of `current` (DescribeEndpoint) to `plan`,
     or None: the instance type stays, or the variant is not a scalable target. Reads only;
-    InputError (`instance_type`) for a target holding what the deploy could not put back."""
+    InputError (`instance_type`) for a target holding what the deploy could not put back,
+    DeployError when the target cannot be read."""
     endpoint = plan.endpoint_name
     # None when the config cannot be read: the update then goes as asked, and SageMaker
     # refuses it if it changes a scaled variant's type (the refused-update error says so).
