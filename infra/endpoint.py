@@ -209,13 +209,50 @@ def deployment_config_property(
     )
 
 
+_UPDATE_FIELDS = frozenset(
+    {
+        "EndpointName",
+        "EndpointConfigName",
+        "DeploymentConfig",
+        "RetainAllVariantProperties",
+        "ExcludeRetainedVariantProperties",
+    }
+)
+"""What the plan's UpdateEndpoint may say: the endpoint's own properties carry each."""
+
+
+def retention_properties(update_endpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's retention of variant properties as CfnEndpoint keywords (none when the
+    plan retains nothing): a stage with `scaling:` keeps, through every update the stack
+    makes, the instances its scaling gave the endpoint, as the SDK's update does
+    (`plan.render.update_endpoint`; docs/platform-facts.md, "Deploying onto an
+    autoscaled endpoint")."""
+    unknown = set(update_endpoint) - _UPDATE_FIELDS
+    if unknown:
+        raise NotExpressibleError("UpdateEndpoint", f"fields {sorted(unknown)}")
+    if not update_endpoint.get("RetainAllVariantProperties"):
+        return {}
+    excluded = update_endpoint.get("ExcludeRetainedVariantProperties") or []
+    return {
+        "retain_all_variant_properties": True,
+        "exclude_retained_variant_properties": [
+            sm.CfnEndpoint.VariantPropertyProperty(variant_property_type=e["VariantPropertyType"])
+            for e in excluded
+        ]
+        or None,
+    }
+
+
 class PeagleEndpoint(Construct):
     """A P-EAGLE SageMaker endpoint exactly as `deploy_peagle()` would create it.
 
     Owns its execution role (least privilege), the model custom resource, the endpoint
     config (KmsKeyId on the storage volume only where the instance attaches EBS) and
     the endpoint with a blue/green DeploymentConfig that rolls back on
-    `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
+    `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`). On
+    a stage that scales, the endpoint retains its variant's instance count through every
+    update (`retention_properties`): a changed config does not drop an endpoint its
+    scaling moved to 6 back to `initial_instance_count`.
 
     With an `experiment` (the stage's spec carries one), the candidate's model joins
     the incumbent's on the same provider. A shadow experiment is an InferenceExperiment
@@ -276,6 +313,7 @@ class PeagleEndpoint(Construct):
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
             deployment_config=deployment_config,
             tags=_tags(plan.create_endpoint["Tags"]),
+            **retention_properties(plan.update_endpoint),
         )
         self.endpoint.node.add_dependency(self.model.resource)
         if log_group is not None:
