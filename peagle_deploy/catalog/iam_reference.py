@@ -34,7 +34,14 @@ class ActionReference:
 
     name: str
     access_level: str
-    """`Read`, `List`, `Write`, `Tagging` or `Permissions management`."""
+    """`Read`, `List`, `Write`, `Tagging`, `Permissions management`, or several of them
+    (`Tagging, Write`: sagemaker:AddTags, ssm:AddTagsToResource)."""
+
+    @property
+    def changes(self) -> bool:
+        """Whether the action changes something (an access level other than Read or List)."""
+        return any(level.strip() not in ("Read", "List") for level in self.access_level.split(","))
+
     resources: tuple[ResourceUse, ...]
     condition_keys: tuple[str, ...]
     dependent_actions: tuple[str, ...]
@@ -50,9 +57,6 @@ class Reference:
     """`service:type` -> `arn:${Partition}:...` (the reference's own template)."""
     key_types: dict[str, str]
     """condition key (as the reference spells it) -> `String`, `ARN`, `ArrayOfString`..."""
-
-    CHANGES = frozenset({"Write", "Tagging", "Permissions management"})
-    """The access levels of actions that change something (the rest read or list)."""
 
     def action(self, name: str) -> ActionReference | None:
         """The action named `service:Action` (IAM action names are case-insensitive)."""

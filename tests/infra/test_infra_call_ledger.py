@@ -126,7 +126,7 @@ def changes(action: str) -> bool:
     """Whether the action changes something (its access level in the reference)."""
     found = reference().action(action)
     assert found is not None, action
-    return found.access_level in reference().CHANGES
+    return found.changes
 
 
 @dataclass(frozen=True, eq=False)
