@@ -29,8 +29,8 @@ decide each one against the synthesized policy):
   InferenceExperiments, created only tagged with the stage; the stage's experiment role
   (tagged `peagle:experiment-stage=<stage>`, never `peagle:stage`) passed to SageMaker;
   the metric reads of `status`; and what `peagle doctor --stage` reads.
-- SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter and, for
-  `peagle delete`, DeleteParameter included).
+- SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter, never
+  DeleteParameter: the versions of a record are the stage's audit trail).
 - Logs: the endpoint's log group (failure reports, acceptance metrics).
 - Autoscaling of SageMaker endpoint variants only (`application-autoscaling:
   service-namespace` and `scalable-dimension`) whose scalable target is tagged with the
@@ -103,7 +103,9 @@ ENDPOINT_ON_CONFIG_ACTIONS = ("sagemaker:CreateEndpoint", "sagemaker:UpdateEndpo
 endpoint can never be pointed at another stage's config (its model and secrets)."""
 LIST_ACTIONS = ("sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels")
 PARAMETER_READ_ACTIONS = ("ssm:GetParameter", "ssm:GetParametersByPath")
-PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:DeleteParameter", "ssm:PutParameter")
+PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:PutParameter")
+"""Never DeleteParameter: a record's versions are the stage's audit trail (docs/ci.md);
+`peagle delete` run as the role removes the endpoint and says the record stays."""
 LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents")
 AUTOSCALING_REGISTER_ACTIONS = ("application-autoscaling:RegisterScalableTarget",)
 AUTOSCALING_TARGET_ACTIONS = (

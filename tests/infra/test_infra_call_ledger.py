@@ -189,10 +189,16 @@ def verdicts(ledger: Ledger) -> Verdicts:
 
 EXPECTED_DENIALS = {
     ("ssm:GetParametersByPath", f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/peagle-deploy"),
+    (
+        "ssm:DeleteParameter",
+        f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/peagle-deploy/dev/{endpoint('dev')}/manifest",
+    ),
 }
 """Requests made and denied on purpose: the SDK's look for a record of the endpoint under
-another stage's path (every stage's records, which no stage may read). Denied, the SDK
-relies on the endpoint's peagle:stage tag (tests/sdk/test_sdk_adopt.py)."""
+another stage's path (every stage's records, which no stage may read; denied, the SDK
+relies on the endpoint's peagle:stage tag, tests/sdk/test_sdk_adopt.py), and `peagle
+delete`'s removal of the stage's manifest (a record's versions are the stage's audit
+trail, which its CI role may not erase; the command says the manifest stays)."""
 
 NEEDED = {
     ("dev", "model provider", "CreateModel"),
