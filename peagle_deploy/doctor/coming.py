@@ -59,19 +59,23 @@ class ComingRun:
     @property
     def label(self) -> str:
         """How the pass line names the run."""
-        return {"deploy": "the deploy", "promotion": "the promotion"}.get(
-            self.kind, "the experiment (start and end)"
-        )
+        return {
+            "deploy": "the deploy",
+            "promotion": "the promotion",
+            "experiment": "the experiment (start and end)",
+            "cdk": "the CDK deploy",
+        }[self.kind]
 
 
 DEPLOY = ComingRun()
 CDK_DEPLOY = ComingRun(kind="cdk")
 
 
-def _arn(plan: Plan, account: str, resource: str, service: str = "sagemaker") -> str:
+def _arn(plan: Plan, account: str, resource: str) -> str:
+    """A SageMaker resource's ARN in the plan's region."""
     from peagle_deploy.validation.aws_shapes import partition_of
 
-    return f"arn:{partition_of(plan.region)}:{service}:{plan.region}:{account}:{resource}"
+    return f"arn:{partition_of(plan.region)}:sagemaker:{plan.region}:{account}:{resource}"
 
 
 def deploy_calls(plan: Plan, endpoint: Mapping[str, Any] | None, account: str) -> list[Call]:
