@@ -410,12 +410,15 @@ def figures(ledger: Ledger, verdicts: Verdicts) -> list[str]:
     ]
     for stage in STAGES:
         for kind in ("ci", "provider"):
-            own = [d for q, d in verdicts.own.items() if (q.stage, q.kind) == (stage, kind)]
+            mine = [(q, d) for q, d in verdicts.own.items() if (q.stage, q.kind) == (stage, kind)]
+            own = [d for _, d in mine]
+            meant = sum(1 for q, _ in mine if (q.ask.action, q.ask.resource) in EXPECTED_DENIALS)
             others = [
                 d for (q, _), d in verdicts.others.items() if (q.stage, q.kind) == (stage, kind)
             ]
             lines.append(
-                f"{stage} {kind}: own role allows {own.count('Allowed')}/{len(own)}; "
+                f"{stage} {kind}: own role allows {own.count('Allowed')}/{len(own)} "
+                f"({meant} denied on purpose); "
                 f"other stages' roles deny {len(others) - others.count('Allowed')}/{len(others)} "
                 "(changes)"
             )
