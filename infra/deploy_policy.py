@@ -1,12 +1,13 @@
 """The identity policy of one stage's CI deploy role, as JSON statements (no aws_cdk).
 
 What the role may do is derived from the stage's plan, as the execution role's is
-(infra/execution_policy.py): its endpoint name, the content-derived model and config
-names (`peagle_deploy.access.endpoint_grants`, the one spelling of every name pattern),
-its `/peagle-deploy/<stage>/` parameters, its log group. It covers what `peagle deploy`,
-`peagle promote` and `peagle doctor` call (tests/infra/test_infra_ci_roles_flow.py
-records the calls of a deploy and two promotions against the emulator and has an outside
-IAM evaluator decide each one against the synthesized policy):
+(infra/execution_policy.py): its endpoint name, the content-derived model, config and
+experiment names (`peagle_deploy.access.endpoint_grants`, the one spelling of every name
+pattern), its `/peagle-deploy/<stage>/` parameters, its log group. It covers what
+`peagle deploy`, `status`, `list`, `invoke`, `delete`, `peagle promote`, `peagle
+experiment` and `peagle doctor` call (tests/infra/test_infra_call_ledger.py runs them as
+this role against the emulator, records every call, and has an outside IAM evaluator
+decide each one against the synthesized policy):
 
 - SageMaker: create, update, describe, tag and delete the stage's endpoint, configs and
   models; an endpoint config only of the stage's own models (`sagemaker:ModelArn`); the
@@ -21,15 +22,21 @@ IAM evaluator decide each one against the synthesized policy):
   of its own plan) nor its models (DescribeModel shows their resolved secrets).
 - `iam:PassRole` only to SageMaker (`iam:PassedToService`) and only of the stage's
   execution role: the spec's `execution_role_arn`, or any role tagged
-  `peagle:stage=<stage>` (the CDK stack's experiment roles are not: infra/experiment.py);
-  the doctor may GetRole and SimulatePrincipalPolicy on it, and SimulatePrincipalPolicy
-  on the deploy role itself (the caller's own permissions for the coming run).
-- SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter included).
+  `peagle:stage=<stage>`; the doctor may GetRole and SimulatePrincipalPolicy on it, and
+  SimulatePrincipalPolicy on the deploy role itself (the caller's own permissions for
+  the coming run).
+- Experiments on the stage's own endpoint (`experiment_statements`): its own
+  InferenceExperiments, created only tagged with the stage; the stage's experiment role
+  (tagged `peagle:experiment-stage=<stage>`, never `peagle:stage`) passed to SageMaker;
+  the metric reads of `status`; and what `peagle doctor --stage` reads.
+- SSM: read and write only under `/peagle-deploy/<stage>/` (PutParameter, never
+  DeleteParameter: the versions of a record are the stage's audit trail).
 - Logs: the endpoint's log group (failure reports, acceptance metrics).
 - Autoscaling of SageMaker endpoint variants only (`application-autoscaling:
   service-namespace` and `scalable-dimension`) whose scalable target is tagged with the
   stage (`aws:ResourceTag`; a new target must be registered with that tag,
-  `aws:RequestTag`), the stage's endpoint's SageMaker calls and target-tracking alarms.
+  `aws:RequestTag`; an experiment re-registers a tagged one to hold its scaling), the
+  stage's endpoint's SageMaker calls and target-tracking alarms.
 - The doctor's reads: the model and drafter locations of the stage and of its source (a
   promotion deploys the source's model), the image's repository, SageMaker's quotas.
 
@@ -50,8 +57,9 @@ from peagle_deploy.access import (
     owner_condition,
     s3_reads,
 )
-from peagle_deploy.naming import STAGE_TAG
+from peagle_deploy.naming import EXPERIMENT_STAGE_TAG, STAGE_TAG
 from peagle_deploy.records.paths import PARAMETER_ROOT
+from peagle_deploy.stages import stack_name
 
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
 AUTOSCALING_SLR_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
@@ -96,17 +104,33 @@ endpoint can never be pointed at another stage's config (its model and secrets).
 LIST_ACTIONS = ("sagemaker:ListEndpointConfigs", "sagemaker:ListEndpoints", "sagemaker:ListModels")
 PARAMETER_READ_ACTIONS = ("ssm:GetParameter", "ssm:GetParametersByPath")
 PARAMETER_WRITE_ACTIONS = ("ssm:AddTagsToResource", "ssm:PutParameter")
+"""Never DeleteParameter: a record's versions are the stage's audit trail (docs/ci.md);
+`peagle delete` run as the role removes the endpoint and says the record stays."""
 LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents")
 AUTOSCALING_REGISTER_ACTIONS = ("application-autoscaling:RegisterScalableTarget",)
 AUTOSCALING_TARGET_ACTIONS = (
     "application-autoscaling:DeleteScalingPolicy",
     "application-autoscaling:DeregisterScalableTarget",
     "application-autoscaling:PutScalingPolicy",
+    # an experiment suspends and restores a registered target's scaling (SuspendedState),
+    # a registration that names no tags: only of a target tagged with the stage
+    "application-autoscaling:RegisterScalableTarget",
 )
 AUTOSCALING_READ_ACTIONS = (
     "application-autoscaling:DescribeScalableTargets",
     "application-autoscaling:DescribeScalingPolicies",
 )
+OWN_EXPERIMENT_ACTIONS = (
+    "sagemaker:DeleteInferenceExperiment",
+    "sagemaker:DescribeInferenceExperiment",
+    "sagemaker:StopInferenceExperiment",
+    "sagemaker:UpdateInferenceExperiment",
+)
+"""What `peagle experiment` does to the stage's own InferenceExperiments (content-derived
+names) after creating one: read it, set its end, stop it, replace a finished one."""
+METRIC_READ_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics")
+"""`peagle experiment status`: SageMaker's per-variant metrics, and detailed
+observability's PromQL (which needs both)."""
 QUOTA_ACTIONS = (
     "servicequotas:ListAWSDefaultServiceQuotas",
     "servicequotas:ListServiceQuotas",
@@ -148,6 +172,27 @@ WILDCARD_REASONS = {
     "OwnEndpointOnOwnConfigs": "The stage's own endpoint configs (content-derived names).",
     "AutoscalingAlarms": "The target-tracking alarms of the stage's endpoint only.",
     "DoctorReadsModelData": "The model and drafter S3 prefixes of the stage's plans only.",
+    "OwnExperiments": "The stage's own InferenceExperiments (content-derived names) only.",
+    "CreateOwnExperiments": (
+        "The stage's own InferenceExperiments (content-derived names), tagged with the stage."
+    ),
+    "PassOwnExperimentRoleToSageMaker": (
+        "Only roles tagged peagle:experiment-stage=<stage>, only to sagemaker.amazonaws.com."
+    ),
+    "DoctorReadsOwnExperimentRole": (
+        "Only roles tagged peagle:experiment-stage=<stage>; read-only (their tags)."
+    ),
+    "ReadMetrics": (
+        "cloudwatch:GetMetricData and ListMetrics name no resource (their dataset type is "
+        "optional, and the endpoint is a metric dimension IAM cannot see): read-only."
+    ),
+    "ListExperiments": f"sagemaker:ListInferenceExperiments: {NO_RESOURCE_LEVEL}.",
+    "DoctorReadsOwnStack": "The stage's own stack (its id is CloudFormation's); read-only.",
+    "DescribeRegionExperiments": (
+        "Read-only DescribeInferenceExperiment of the region's experiments: `peagle doctor "
+        "--stage` finds which one runs on the stage's endpoint, whoever started it (a "
+        "listing names no endpoint)."
+    ),
 }
 
 
@@ -213,6 +258,10 @@ class Arns:
     def role(self, name: str) -> str:
         return f"arn:{self.partition}:iam::{self.account}:role/{name}"
 
+    def stack(self, region: str, name: str) -> str:
+        """Every stack of that name (its id is CloudFormation's)."""
+        return f"arn:{self.partition}:cloudformation:{region}:{self.account}:stack/{name}/*"
+
 
 def statement(
     sid: str,
@@ -262,6 +311,55 @@ def own_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
         statement("OwnManifestRead", PARAMETER_READ_ACTIONS, arns.parameters(own)),
         statement("OwnManifestWrite", PARAMETER_WRITE_ACTIONS, arns.parameters(own)),
         statement("OwnEndpointLogs", LOG_READ_ACTIONS, arns.log_group(own)),
+    ]
+
+
+def experiment_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
+    """`peagle experiment` on the stage's own endpoint (docs/ci.md, "Experiments from
+    CI"): its own InferenceExperiments, created only tagged with the stage (their
+    `aws:RequestTag`, the Service Authorization Reference's tag-on-create key), the
+    stage's experiment role passed to SageMaker and no other (roles tagged
+    `peagle:experiment-stage=<stage>`), the metrics status reads; the candidate's model and
+    a split's config are own models and configs, the scaling hold own targets, the
+    record own parameters. And what `peagle doctor --stage` reads: the stage stack's
+    outputs, which experiment runs on the endpoint."""
+    experiments = arns.of(own, endpoint_grants(own.endpoint_name).experiments)
+    passed = {
+        "iam:PassedToService": SAGEMAKER_SERVICE,
+        f"aws:ResourceTag/{EXPERIMENT_STAGE_TAG}": own.stage,
+    }
+    return [
+        statement("OwnExperiments", OWN_EXPERIMENT_ACTIONS, [experiments]),
+        statement(
+            "CreateOwnExperiments",
+            ["sagemaker:CreateInferenceExperiment"],
+            [experiments],
+            {"StringEquals": {f"aws:RequestTag/{STAGE_TAG}": own.stage}},
+        ),
+        statement(
+            "PassOwnExperimentRoleToSageMaker",
+            ["iam:PassRole"],
+            [arns.role("*")],
+            {"StringEquals": passed},
+        ),
+        statement(
+            "DoctorReadsOwnExperimentRole",
+            ["iam:GetRole"],
+            [arns.role("*")],
+            {"StringEquals": {f"aws:ResourceTag/{EXPERIMENT_STAGE_TAG}": own.stage}},
+        ),
+        statement("ReadMetrics", METRIC_READ_ACTIONS, ["*"]),
+        statement("ListExperiments", ["sagemaker:ListInferenceExperiments"], ["*"]),
+        statement(
+            "DescribeRegionExperiments",
+            ["sagemaker:DescribeInferenceExperiment"],
+            [arns.sagemaker(own.region, "inference-experiment/*")],
+        ),
+        statement(
+            "DoctorReadsOwnStack",
+            ["cloudformation:DescribeStacks"],
+            [arns.stack(own.region, stack_name(own.stage))],
+        ),
     ]
 
 
@@ -426,6 +524,7 @@ def deploy_statements(
         *pass_role_statements(arns, own),
         *self_check_statements(self_arn),
         *autoscaling_statements(arns, own),
+        *experiment_statements(arns, own),
         *(source_statements(arns, source) if source is not None else []),
         *secret_statements(own),
         *s3_statements(arns, stages),

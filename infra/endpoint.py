@@ -209,13 +209,50 @@ def deployment_config_property(
     )
 
 
+_UPDATE_FIELDS = frozenset(
+    {
+        "EndpointName",
+        "EndpointConfigName",
+        "DeploymentConfig",
+        "RetainAllVariantProperties",
+        "ExcludeRetainedVariantProperties",
+    }
+)
+"""What the plan's UpdateEndpoint may say: the endpoint's own properties carry each."""
+
+
+def retention_properties(update_endpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's retention of variant properties as CfnEndpoint keywords (none when the
+    plan retains nothing): a stage with `scaling:` keeps, through every update the stack
+    makes, the instances its scaling gave the endpoint, as the SDK's update does
+    (`plan.render.update_endpoint`; docs/platform-facts.md, "Deploying onto an
+    autoscaled endpoint")."""
+    unknown = set(update_endpoint) - _UPDATE_FIELDS
+    if unknown:
+        raise NotExpressibleError("UpdateEndpoint", f"fields {sorted(unknown)}")
+    if not update_endpoint.get("RetainAllVariantProperties"):
+        return {}
+    excluded = update_endpoint.get("ExcludeRetainedVariantProperties") or []
+    return {
+        "retain_all_variant_properties": True,
+        "exclude_retained_variant_properties": [
+            sm.CfnEndpoint.VariantPropertyProperty(variant_property_type=e["VariantPropertyType"])
+            for e in excluded
+        ]
+        or None,
+    }
+
+
 class PeagleEndpoint(Construct):
     """A P-EAGLE SageMaker endpoint exactly as `deploy_peagle()` would create it.
 
     Owns its execution role (least privilege), the model custom resource, the endpoint
     config (KmsKeyId on the storage volume only where the instance attaches EBS) and
     the endpoint with a blue/green DeploymentConfig that rolls back on
-    `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`).
+    `rollback_alarm_names` (the stack's own alarms plus the spec's `rollout.alarms`). On
+    a stage that scales, the endpoint retains its variant's instance count through every
+    update (`retention_properties`): a changed config does not drop an endpoint its
+    scaling moved to 6 back to `initial_instance_count`.
 
     With an `experiment` (the stage's spec carries one), the candidate's model joins
     the incumbent's on the same provider. A shadow experiment is an InferenceExperiment
@@ -250,34 +287,7 @@ class PeagleEndpoint(Construct):
         variants = plan.create_endpoint_config["ProductionVariants"]
         self.variant_name: str = variants[0]["VariantName"]
 
-        # Decrypt on the stack key only where the storage volume uses it (the execution
-        # role's and the experiment role's grant alike).
-        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
-        self.execution_role = ExecutionRole(
-            self,
-            "ExecutionRole",
-            create_model=role_request(plan, experiment),
-            endpoint_name=plan.endpoint_name,
-            # Decrypt on the stack key only where the storage volume uses it; on
-            # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
-            # uses through the key policy (writers need no KMS permission).
-            key=key if uses_stack_volume_key(plan) else None,
-            model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
-            expected_bucket_owner=plan.spec.expected_bucket_owner,
-        )
-        self.model = PeagleModel(
-            self,
-            "Model",
-            create_model=plan.create_model,
-            execution_role=self.execution_role.role,
-            endpoint_name=plan.endpoint_name,
-            key=key,
-            removal_policy=removal_policy,
-            secret_refs=plan.secret_refs,
-        )
-        # The role's policy must exist before CreateModel: SageMaker checks that the
-        # role can read the model data when the model is created.
-        self.model.resource.node.add_dependency(self.execution_role.policy)
+        self._role_and_model(plan, key, removal_policy)
         self.candidate_model: Any = None
         config_request = plan.create_endpoint_config
         split = experiment is not None and experiment.requests.create_endpoint_config is not None
@@ -303,6 +313,7 @@ class PeagleEndpoint(Construct):
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
             deployment_config=deployment_config,
             tags=_tags(plan.create_endpoint["Tags"]),
+            **retention_properties(plan.update_endpoint),
         )
         self.endpoint.node.add_dependency(self.model.resource)
         if log_group is not None:
@@ -310,6 +321,38 @@ class PeagleEndpoint(Construct):
         self.shadow: ShadowExperiment | None = None
         if experiment is not None:
             self._wire_experiment(experiment, split=split)
+
+    def _role_and_model(self, plan: Plan, key: kms.IKey, removal_policy: RemovalPolicy) -> None:
+        """The execution role, and the model the provider creates with it."""
+        # Decrypt on the stack key only where the storage volume uses it (the execution
+        # role's and the experiment role's grant alike).
+        self.volume_key_arn = key.key_arn if uses_stack_volume_key(plan) else None
+        experiment = self.experiment
+        self.execution_role = ExecutionRole(
+            self,
+            "ExecutionRole",
+            create_model=role_request(plan, experiment),
+            endpoint_name=plan.endpoint_name,
+            # Decrypt on the stack key only where the storage volume uses it; on
+            # local-NVMe families it encrypts only the log groups, which CloudWatch Logs
+            # uses through the key policy (writers need no KMS permission).
+            key=key if uses_stack_volume_key(plan) else None,
+            model_data_kms_key_arns=plan.spec.model_data_kms_key_arns,
+            expected_bucket_owner=plan.spec.expected_bucket_owner,
+        )
+        self.model = PeagleModel(
+            self,
+            "Model",
+            create_model=plan.create_model,
+            execution_role=self.execution_role.role,
+            endpoint_name=plan.endpoint_name,
+            key=key,
+            removal_policy=removal_policy,
+            secret_refs=plan.secret_refs,
+        )
+        # The role's policy must exist before CreateModel: SageMaker checks that the
+        # role can read the model data when the model is created.
+        self.model.resource.node.add_dependency(self.execution_role.policy)
 
     def _wire_experiment(self, experiment: ExperimentPlan, *, split: bool) -> None:
         """A split's config names the candidate's model; a shadow experiment is its own

@@ -43,11 +43,14 @@ from infra.nag import acknowledge, nag_text
 from infra.role import sagemaker_role
 from peagle_deploy.access import endpoint_grants
 from peagle_deploy.errors import PeagleError
-from peagle_deploy.naming import STAGE_TAG
+from peagle_deploy.naming import EXPERIMENT_STAGE_TAG, STAGE_TAG
 
 EXPERIMENT_ROLE_TAG = ("peagle:role", "experiment")
-"""The experiment role carries no `peagle:stage` tag (a CI role passes only roles tagged
-with its stage, infra/deploy_policy.py), and says what it is."""
+"""The experiment role says what it is, and carries no `peagle:stage` tag: a stage's CI
+role passes a role tagged with its stage as a model's execution role
+(infra/deploy_policy.py), which this one must never be. It carries
+`peagle:experiment-stage=<stage>` instead, which only its own stage's CI role may pass
+(as an InferenceExperiment's RoleArn: docs/ci.md, "Experiments from CI")."""
 
 
 def experiment_role_statements(
@@ -258,9 +261,11 @@ class ShadowExperiment(Construct):
         self.role = sagemaker_role(
             self, "Role", f"SageMaker runs the shadow experiment on {endpoint_name} (peagle-deploy)"
         )
-        # Not passable by the stage's CI role (it passes roles tagged with its stage).
+        # Not an execution role of the stage (those are tagged with it); its own stage's
+        # experiment role (EXPERIMENT_ROLE_TAG).
         Tags.of(self.role).remove(STAGE_TAG, priority=1000)
         Tags.of(self.role).add(*EXPERIMENT_ROLE_TAG, priority=1000)
+        Tags.of(self.role).add(EXPERIMENT_STAGE_TAG, stage, priority=1000)
         where = Where(stack.partition, stack.region, stack.account)
         statements = experiment_role_statements(
             where,

@@ -299,6 +299,11 @@ class EndpointGrants:
         return Grant("sagemaker", f"model/{derived_grant(self.endpoint_name, 'm')}")
 
     @property
+    def experiments(self) -> Grant:
+        """Every InferenceExperiment the planner can name for this endpoint."""
+        return Grant("sagemaker", f"inference-experiment/{derived_grant(self.endpoint_name, 'x')}")
+
+    @property
     def log_group(self) -> Grant:
         return Grant("logs", f"log-group:{endpoint_log_group_name(self.endpoint_name)}")
 
@@ -321,6 +326,7 @@ class EndpointGrants:
             self.endpoint,
             self.configs,
             self.models,
+            self.experiments,
             self.log_group,
             self.log_streams,
             self.provider_log_group,

@@ -167,6 +167,24 @@ def endpoint_config_models(sagemaker: Any, config_name: str) -> list[str] | None
     return [v["ModelName"] for v in variants["ProductionVariants"] if v.get("ModelName")]
 
 
+def serving_instance_type(
+    sagemaker: Any, config_name: str, variant: str = "AllTraffic"
+) -> str | None:
+    """The instance type an endpoint config gives `variant` (a peagle endpoint serves
+    from `AllTraffic`); None when the config or the variant cannot be read (deleted, or
+    not readable)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+    except ClientError:
+        return None
+    for summary in config.get("ProductionVariants") or []:
+        if summary.get("VariantName") == variant:
+            return str(summary.get("InstanceType") or "") or None
+    return None
+
+
 def delete_quietly(call: Any, **kwargs: Any) -> bool:
     """Run a Delete* call; False when the resource was already gone."""
     try:

@@ -30,6 +30,10 @@ SPEC_HASH_TAG = "peagle:spec-hash"
 MODEL_TAG = "peagle:model"
 MANAGED_TAG_COUNT = 4
 """The tags peagle-deploy puts on every resource it makes (user tags cannot use `peagle:`)."""
+EXPERIMENT_STAGE_TAG = "peagle:experiment-stage"
+"""On the role SageMaker assumes to run a stage's shadow experiments: the one role that
+stage's CI role may pass as an InferenceExperiment's RoleArn (never `peagle:stage`, which
+marks the execution roles it may pass)."""
 
 DerivedKind = Literal["m", "c", "x"]
 """`m`: model; `c`: endpoint config; `x`: inference experiment (a shadow experiment)."""

@@ -58,6 +58,11 @@ EXPERIMENT_STATES = ("running", "completed", "cancelled")
 _ALARM_KEYS = {"errors_5xx_per_minute", "model_latency_p90_ms", "evaluation_minutes"}
 
 
+def stack_name(stage: str) -> str:
+    """The CloudFormation stack of stage `stage` (`cdk deploy PeagleEndpoint-prod`)."""
+    return f"PeagleEndpoint-{stage}"
+
+
 @dataclass(frozen=True)
 class StageConfig:
     """One stage of the app: the spec to deploy and how its stack is set up."""
@@ -79,7 +84,7 @@ class StageConfig:
     @property
     def stack_id(self) -> str:
         """The CloudFormation stack name (`cdk deploy PeagleEndpoint-prod`)."""
-        return f"PeagleEndpoint-{self.name}"
+        return stack_name(self.name)
 
     def load_spec(self) -> DeploymentSpec:
         """The stage's spec: file, then overrides; the stage name always wins."""

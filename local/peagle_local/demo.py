@@ -258,8 +258,10 @@ def _deploy_dev(
             )
             if stage == "dev":
                 # What a ready account holds (weights, drafter, role, image, quota), so
-                # deploy_peagle()'s doctor checks pass; the stages share all of it.
-                aws.stage_world(stage_plan)
+                # the doctor's checks pass; the stages share all of it, the quota holds
+                # the three stages' fleets at their largest (a promotion's doctor counts
+                # them before its gates run).
+                aws.stage_world(stage_plan, endpoint_quota=8)
             name = stage_plan.endpoint_name
             aws.script_endpoint(name, creating_s=settings.creating_s)
             aws.set_acceptance_metrics(

@@ -46,6 +46,13 @@ ACTION_OF = {
     ("s3", "HeadBucket"): "s3:ListBucket",
     ("s3", "ListObjectsV2"): "s3:ListBucket",
 }
+HTTP_APIS = {
+    # CloudWatch's PromQL API, which detailed observability is read with (an HTTP API that
+    # no botocore model holds): the caller needs cloudwatch:GetMetricData and
+    # cloudwatch:ListMetrics (docs/platform-facts.md, "Detailed observability").
+    ("cloudwatch", "QueryMetrics"): ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics"),
+}
+"""Requests that are no botocore operation -> the IAM actions AWS documents for them."""
 NO_PERMISSION = frozenset({("sts", "GetCallerIdentity")})
 """botocore's sts model: GetCallerIdentity "No permissions are required"."""
 
@@ -87,9 +94,12 @@ it, first present wins; a list parameter makes one request per element. An ARN-v
 parameter (ResourceArn, PolicySourceArn, an ARN given as SecretId or KeyId) is matched
 against the templates instead."""
 
-GENERATED_VARIABLES = frozenset({("application-autoscaling", "ResourceId")})
+GENERATED_VARIABLES = frozenset(
+    {("application-autoscaling", "ResourceId"), ("cloudformation", "Id")}
+)
 """Template variables no parameter holds (Application Auto Scaling's target id is made
-at registration; its `ResourceId` parameter is the endpoint variant, not the id)."""
+at registration; its `ResourceId` parameter is the endpoint variant, not the id; a
+stack's id is made when it is created, and a call names the stack by its name)."""
 
 
 class UnmappedCallError(PeagleError):
@@ -313,24 +323,31 @@ def action_name(service: str, operation: str) -> str:
     return ACTION_OF.get((service, operation)) or f"{PREFIX.get(service, service)}:{operation}"
 
 
+def action_names(service: str, operation: str) -> tuple[str, ...]:
+    """Every IAM action one call needs (several for an HTTP API, none when free)."""
+    if (service, operation) in NO_PERMISSION:
+        return ()
+    return HTTP_APIS.get((service, operation)) or (action_name(service, operation),)
+
+
 def iam_requests(
     service: str, operation: str, params: Mapping[str, Any], where: Where
 ) -> list[IamRequest]:
     """Every IAM request behind one call (none for a call that needs no permission)."""
-    if (service, operation) in NO_PERMISSION:
-        return []
     ref = reference()
-    action = ref.action(action_name(service, operation))
-    if action is None:
-        raise UnmappedCallError(
-            f"{service}.{operation}: {action_name(service, operation)} is not in the vendored "
-            "Service Authorization Reference; add it to scripts/iam_reference.py's list"
-        )
-    out = [
-        IamRequest(action.name, arn, context, generated)
-        for arn, generated in _resources(ref, action, params, where)
-        for context in _context(ref, action, params, where)
-    ]
+    out: list[IamRequest] = []
+    for name in action_names(service, operation):
+        action = ref.action(name)
+        if action is None:
+            raise UnmappedCallError(
+                f"{service}.{operation}: {name} is not in the vendored Service "
+                "Authorization Reference; add it to scripts/iam_reference.py's list"
+            )
+        out += [
+            IamRequest(action.name, arn, context, generated)
+            for arn, generated in _resources(ref, action, params, where)
+            for context in _context(ref, action, params, where)
+        ]
     return out + _pass_role(service, operation, params)
 
 

@@ -4,9 +4,9 @@
 `@cloud-copilot/iam-simulate` reads; the package's `data/actions/<service>.json`,
 `data/resourceTypes/<service>.json` and `data/conditionKeys/<service>.json`), written by
 `scripts/iam_reference.py` with the package's version; a test keeps it equal to what the
-installed package says. Per action: its resource types (required or not), the condition
-keys it takes, its dependent actions; per resource type: its ARN template; per condition
-key: its type. Nothing here is written by hand.
+installed package says. Per action: its access level, its resource types (required or
+not), the condition keys it takes, its dependent actions; per resource type: its ARN
+template; per condition key: its type. Nothing here is written by hand.
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ class ActionReference:
     """What the reference says of one action (`service:Action`)."""
 
     name: str
+    access_level: str
+    """`Read`, `List`, `Write`, `Tagging`, `Permissions management`, or several of them
+    (`Tagging, Write`: sagemaker:AddTags, ssm:AddTagsToResource)."""
+
+    @property
+    def changes(self) -> bool:
+        """Whether the action changes something (an access level other than Read or List)."""
+        return any(level.strip() not in ("Read", "List") for level in self.access_level.split(","))
+
     resources: tuple[ResourceUse, ...]
     condition_keys: tuple[str, ...]
     dependent_actions: tuple[str, ...]
@@ -69,6 +78,7 @@ def _parse(data: dict[str, Any]) -> Reference:
     actions = {
         name.lower(): ActionReference(
             name=name,
+            access_level=str(a["access_level"]),
             resources=tuple(ResourceUse(r["type"], bool(r["required"])) for r in a["resources"]),
             condition_keys=tuple(a["condition_keys"]),
             dependent_actions=tuple(a["dependent_actions"]),

@@ -79,14 +79,18 @@ def doctor_command(
     directory).
     """
     from peagle_deploy.doctor import run_doctor
+    from peagle_deploy.doctor.coming import CDK_DEPLOY, DEPLOY
     from peagle_deploy.doctor.stage_experiment import check_stage_experiment
+    from peagle_deploy.doctor.stage_scaling import check_stage_scaling
 
     plan, role_view, session, declared = _plan(file, model, knobs or {})
-    report = run_doctor(plan, boto_session=session, role_view=role_view)
-    if declared is not None:  # a CDK stage: what the deploy would do to a live experiment
+    coming = DEPLOY if role_view is None else CDK_DEPLOY  # a CDK stage: CloudFormation's calls
+    report = run_doctor(plan, boto_session=session, role_view=role_view, coming=coming)
+    if declared is not None:  # a CDK stage: what the stack's deploy cannot do
         report.results.append(
             check_stage_experiment(session, plan.region, plan.endpoint_name, declared)
         )
+        report.results.append(check_stage_scaling(session, plan))
     if as_json:
         output.emit_json({**report.to_json(), "plan_warnings": list(plan.warnings)})
     else:

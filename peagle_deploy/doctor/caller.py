@@ -1,32 +1,32 @@
-"""May the caller make the calls of the coming deploy? Asked of IAM's policy simulator.
+"""May the caller make the calls of the coming run? Asked of IAM's policy simulator.
 
-The calls a deploy of the plan makes (the call ledger's, tests/infra/test_infra_call_ledger.py
-keeps them equal) are turned into IAM requests by `catalog.iam_calls` (the action, every
+The calls the coming run makes (a deploy, a promotion, an experiment: doctor/coming.py;
+the call ledger, tests/infra/test_infra_call_ledger.py, checks them against what those
+runs really call) are turned into IAM requests by `catalog.iam_calls` (the action, every
 resource the Service Authorization Reference requires, the condition keys the call's
 parameters decide) and asked of `iam:SimulatePrincipalPolicy` for the caller's own
 role (an assumed-role session ARN becomes its role's ARN; a caller that is not a role
-session is not asked), in a few calls. A request
-the simulator denies is one failed line; one it decides with a context key missing (a
-resource's tags no call names) is a warning naming the key; a caller that may not
-simulate itself, or that is not a role or user, could not be checked.
+session is not asked), in a few calls. A request the simulator denies is one failed
+line; one it decides with a context key missing (a resource's tags no call names) is a
+warning naming the key; a caller that may not simulate itself could not be checked.
+Before `cdk deploy` (`peagle doctor --stage`) nothing is asked: CloudFormation makes
+those calls, with CDK's bootstrap roles.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from peagle_deploy.catalog.iam_calls import IamRequest, Where, distinct, iam_requests
 from peagle_deploy.catalog.iam_reference import reference
+from peagle_deploy.doctor.coming import coming_calls
 from peagle_deploy.doctor.context import DoctorContext, could_not_check
 from peagle_deploy.doctor.result import CheckResult, failed, passed, warned
-from peagle_deploy.doctor.simulation import Ask, simulate
-from peagle_deploy.plan import Plan
+from peagle_deploy.doctor.simulation import Ask, decided, simulate
 
 CHECK = "caller.permissions"
-Call = tuple[str, str, Mapping[str, Any]]
-
 _ASSUMED = re.compile(r"^arn:(?P<p>[^:]+):sts::(?P<a>\d{12}):assumed-role/(?P<role>[^/]+)/.+$")
 
 
@@ -42,49 +42,30 @@ def caller_principal(arn: str) -> str | None:
     return None
 
 
-def deploy_calls(plan: Plan, endpoint: Mapping[str, Any] | None, account: str) -> list[Call]:
-    """The calls a deploy of `plan` makes that change or read the stage (as the SDK
-    makes them: sdk/deploy.py, records/store.py), given the endpoint as it is now."""
-    from peagle_deploy.records import manifest_parameter_name
-
-    name = plan.endpoint_name
-    parameter = manifest_parameter_name(plan.spec.stage, name)
-    endpoint_arn = f"arn:aws:sagemaker:{plan.region}:{account}:endpoint/{name}"
-    calls: list[Call] = [
-        ("sagemaker", "DescribeEndpoint", {"EndpointName": name}),
-        ("sagemaker", "CreateModel", plan.create_model),
-        ("sagemaker", "CreateEndpointConfig", plan.create_endpoint_config),
-        ("ssm", "GetParameter", {"Name": parameter, "WithDecryption": True}),
-        ("ssm", "PutParameter", {"Name": parameter, "Type": "SecureString", "Overwrite": True}),
-    ]
-    if endpoint is None:
-        calls.append(("sagemaker", "CreateEndpoint", plan.create_endpoint))
-    else:
-        calls.append(("sagemaker", "ListTags", {"ResourceArn": endpoint_arn}))
-        calls.append(("sagemaker", "UpdateEndpoint", plan.update_endpoint))
-    for ref in plan.secret_refs.values():
-        calls.append(
-            ("secretsmanager", "GetSecretValue", {"SecretId": ":".join(ref.split(":")[:7])})
-        )
-    if plan.autoscaling:
-        calls.append(
-            (
-                "application-autoscaling",
-                "RegisterScalableTarget",
-                plan.autoscaling["register_scalable_target"],
-            )
-        )
-        calls.append(
-            ("application-autoscaling", "PutScalingPolicy", plan.autoscaling["put_scaling_policy"])
-        )
-    return calls
+def _role_tags(ctx: DoctorContext, requests: list[IamRequest]) -> dict[str, dict[str, str]]:
+    """The tags of the roles the run passes or reads, where the caller may read them
+    (GetRole): IAM decides those requests on `aws:ResourceTag/*`, which no call names."""
+    iam = ctx.client("iam")
+    tags: dict[str, dict[str, str]] = {}
+    for arn in sorted({r.resource for r in requests if r.action.startswith("iam:")}):
+        if ":role/" not in arn:
+            continue
+        try:
+            role = iam.get_role(RoleName=arn.rsplit("/", 1)[1])["Role"]
+        except Exception:
+            continue  # not readable: its tags stay unknown, and the line says which key
+        tags[arn] = {str(t["Key"]): str(t["Value"]) for t in role.get("Tags") or []}
+    return tags
 
 
-def _asks(requests: list[IamRequest]) -> dict[Ask, IamRequest]:
+def _asks(
+    requests: list[IamRequest], role_tags: Mapping[str, Mapping[str, str]]
+) -> dict[Ask, IamRequest]:
     out: dict[Ask, IamRequest] = {}
     for request in requests:
-        context = tuple(sorted((k, v) for k, v in request.context.items()))
-        out[Ask(request.action, request.resource, context)] = request
+        known = role_tags.get(request.resource, {}) if request.action.startswith("iam:") else {}
+        context = {**request.context, **{f"aws:ResourceTag/{k}": v for k, v in known.items()}}
+        out[Ask(request.action, request.resource, tuple(sorted(context.items())))] = request
     return out
 
 
@@ -93,11 +74,24 @@ def _key_types(asks: Mapping[Ask, IamRequest]) -> dict[str, str]:
     return {k: ref.key_type(k) for ask in asks for k, _ in ask.context}
 
 
+def _known_absent(ask: Ask, role_tags: Mapping[str, Mapping[str, str]]) -> Callable[[str], bool]:
+    """Which missing context keys the caller knows the request lacks: the tags a role it
+    read does not carry (IAM then evaluates them as absent, as the simulator did)."""
+    read = ask.action.startswith("iam:") and ask.resource in role_tags
+
+    def absent(key: str) -> bool:
+        return read and key.lower().startswith("aws:resourcetag/")
+
+    return absent
+
+
 def check_caller(ctx: DoctorContext) -> list[CheckResult]:
     """One line per request the caller's own policies deny; a pass line otherwise."""
     from peagle_deploy.aws import describe_endpoint_or_none
 
     plan = ctx.plan
+    if ctx.coming.kind == "cdk":
+        return []
     identity = ctx.client("sts").get_caller_identity()
     principal = caller_principal(str(identity["Arn"]))
     if principal is None or ":role/" not in principal:
@@ -112,11 +106,12 @@ def check_caller(ctx: DoctorContext) -> list[CheckResult]:
     requests = distinct(
         [
             r
-            for s, op, p in deploy_calls(plan, endpoint, where.account)
+            for s, op, p in coming_calls(ctx.coming, plan, endpoint, where.account)
             for r in iam_requests(s, op, p, where)
         ]
     )
-    asks = _asks(requests)
+    role_tags = _role_tags(ctx, requests)
+    asks = _asks(requests, role_tags)
     try:
         sides = simulate(ctx.client("iam"), principal, list(asks), key_types=_key_types(asks))
     except Exception as exc:
@@ -130,11 +125,12 @@ def check_caller(ctx: DoctorContext) -> list[CheckResult]:
                 failed="the policy simulator did not answer",
             )
         ]
-    return _results(principal, asks, sides)
+    sides = {a: decided(side, _known_absent(a, role_tags)) for a, side in sides.items()}
+    return _results(principal, asks, sides, ctx.coming.label)
 
 
 def _results(
-    principal: str, asks: Mapping[Ask, IamRequest], sides: Mapping[Ask, Any]
+    principal: str, asks: Mapping[Ask, IamRequest], sides: Mapping[Ask, Any], run: str
 ) -> list[CheckResult]:
     results: list[CheckResult] = []
     for ask, request in asks.items():
@@ -153,5 +149,5 @@ def _results(
                 )
             )
     if not results:
-        results.append(passed(CHECK, principal, f"may make all {len(asks)} requests of the deploy"))
+        results.append(passed(CHECK, principal, f"may make all {len(asks)} requests of {run}"))
     return results

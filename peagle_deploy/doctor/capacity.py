@@ -25,6 +25,10 @@ traffic has moved ("SageMaker creates a new fleet during the deployment while ma
 the old fleet": https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html;
 the blue fleet is terminated after the baking period:
 https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green.html).
+What the coming run adds is counted from what the endpoint runs now where it exists
+(DescribeEndpoint): a stage with `scaling:` keeps its instances through an update, and an
+experiment's candidate is sized from the incumbent's (`instances_for`; docs/platform-facts.md,
+"Deploying onto an autoscaled endpoint").
 """
 
 from __future__ import annotations
@@ -154,17 +158,56 @@ def quota_name(instance_type: str) -> str:
 
 
 def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
-    """How many instances the endpoint may run at once, and why (`instances_for`)."""
-    return instances_for(ctx.plan.spec)
+    """How many instances the endpoint may run at once, and why (`instances_for`), from
+    what its variant runs now when it exists."""
+    return instances_for(ctx.plan.spec, running_instances(ctx))
 
 
-def instances_for(spec: DeploymentSpec) -> tuple[int, str]:
-    """How many instances a spec's endpoint may run at once, and why: with an
-    experiment, the candidate's fleet beside the incumbent's (same instance type)."""
-    count = spec.initial_instance_count
-    why = "initial_instance_count"
-    if spec.scaling is not None and spec.scaling.max_instances > count:
-        count, why = spec.scaling.max_instances, "scaling.max_instances"
+def running_instances(ctx: DoctorContext) -> int | None:
+    """The instances the endpoint's variant runs now (DescribeEndpoint; an autoscaled one
+    runs what its scaling asked for, not its config's initial count); None when the
+    endpoint does not exist, holds no instances or cannot be read (then the spec's counts
+    are used; the usage line says when the region's endpoints could not be read)."""
+    from peagle_deploy.records import current_instances
+
+    name = ctx.plan.endpoint_name
+    sm = ctx.client("sagemaker")
+    try:
+        # Listed first, as the usage count lists the region's endpoints: an endpoint that
+        # does not exist yet is not described (the deploy's own look comes after doctor).
+        pages = sm.get_paginator("list_endpoints").paginate(
+            NameContains=name, PaginationConfig={"PageSize": 100, "MaxItems": 1000}
+        )
+        if not any(e.get("EndpointName") == name for p in pages for e in p.get("Endpoints", [])):
+            return None
+        desc = sm.describe_endpoint(EndpointName=name)
+    except Exception:
+        return None
+    if desc.get("EndpointStatus") in IDLE_STATES:
+        return None
+    return current_instances(desc)
+
+
+def instances_for(spec: DeploymentSpec, current: int | None = None) -> tuple[int, str]:
+    """How many instances a spec's endpoint may run at once, and why.
+
+    `current`: what the endpoint's variant runs now, None when it does not exist. An
+    experiment runs the incumbent on those instances, its scaling held, and sizes the
+    candidate from them (as `peagle experiment start` does); an update of a stage with
+    `scaling:` keeps them (`plan.render.update_endpoint`), and scaling may take the
+    fleet up to `scaling.max_instances` after. Without `current`, the spec's counts."""
+    if spec.experiment is not None and current is not None:
+        extra = spec.experiment.candidate_instances(current)
+        return (
+            current + extra,
+            f"{current} the incumbent runs now + {extra} for the experiment's candidate",
+        )
+    count, why = spec.initial_instance_count, "initial_instance_count"
+    if spec.scaling is not None:
+        if current is not None and current > count:
+            count, why = current, "the instances it runs now, which an update keeps"
+        if spec.scaling.max_instances > count:
+            count, why = spec.scaling.max_instances, "scaling.max_instances"
     if spec.experiment is not None:
         extra = spec.experiment.candidate_instances(spec.initial_instance_count)
         return count + extra, f"{count} for {why} + {extra} for the experiment's candidate"

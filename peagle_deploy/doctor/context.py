@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from peagle_deploy.doctor.coming import DEPLOY, ComingRun
 from peagle_deploy.doctor.result import CheckResult, warned
 from peagle_deploy.plan import Plan
 from peagle_deploy.validation.aws_shapes import partition_of
@@ -70,6 +71,8 @@ class DoctorContext:
     role: Any = None
     """The role SageMaker will run as (doctor.role.RoleView); None: the plan's role, asked
     of the IAM policy simulator."""
+    coming: ComingRun = DEPLOY
+    """The run after the doctor, whose calls `caller.permissions` asks about."""
     _clients: dict[tuple[str, str], Any] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _account_id: str | None = field(default=None, init=False)

@@ -47,6 +47,9 @@ class RoleSide:
     """The SCPs allow, as the simulator evaluates them (True outside an organization)."""
     missing_keys: tuple[str, ...] = ()
     """Context keys the role's policies asked for and doctor could not supply."""
+    without_missing: str | None = None
+    """With `missing_keys`: what the simulator decided with them absent (its EvalDecision),
+    which is IAM's decision when they are known to be absent."""
     source: str = "the role's policies"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from peagle_deploy.doctor.coming import DEPLOY, ComingRun
 from peagle_deploy.doctor.result import CheckResult, DoctorReport
 from peagle_deploy.errors import DeployError
 from peagle_deploy.plan import Plan
@@ -30,16 +31,21 @@ def _lines(result: CheckResult) -> list[str]:
 
 
 def require_healthy(
-    plan: Plan, *, boto_session: Any = None, raise_on_failure: bool = True
+    plan: Plan,
+    *,
+    boto_session: Any = None,
+    raise_on_failure: bool = True,
+    coming: ComingRun = DEPLOY,
 ) -> DoctorReport:
     """Run the doctor; raise DoctorFailedError when a check fails (warnings pass).
 
     `raise_on_failure=False` (a dry run, a preview): the report is returned whatever it
-    says, for the caller to show.
+    says, for the caller to show. `coming`: the run it goes before (default: a deploy of
+    `plan`).
     """
     from peagle_deploy.doctor.runner import run_doctor
 
-    report = run_doctor(plan, boto_session=boto_session)
+    report = run_doctor(plan, boto_session=boto_session, coming=coming)
     if raise_on_failure and not report.ok:
         raise DoctorFailedError(report)
     return report

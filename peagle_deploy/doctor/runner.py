@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from peagle_deploy.doctor import artifacts, caller, capacity, image, role
+from peagle_deploy.doctor.coming import DEPLOY, ComingRun
 from peagle_deploy.doctor.context import DoctorContext, short_error
 from peagle_deploy.doctor.result import CheckResult, DoctorReport, warned
 from peagle_deploy.doctor.workers import run_all
@@ -53,17 +54,27 @@ def _notes(results: list[CheckResult]) -> list[str]:
     return [role.SCP_NOTE] if decided else []
 
 
-def run_doctor(plan: Plan, *, boto_session: Any = None, role_view: Any = None) -> DoctorReport:
+def run_doctor(
+    plan: Plan,
+    *,
+    boto_session: Any = None,
+    role_view: Any = None,
+    coming: ComingRun = DEPLOY,
+) -> DoctorReport:
     """Every check's result for `plan` (read-only; needs credentials, never write access).
 
     `role_view` (doctor.role.RoleView): the role SageMaker will run as, when it is not the
-    plan's (a CDK stage's own role). Missing credentials or region raise before any check
+    plan's (a CDK stage's own role). `coming`: the run the doctor goes before (a deploy of
+    the plan, a promotion, an experiment start, a CDK deploy), whose calls
+    `caller.permissions` asks about. Missing credentials or region raise before any check
     runs (botocore's errors). Ctrl-C raises KeyboardInterrupt at once.
     """
     from peagle_deploy.aws import make_session
 
     started = time.perf_counter()
-    ctx = DoctorContext(plan, make_session(plan.region, boto_session), role=role_view)
+    ctx = DoctorContext(
+        plan, make_session(plan.region, boto_session), role=role_view, coming=coming
+    )
     _ = ctx.account_id  # no credentials: fail once, here, not in every check
     tasks = [functools.partial(_safely, name, check, ctx) for name, check in CHECKS]
     try:

@@ -15,8 +15,8 @@ limited by the boundary); `OrganizationsDecisionDetail`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from peagle_deploy.doctor.decision import RoleSide
@@ -70,12 +70,26 @@ def role_side(result: Mapping[str, Any], resource: str) -> RoleSide:
             boundary_allows=None if boundary is False else True,
             organizations_allow=organizations is not False,
             missing_keys=tuple(sorted(missing)),
+            without_missing=decision,
         )
     return RoleSide(
         allowed=decision == "allowed",
         denied=decision == "explicitDeny",
         boundary_allows=boundary is not False,
         organizations_allow=organizations is not False,
+    )
+
+
+def decided(side: RoleSide, known_absent: Callable[[str], bool]) -> RoleSide:
+    """`side` decided after all when every key it missed is known to be absent from the
+    real request (the simulator evaluated the request as IAM will)."""
+    if side.allowed is not None or not all(known_absent(k) for k in side.missing_keys):
+        return side
+    return replace(
+        side,
+        allowed=side.without_missing == "allowed",
+        denied=side.without_missing == "explicitDeny",
+        missing_keys=(),
     )
 
 

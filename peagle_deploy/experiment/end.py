@@ -73,6 +73,8 @@ class ExperimentOutcome:
 
 
 def _refuse_cloudformation(clients: Clients, record: ExperimentRecord) -> None:
+    """A stack's endpoint is ended by the stack (a change made here would drift from it),
+    the way docs/experiments.md ("With CDK") gives, by the experiment's mode."""
     desc = describe_endpoint_or_none(clients.sm, record.endpoint_name)
     if desc is None:
         return
@@ -81,9 +83,28 @@ def _refuse_cloudformation(clients: Clients, record: ExperimentRecord) -> None:
     if stack:
         raise ExperimentError(
             f"{record.endpoint_name} belongs to CloudFormation stack {stack}: end the "
-            "experiment there (remove `experiment:` from the stage's spec, and for a promotion "
-            "put the candidate's settings in `speculative:`), then `npx cdk deploy`"
+            f'experiment there, {cdk_end_steps(record)} (docs/experiments.md, "With CDK")'
         )
+
+
+PROMOTE_IN_SPEC = "to promote, also put the candidate's settings in `speculative:`"
+
+
+def cdk_end_steps(record: ExperimentRecord) -> str:
+    """How a stage's stack ends its experiment. A shadow experiment is stopped in place
+    first (CloudFormation's delete of a running one would keep the candidate's fleet);
+    a split experiment is the endpoint's config, which the next update replaces."""
+    if record.inference_experiment is None:
+        return (
+            f"in one deploy: remove `experiment:` from the stage's spec ({PROMOTE_IN_SPEC}), "
+            "then `npx cdk deploy`"
+        )
+    return (
+        "in two deploys: set the stage's `experiment_state: completed` (`cancelled` to "
+        "abort) and `npx cdk deploy`, which stops it; then remove the `experiment:` block "
+        f"from the spec and `experiment_state` from the stage ({PROMOTE_IN_SPEC}) and "
+        "`npx cdk deploy` again"
+    )
 
 
 def _end(

@@ -24,23 +24,9 @@ from peagle_deploy.plan.experiment_requests import (
     scalable_resource,
     scaling_suspension,
 )
-from peagle_deploy.plan.render import VARIANT_NAME
-from peagle_deploy.records import ExperimentRecord
+from peagle_deploy.records import ExperimentRecord, current_instances
 
 SUSPENSION_KEYS = tuple(SUSPEND_ALL)
-
-
-def current_instances(desc: dict[str, Any] | None, variant: str = VARIANT_NAME) -> int | None:
-    """How many instances `variant` runs or is moving to (DescribeEndpoint's
-    DesiredInstanceCount, else CurrentInstanceCount); None when it does not say."""
-    for summary in (desc or {}).get("ProductionVariants") or []:
-        if summary.get("VariantName") != variant:
-            continue
-        for key in ("DesiredInstanceCount", "CurrentInstanceCount"):
-            value = summary.get(key)
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
 
 
 def _aas(clients: Clients) -> Any:

@@ -195,9 +195,11 @@ def start_experiment(
     show = use_progress(progress)
     if doctor:  # read-only; a failing check stops here, before any create call
         from peagle_deploy.doctor import require_healthy
+        from peagle_deploy.doctor.coming import ComingRun
         from peagle_deploy.plan import build_plan
 
-        require_healthy(build_plan(the_spec), boto_session=boto_session)
+        coming = ComingRun("experiment", experiment=xp.requests, candidate=xp.candidate)
+        require_healthy(build_plan(the_spec), boto_session=boto_session, coming=coming)
     clients = Clients(xp.incumbent.region, boto_session)
     xp, record, created = _begin(the_spec, xp, clients, experiment_role_arn, show)
     if not wait:

@@ -38,7 +38,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from peagle_deploy.deployment import Deployment
-from peagle_deploy.plan.render import VARIANT_NAME, Variant, named_by_content, render_variants
+from peagle_deploy.plan.render import (
+    RETAIN_COUNTS,
+    VARIANT_NAME,
+    Variant,
+    named_by_content,
+    render_variants,
+)
 
 CANDIDATE_VARIANT = "Candidate"
 """The candidate's variant name (the incumbent keeps `AllTraffic`)."""
@@ -65,13 +71,6 @@ SUSPEND_ALL = {
     "ScheduledScalingSuspended": True,
 }
 """Every scaling activity of a target held (botocore's SuspendedState)."""
-RETAIN_COUNTS = {
-    "RetainAllVariantProperties": True,
-    "ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredWeight"}],
-}
-"""UpdateEndpoint keeping each variant's current instance count (a variant of the same
-name keeps its latest DesiredInstanceCount whatever the new config says) while the new
-config's weights apply (botocore's UpdateEndpoint and VariantProperty)."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,15 @@ from peagle_deploy.spec.models import RolloutSpec, ScalingSpec
 VARIANT_NAME = "AllTraffic"
 """The one production variant of a peagle endpoint (an experiment's incumbent)."""
 
+RETAIN_COUNTS: dict[str, Any] = {
+    "RetainAllVariantProperties": True,
+    "ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredWeight"}],
+}
+"""UpdateEndpoint keeping each variant's current instance count (a variant of the same
+name keeps its latest DesiredInstanceCount whatever the new config's
+InitialInstanceCount) while the new config's weights apply (botocore's UpdateEndpoint
+and VariantProperty; docs/platform-facts.md, "Deploying onto an autoscaled endpoint")."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -129,11 +138,7 @@ def render(dep: Deployment) -> Requests:
         create_model=one.create_models[0],
         create_endpoint_config=one.create_endpoint_config,
         create_endpoint=create_endpoint(endpoint_name, one.config_name, tags),
-        update_endpoint={
-            "EndpointName": endpoint_name,
-            "EndpointConfigName": one.config_name,
-            "DeploymentConfig": rollout,
-        },
+        update_endpoint=update_endpoint(endpoint_name, one.config_name, rollout, dep.spec.scaling),
         secret_refs=secret_refs,
         autoscaling=autoscaling(endpoint_name, dep.spec.scaling, dep.spec.stage),
     )
@@ -303,6 +308,26 @@ def create_endpoint(
     return {"EndpointName": endpoint_name, "EndpointConfigName": config_name, "Tags": list(tags)}
 
 
+def update_endpoint(
+    endpoint_name: str,
+    config_name: str,
+    rollout: dict[str, Any],
+    scaling: ScalingSpec | None,
+) -> dict[str, Any]:
+    """UpdateEndpoint kwargs: blue/green onto the new config. On a stage that scales, the
+    variant keeps the instances its scaling gave it (`RETAIN_COUNTS`): the config's
+    InitialInstanceCount is where a new endpoint starts, not what a running one should
+    drop to on every deploy. Without `scaling`, the spec's count is the count."""
+    request = {
+        "EndpointName": endpoint_name,
+        "EndpointConfigName": config_name,
+        "DeploymentConfig": rollout,
+    }
+    if scaling is not None:
+        request.update(json.loads(json.dumps(RETAIN_COUNTS)))  # a copy: requests are edited
+    return request
+
+
 def deployment_config(rollout: RolloutSpec) -> dict[str, Any]:
     """Blue/green DeploymentConfig; alarms (if any) roll the update back automatically."""
     strategy = rollout.strategy
@@ -354,7 +379,7 @@ def autoscaling(
             "Tags": {STAGE_TAG: stage},
         },
         "put_scaling_policy": {
-            "PolicyName": f"{endpoint_name}-invocations",
+            "PolicyName": scaling_policy_name(endpoint_name),
             "ServiceNamespace": "sagemaker",
             "ResourceId": resource_id,
             "ScalableDimension": dimension,
@@ -367,3 +392,8 @@ def autoscaling(
             },
         },
     }
+
+
+def scaling_policy_name(endpoint_name: str) -> str:
+    """The name of the target-tracking policy a stage with `scaling:` puts on its variant."""
+    return f"{endpoint_name}-invocations"

@@ -88,6 +88,9 @@ class PromoteOptions:
     bench_progress: bool = True
     poll_interval_s: float | None = None
     """DescribeEndpoint polling while the target deploys (None: the SDK's default)."""
+    doctor: bool = True
+    """Run `peagle doctor`'s read-only checks of the target's plan (the caller's
+    permissions for the whole promotion included) before any gate."""
 
 
 class StageState(BaseModel):
@@ -399,6 +402,7 @@ def deploy_target(
             clients=clients,
             deployed_by=f"peagle promote {options.source_stage}->{options.target_stage}",
             poll_interval_s=options.poll_interval_s,
+            doctor=False,  # it ran before the gates (`check_before_gates`)
         )
     except PeagleError as exc:
         raise DeployError(_failed_deploy_message(clients, plan, target.state, exc)) from exc
@@ -443,6 +447,8 @@ def promote(
         return PromotionResult(
             status="dry-run", message="no gate was run and nothing was changed", **base
         )
+    if options.doctor and options.write_spec is None:
+        check_before_gates(clients, options, source, target)
     report = run_gates(
         gates,
         source.state,
@@ -484,6 +490,30 @@ def promote(
         )
     status: PromotionStatus = "unchanged" if base["action"] == "none" else "promoted"
     return PromotionResult(status=status, report=report, message=message, **base)
+
+
+def check_before_gates(
+    clients: store.Clients, options: PromoteOptions, source: Source, target: Target
+) -> None:
+    """`peagle doctor` on the target's plan, before the gates spend their minutes: its
+    read-only checks, and whether the caller may make every call of the promotion (the
+    source's reads and the gates' requests, then the target's deploy). A failing check
+    raises DoctorFailedError; nothing was changed."""
+    from peagle_deploy.doctor import require_healthy
+    from peagle_deploy.doctor.coming import ComingRun, PromotionSource
+
+    source_side = PromotionSource(
+        stage=source.state.stage,
+        endpoint_name=source.state.endpoint_name,
+        endpoint_config_name=str(source.state.endpoint_config_name),
+        region=target.plan.region,
+        found_by_listing=options.source_endpoint is None,
+    )
+    require_healthy(
+        target.plan,
+        boto_session=clients.session,
+        coming=ComingRun("promotion", source=source_side),
+    )
 
 
 def _diff(target: StageState, plan: Any) -> tuple[TargetAction, list[str]]:

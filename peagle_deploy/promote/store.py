@@ -298,11 +298,13 @@ def deploy(
     clients: Clients,
     deployed_by: str,
     poll_interval_s: float | None = None,
+    doctor: bool = True,
 ) -> Any:
     """Deploy `plan` through the SDK (create, blue/green update, or no-op) and wait.
 
     The SDK refuses to interleave with another deployment, removes what it created when
-    a create fails or an update rolls back, and raises DeployError saying so.
+    a create fails or an update rolls back, and raises DeployError saying so. `doctor`:
+    run `peagle doctor` first (False when the caller already did).
     """
     from peagle_deploy.sdk import deploy_peagle
 
@@ -310,7 +312,12 @@ def deploy(
     if poll_interval_s is not None:
         extra["poll_interval_s"] = poll_interval_s
     return deploy_peagle(
-        plan=plan, wait=True, deployed_by=deployed_by, boto_session=clients.session, **extra
+        plan=plan,
+        wait=True,
+        deployed_by=deployed_by,
+        boto_session=clients.session,
+        doctor=doctor,
+        **extra,
     )
 
 

@@ -49,7 +49,7 @@ from peagle_deploy.records.schema import (
     StoredRecord,
     current_git_commit,
 )
-from peagle_deploy.records.serving import running_experiment
+from peagle_deploy.records.serving import current_instances, running_experiment
 from peagle_deploy.records.store import (
     MAX_PARAMETER_BYTES,
     STANDARD_LIMIT,
@@ -82,6 +82,7 @@ __all__ = [
     "State",
     "StoredRecord",
     "current_git_commit",
+    "current_instances",
     "decode",
     "delete_record",
     "encode",

@@ -36,6 +36,8 @@ from peagle_deploy.records import (
     running_experiment,
     write_manifest,
 )
+from peagle_deploy.sdk import capacity
+from peagle_deploy.sdk.capacity import ScalingSwap
 from peagle_deploy.sdk.endpoint import PeagleEndpoint, derived_resources
 from peagle_deploy.sdk.existing import ExistingDiffersError, Kind, create_or_adopt
 from peagle_deploy.sdk.outcome import Action, DeployOutcome
@@ -52,6 +54,10 @@ from peagle_deploy.spec import load_spec, spec_with
 from peagle_deploy.spec.flags import keyword_overrides
 from peagle_deploy.spec.models import DeploymentSpec
 
+REGISTER_AGAIN = (
+    "The autoscaling of {name} was taken off for the instance-type change: the same "
+    "deploy, run again once the update has settled, registers it again."
+)
 PROVISIONING_MARGIN_S = 1200
 UPDATE_MARGIN_S = 600
 
@@ -194,6 +200,8 @@ class _Deployer:
         self.deployed_by = deployed_by
         self.created: list[str] = []
         self.removed: list[str] = []
+        self.swap: ScalingSwap | None = None
+        """The autoscaling an instance-type change takes off for the update (`sdk.capacity`)."""
         self.warnings: list[str] = list(plan.warnings)
         from peagle_deploy.redaction import SecretValues
 
@@ -387,8 +395,9 @@ class _Deployer:
             raise DeployError(stage_problem)
         action, previous = self.decide(current)
         role_problem = self.model_role_problem()
+        swap_problem = self.find_swap(current, dry_run) if action == "update" else None
         if dry_run:
-            self.warnings += [w for w in (stage_problem, role_problem) if w]
+            self.warnings += [w for w in (stage_problem, role_problem, swap_problem) if w]
             status = "absent" if current is None else str(current["EndpointStatus"])
             return self.outcome(action, status, dry_run=True, previous_config=previous)
         if role_problem:
@@ -407,6 +416,33 @@ class _Deployer:
         if action == "create":
             return self.create("create")
         return self.update(previous)
+
+    def aas(self) -> Any:
+        from peagle_deploy.aws import make_client
+
+        return make_client(
+            "application-autoscaling", region=self.plan.region, boto_session=self.handle._session
+        )
+
+    def find_swap(self, current: dict[str, Any] | None, dry_run: bool) -> str | None:
+        """Whether the update changes the instance type of an autoscaled variant (then its
+        scaling comes off for the update: `sdk.capacity`); a dry run gets what the deploy
+        would do, or refuse, as a warning."""
+        assert current is not None
+        try:
+            self.swap = capacity.find_swap(self.sm, self.aas(), self.plan, current)
+        except (InputError, DeployError) as exc:
+            if not dry_run:
+                raise
+            return str(exc)
+        if self.swap is None:
+            return None
+        return (
+            f"{self.plan.endpoint_name} changes from {self.swap.from_type} to "
+            f"{self.plan.instance_type} on an autoscaled variant: its scaling policy is deleted "
+            "and its target deregistered for the update, then registered again (SageMaker "
+            "refuses the change otherwise)"
+        )
 
     def stage_problem(self, current: dict[str, Any] | None) -> str | None:
         """Why this stage may not deploy the endpoint: another stage holds it (its tag
@@ -616,6 +652,7 @@ class _Deployer:
         p = self.plan
         since_ms = int(time.time() * 1000)
         self.create_model_and_config()
+        self.release_scaling()
         try:
             self.sm.update_endpoint(**p.update_endpoint)
         except ClientError as exc:
@@ -623,48 +660,111 @@ class _Deployer:
             raise DeployError(
                 f"UpdateEndpoint of {p.endpoint_name} was refused: {exc}. The endpoint still "
                 f"serves {previous}; removed this deploy's unused resources "
-                f"({', '.join(self.removed) or 'none'})."
+                f"({', '.join(self.removed) or 'none'}){self.put_back_scaling()}."
             ) from exc
         self.say(
             f"updating {p.endpoint_name}: {previous} -> {p.endpoint_config_name} "
             f"({p.rollout.strategy} blue/green)"
         )
         if not self.wait:
+            if self.swap is not None:
+                self.warnings.append(REGISTER_AGAIN.format(name=p.endpoint_name))
             return self.outcome("update", "Updating", previous_config=previous)
-        result = self._wait(
-            self.update_timeout(),
-            label=f"updating {p.endpoint_name}",
-            until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
-        )
+        result = self.wait_for_update()
         desc = result.description
         serving = desc.get("EndpointConfigName")
         if result.status == "InService" and serving == p.endpoint_config_name:
             self.sm.add_tags(ResourceArn=desc["EndpointArn"], Tags=p.tags)
             self.remove_stale(previous)
+            self.restore_instances(desc)
             return self.finish("update", previous, waited=result)
-        # Rolled back (or failed): the endpoint keeps serving what it served before.
+        raise self.update_failed(result, since_ms)
+
+    def wait_for_update(self) -> WaitResult:
+        name = self.plan.endpoint_name
+        try:
+            return self._wait(
+                self.update_timeout(),
+                label=f"updating {name}",
+                until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
+            )
+        except Interrupted as stopped:
+            if self.swap is None:
+                raise
+            raise Interrupted(name, f"{stopped} {REGISTER_AGAIN.format(name=name)}") from None
+
+    def update_failed(self, result: WaitResult, since_ms: int) -> DeployError:
+        """Rolled back (or failed): the endpoint keeps serving what it served before; the
+        new config and model are removed, the autoscaling taken off is put back."""
+        p = self.plan
+        desc = result.description
         tail_error = self.failure(desc, since_ms)
         self.remove_planned_if_unused()
+        scaling = self.put_back_scaling()
         if result.status == "Failed":
-            raise tail_error
+            if scaling:
+                tail_error.args = (f"{tail_error.args[0]}\n{scaling.lstrip('; ')}",)
+            return tail_error
         lines = (
             "\nlast log lines:\n  " + "\n  ".join(tail_error.log_tail)
             if tail_error.log_tail
             else ""
         )
-        raise DeployError(
+        return DeployError(
             f"update of {p.endpoint_name} to {p.endpoint_config_name} rolled back: "
             f"{desc.get('FailureReason') or 'no reason given'}. The endpoint is "
-            f"{result.status} and still serves the old config {serving}. Removed the unused "
-            f"new resources ({', '.join(self.removed) or 'none'}).{lines}"
+            f"{result.status} and still serves the old config {desc.get('EndpointConfigName')}. "
+            f"Removed the unused new resources ({', '.join(self.removed) or 'none'})"
+            f"{scaling}.{lines}"
         )
+
+    def release_scaling(self) -> None:
+        """An instance-type change of an autoscaled variant: its policy deleted and its
+        target deregistered before the update (`sdk.capacity`)."""
+        swap = self.swap
+        if swap is None:
+            return
+        try:
+            capacity.release(self.aas(), swap)
+        except DeployError:
+            self.remove_planned_if_unused()
+            raise
+        self.say(
+            f"{self.plan.endpoint_name}: autoscaling deregistered for the change from "
+            f"{swap.from_type} to {self.plan.instance_type} (registered again after the update)"
+        )
+
+    def put_back_scaling(self) -> str:
+        """The autoscaling taken off for this update, registered again as it was ('' when
+        none was taken off or it is back; else a clause saying what is missing)."""
+        if self.swap is None:
+            return ""
+        problem = capacity.put_back(self.aas(), self.swap)
+        return problem or "; its autoscaling was registered again as it was"
+
+    def restore_instances(self, desc: dict[str, Any]) -> None:
+        """After an instance-type change: the variant back on the instances it ran."""
+        if self.swap is None:
+            return
+
+        def settled() -> dict[str, Any]:
+            return self._wait(
+                self.update_timeout(),
+                label=f"resizing {self.plan.endpoint_name}",
+                until=lambda d: d.get("EndpointStatus") not in IN_PROGRESS,
+            ).description
+
+        warning = capacity.restore_instances(self.sm, self.plan, self.swap, desc, settled)
+        if warning:
+            self.warnings.append(warning)
+            self.say(f"[yellow]warning:[/] {warning}")
 
     def finish(
         self, action: Action, previous: str | None, waited: WaitResult | None = None
     ) -> DeployOutcome:
         """Endpoint InService on our config: record the manifest, apply autoscaling."""
         p = self.plan
-        if action != "noop" and p.autoscaling:
+        if p.autoscaling and (action != "noop" or not self.scaling_registered()):
             self.apply_autoscaling()
         parameter = self.record_manifest(only_if_stale=action == "noop")
         if action == "noop":
@@ -675,14 +775,32 @@ class _Deployer:
             action, "InService", previous_config=previous, manifest_parameter=parameter
         )
 
+    def scaling_registered(self) -> bool:
+        """Whether the variant is a scalable target: an unchanged deploy registers it
+        when it is not (a deploy stopped after an instance-type change took it off)."""
+        from peagle_deploy.plan.experiment_requests import describe_scaling
+
+        try:
+            found = self.aas().describe_scalable_targets(
+                **describe_scaling(self.plan.endpoint_name)
+            )
+        except Exception as exc:  # cannot tell: leave it as it is, and say so
+            self.warnings.append(
+                f"could not read the autoscaling of {self.plan.endpoint_name} ({exc}); "
+                "left as it is"
+            )
+            return True
+        if found.get("ScalableTargets"):
+            return True
+        self.warnings.append(f"{self.plan.endpoint_name} had no autoscaling: registered it")
+        return False
+
     def apply_autoscaling(self) -> None:
-        from peagle_deploy.aws import error_code, make_client
+        from peagle_deploy.aws import error_code
 
         p = self.plan
         requests = p.autoscaling or {}
-        aas = make_client(
-            "application-autoscaling", region=p.region, boto_session=self.handle._session
-        )
+        aas = self.aas()
         arn = None
         try:
             arn = aas.register_scalable_target(**requests["register_scalable_target"]).get(

@@ -108,6 +108,9 @@ class DeleteResult:
         }
 
 
+_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
 class PeagleEndpoint:
     """A handle on an endpoint. Cheap to make: no AWS call until a method needs one."""
 
@@ -324,17 +327,23 @@ class PeagleEndpoint:
         """Deregister the variants' Application Auto Scaling targets (if any).
 
         A target left behind after its endpoint is gone is an orphan that keeps its
-        scaling policy and alarms.
+        scaling policy and alarms. Only registered targets are deregistered: a target's
+        IAM resource is its own (generated) id, with its tags, so a caller allowed only
+        its stage's targets is refused a deregistration of a target that does not exist
+        (docs/ci.md), where reading them is allowed everywhere.
         """
         aas = self._client("application-autoscaling")
+        resources = [f"endpoint/{self.endpoint_name}/variant/{v}" for v in variants]
+        if not resources:
+            return []
+        found = aas.describe_scalable_targets(
+            ServiceNamespace="sagemaker", ResourceIds=resources, ScalableDimension=_DIMENSION
+        ).get("ScalableTargets", [])
         removed: list[str] = []
-        for variant in variants:
-            resource = f"endpoint/{self.endpoint_name}/variant/{variant}"
+        for resource in [r for r in resources if r in {t["ResourceId"] for t in found}]:
             try:
                 aas.deregister_scalable_target(
-                    ServiceNamespace="sagemaker",
-                    ResourceId=resource,
-                    ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+                    ServiceNamespace="sagemaker", ResourceId=resource, ScalableDimension=_DIMENSION
                 )
             except Exception as exc:
                 from peagle_deploy.aws import error_code

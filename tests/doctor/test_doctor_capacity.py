@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from doctor_testkit import REGION, ROLE, Account, by_check, make_plan, only_failure
 from peagle_local.emulator.account_ext import SAGEMAKER, endpoint_quota_name
@@ -167,11 +169,15 @@ def test_usage_that_cannot_be_read_is_a_warning(inprocess: Account) -> None:
 
 
 def test_an_experiment_needs_the_candidates_fleet_beside_the_incumbents() -> None:
+    """Before the endpoint exists (a stage's first deploy): the spec's counts."""
     import typing
     from types import SimpleNamespace
 
-    from peagle_deploy.doctor.capacity import instances_needed
+    from peagle_deploy.doctor.capacity import instances_for
     from peagle_deploy.spec import spec_from_dict
+
+    def instances_needed(ctx: typing.Any) -> tuple[int, str]:
+        return instances_for(ctx.plan.spec)
 
     spec = spec_from_dict(
         {
@@ -194,3 +200,58 @@ def test_an_experiment_needs_the_candidates_fleet_beside_the_incumbents() -> Non
     )
     ctx.plan.spec = split
     assert instances_needed(ctx)[0] == 4  # 50/50 over 2 incumbent instances: 2 more
+
+
+def _scaled_to(account: Account, plan: Any, count: int) -> None:
+    """The plan's endpoint, created on 1 instance and moved to `count` by its scaling
+    (UpdateEndpointWeightsAndCapacities is what Application Auto Scaling calls)."""
+    _running_endpoint(account, plan.endpoint_name, plan.instance_type, 1)
+    account.client("sagemaker").update_endpoint_weights_and_capacities(
+        EndpointName=plan.endpoint_name,
+        DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": count}],
+    )
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_an_experiment_on_an_endpoint_scaled_to_six_sizes_the_candidate_from_six(
+    inprocess: Account,
+) -> None:
+    """Its config says 1, it runs 6: the candidate (shadow at 100 %) gets 6, and the
+    incumbent's 6 run beside the fleet serving now, as `peagle experiment start` does."""
+    experiment = {"mode": "shadow", "sampling_percent": 100, "candidate": {}}
+    plan = make_plan(experiment=experiment, scaling={"min_instances": 1, "max_instances": 8})
+    inprocess.stage(plan, endpoint_quota=17)
+    _scaled_to(inprocess, plan, 6)
+    failure = only_failure(inprocess.doctor(plan))
+    assert failure.detail == (
+        "the applied quota is 17 instances; the endpoint needs 12 (6 the incumbent runs now "
+        f"+ 6 for the experiment's candidate); 6 already run: {plan.endpoint_name} 6 (this "
+        "endpoint, until an update has moved traffic)"
+    )
+    assert failure.fix.endswith("--desired-value 18")
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_a_deploy_onto_an_endpoint_scaled_above_its_new_maximum_keeps_its_count(
+    inprocess: Account,
+) -> None:
+    """A scaled stage's update keeps the 6 instances the endpoint runs, beside the 6 it
+    runs until traffic has moved, though the spec's scaling now stops at 4."""
+    plan = make_plan(scaling={"min_instances": 1, "max_instances": 4})
+    inprocess.stage(plan, endpoint_quota=11)
+    _scaled_to(inprocess, plan, 6)
+    failure = only_failure(inprocess.doctor(plan))
+    assert "needs 6 (the instances it runs now, which an update keeps)" in failure.detail
+    assert failure.fix.endswith("--desired-value 12")
+
+
+@pytest.mark.usefixtures("hosting_types")
+def test_without_scaling_a_deploy_needs_the_specs_count_whatever_runs_now(
+    inprocess: Account,
+) -> None:
+    """A stage without `scaling:` sets its spec's count on update: no false alarm."""
+    plan = make_plan()
+    inprocess.stage(plan, endpoint_quota=7)
+    _scaled_to(inprocess, plan, 6)
+    line = by_check(inprocess.doctor(plan))["capacity.quota"]
+    assert line.status == "pass" and "covers 1 instance(s) (initial_instance_count)" in line.detail

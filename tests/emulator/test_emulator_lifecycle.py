@@ -191,6 +191,30 @@ def test_update_errors_name_missing_things(local_aws: LocalAWS) -> None:
         sm.update_endpoint(EndpointName="ep", EndpointConfigName="missing")
 
 
+def test_an_autoscaled_variant_cannot_change_its_instance_type(local_aws: LocalAWS) -> None:
+    """As SageMaker: an update that would change the instance type of a variant that is
+    a scalable target fails (docs/platform-facts.md, "Deploying onto an autoscaled
+    endpoint"); its model may change, and once deregistered its type may too."""
+    sm = local_aws.client("sagemaker")
+    aas = local_aws.client("application-autoscaling")
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName=_model_and_config(sm, "old"))
+    target = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/ep/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    aas.register_scalable_target(**target, MinCapacity=1, MaxCapacity=4)
+    other_type = _model_and_config(sm, "p5", "ml.p5.48xlarge")
+    with pytest.raises(ClientError, match="target for auto scaling"):
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName=other_type)
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService"
+    sm.update_endpoint(EndpointName="ep", EndpointConfigName=_model_and_config(sm, "same"))
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == "c-same"
+    aas.deregister_scalable_target(**target)
+    sm.update_endpoint(EndpointName="ep", EndpointConfigName=other_type)
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == other_type
+
+
 def test_update_in_process_mock_aws() -> None:
     with mock_aws(), MotoExtensions():
         sm = boto3.client("sagemaker", region_name="us-east-1")

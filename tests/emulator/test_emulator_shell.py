@@ -264,13 +264,14 @@ def test_staging_twice_makes_room_for_both_endpoints(emulator: Emulator) -> None
     first = emulator.peagle("emulator", "stage", MODEL)
     second = emulator.peagle("emulator", "stage", MODEL, "--stage", "staging")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    assert "for endpoint usage = 1 (+1 for initial_instance_count)" in first.stdout
-    assert "for endpoint usage = 2 (+1 for initial_instance_count)" in second.stdout
+    twice = "+2: initial_instance_count, twice for a blue/green update"
+    assert f"for endpoint usage = 2 ({twice})" in first.stdout
+    assert f"for endpoint usage = 4 ({twice})" in second.stdout
     assert f"peagle doctor {MODEL} --stage staging --role-arn" in second.stdout
     # staging again sets what the staged specs need: the totals do not add up (issue 35)
     again = emulator.peagle("emulator", "stage", MODEL)
     assert again.returncode == 0, again.stderr
-    assert "for endpoint usage = 2 (+1 for initial_instance_count)" in again.stdout
+    assert f"for endpoint usage = 4 ({twice})" in again.stdout
 
 
 def test_a_stopped_emulator_is_one_line_naming_it_and_how_to_start_it() -> None:

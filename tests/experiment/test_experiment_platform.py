@@ -487,3 +487,74 @@ def test_a_start_stopped_before_it_held_the_scaling_holds_it_when_resumed(
     status = start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
     assert status.record.state == "running" and _suspension(name) == SUSPENDED
     assert _counts(name) == {"AllTraffic": 6, "Candidate": 6}
+
+
+def test_the_promotion_after_conclude_keeps_the_autoscaled_instances_and_scaling(
+    emulator: MotoExtensions, wall: Wall
+) -> None:
+    """The incumbent ran 6 instances (its config says 1) and the candidate wins: the
+    promotion's blue/green deploy keeps the 6, and the stage's scaling target and policy
+    act on after it (docs/platform-facts.md, "Deploying onto an autoscaled endpoint")."""
+    from test_experiment_lifecycle import traffic
+
+    _role()
+    spec, name = _autoscaled(emulator)
+    emulator.set_variant(name, "Candidate", FAST.faster(1.3))
+    start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    traffic(name, wall, minutes=40)
+    assert conclude_experiment(name, progress=False).action == "promoted"
+    assert _counts(name) == {"AllTraffic": 6}
+    assert _suspension(name) == ACTIVE
+    aas = boto3.client("application-autoscaling", region_name=REGION)
+    policies = aas.describe_scaling_policies(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{name}/variant/AllTraffic"
+    )["ScalingPolicies"]
+    assert [p["PolicyName"] for p in policies] == [f"{name}-invocations"]
+    assert emulator.autoscale(name, 7) == 7
+
+
+@pytest.mark.parametrize(
+    ("experiment", "steps"),
+    [
+        (
+            {"mode": "shadow"},
+            "in two deploys: set the stage's `experiment_state: completed` (`cancelled` to "
+            "abort) and `npx cdk deploy`, which stops it; then remove the `experiment:` block "
+            "from the spec and `experiment_state` from the stage",
+        ),
+        (
+            {"mode": "split", "weight_percent": 50},
+            "in one deploy: remove `experiment:` from the stage's spec",
+        ),
+    ],
+    ids=["shadow", "split"],
+)
+def test_a_stacks_experiment_is_ended_by_the_stack_in_the_documented_steps(
+    emulator: MotoExtensions, wall: Wall, experiment: dict[str, Any], steps: str
+) -> None:
+    """conclude and abort refuse an endpoint of a CloudFormation stack, in one line giving
+    docs/experiments.md's steps ("With CDK"): a shadow experiment is stopped by
+    `experiment_state` first, a split one ends with the removal of `experiment:`."""
+    _role()
+    spec = make_spec(**experiment)
+    name = deploy_peagle(spec=incumbent_spec(spec), progress=False).endpoint_name
+    emulator.set_variant(name, "AllTraffic", FAST)
+    emulator.set_variant(name, "Candidate", FAST)
+    start_experiment(spec=spec, progress=False, experiment_role_arn=ROLE)
+    _send(name, wall, 4)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
+    sm.add_tags(
+        ResourceArn=arn,
+        Tags=[{"Key": "aws:cloudformation:stack-name", "Value": "PeagleEndpoint-dev"}],
+    )
+    for end in (abort_experiment, lambda n, **kw: conclude_experiment(n, force=True, **kw)):
+        with pytest.raises(ExperimentError) as caught:
+            end(name, progress=False)
+        message = str(caught.value)
+        assert "\n" not in message
+        assert message.startswith(f"{name} belongs to CloudFormation stack PeagleEndpoint-dev")
+        assert steps in message
+        assert "candidate's settings in `speculative:`" in message
+        assert 'docs/experiments.md, "With CDK"' in message
+    assert experiment_status(name).record.state == "running"  # nothing was ended here

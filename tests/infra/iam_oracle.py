@@ -101,6 +101,11 @@ class TemplateRoles:
     template: Mapping[str, Any]
     region: str
     account: str = ACCOUNT
+    stack: str | None = None
+    """The stack's name, when roles of several stacks are compared: a role without a
+    RoleName (a key) gets a unique physical name (id) from CloudFormation, so two stacks'
+    roles of the same logical id are two roles; here `<stack>-<logical id>` (None: the
+    logical id)."""
 
     def _refs(self) -> dict[str, str]:
         refs: dict[str, str] = {}
@@ -127,10 +132,12 @@ class TemplateRoles:
         return resolve(value, region=self.region, account=self.account, refs=self._refs())
 
     def role_arn(self, logical_id: str) -> str:
-        return f"arn:{PARTITION}:iam::{self.account}:role/{logical_id}"
+        name = logical_id if self.stack is None else f"{self.stack}-{logical_id}"
+        return f"arn:{PARTITION}:iam::{self.account}:role/{name}"
 
     def key_arn(self, logical_id: str) -> str:
-        return f"arn:{PARTITION}:kms:{self.region}:{self.account}:key/{logical_id}"
+        name = logical_id if self.stack is None else f"{self.stack}-{logical_id}"
+        return f"arn:{PARTITION}:kms:{self.region}:{self.account}:key/{name}"
 
     def logical_id(self, rtype: str, path_part: str) -> str:
         """The logical id of the only resource of `rtype` whose id contains `path_part`."""

@@ -1,9 +1,9 @@
 """`make test` synthesizes every stage through the pinned CDK CLI (package.json).
 
 Runs `npx cdk synth` the way a user does after docs/cdk.md's set-up (its synth example
-is this command), with cdk-nag switched on (`-c peagle:nag=true`), into a temporary
-output directory. Skipped only where Node.js is missing on a developer machine; in CI
-(CI=true) a missing npx fails.
+is this command, and so is docs/first-deploy.md's step 0), with cdk-nag switched on
+(`-c peagle:nag=true`), into a temporary output directory. Skipped only where Node.js is
+missing on a developer machine; in CI (CI=true) a missing npx fails.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ def test_npx_cdk_synth_all_stages(tmp_path: Path) -> None:
         env.pop(var, None)
     documented = "npx cdk synth -c peagle:nag=true --quiet"
     assert documented in (ROOT / "docs" / "cdk.md").read_text(encoding="utf-8")
+    # docs/first-deploy.md's step 0 is this synth, CI roles included (OWNER/REPO there)
+    first_deploy = "npx cdk synth -c peagle:nag=true -c peagle:github_repo=OWNER/REPO --quiet"
+    assert first_deploy in (ROOT / "docs" / "first-deploy.md").read_text(encoding="utf-8")
     command = [npx, "--no-install", "cdk", "synth", "--quiet", "--no-notices"]
     command += ["-o", str(out), "-c", "peagle:nag=true", "-c", "peagle:github_repo=acme/llm"]
     result = subprocess.run(

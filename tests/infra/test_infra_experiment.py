@@ -359,7 +359,9 @@ def test_the_experiment_role_reaches_no_other_stages_configs(
     of the account. SageMaker's name for its config is in no source read, so configs are
     created only of this endpoint's models and are deleted or served only when not
     tagged for another stage; and the role, tagged as the experiment's and not with the
-    stage, is no role a stage's CI may pass (it passes roles tagged with its stage)."""
+    stage, is no execution role a stage's CI may pass (those are tagged with its stage):
+    only its own stage's CI may pass it, as an experiment's role
+    (`peagle:experiment-stage`)."""
     from iam_oracle import Ask, TemplateRoles
 
     roles = TemplateRoles(experiment_synth.templates[STACK], "us-east-1")
@@ -397,3 +399,4 @@ def test_the_experiment_role_reaches_no_other_stages_configs(
         for t in experiment_synth.templates[STACK]["Resources"][role]["Properties"]["Tags"]
     }
     assert "peagle:stage" not in tags and tags["peagle:role"] == "experiment"
+    assert tags["peagle:experiment-stage"] == "dev"

@@ -234,6 +234,13 @@ def test_endpoint_and_rollout_equal_the_sdk_requests(stage_synth: Synthesized, s
     assert sorted(props["Tags"], key=lambda t: t["Key"]) == sorted(
         plan.create_endpoint["Tags"], key=lambda t: t["Key"]
     )
+    # What an update keeps (a stage that scales keeps its instances: the SDK's request);
+    # CloudFormation's property names are the API's.
+    retained = ("RetainAllVariantProperties", "ExcludeRetainedVariantProperties")
+    assert {k: props[k] for k in retained if k in props} == {
+        k: plan.update_endpoint[k] for k in retained if k in plan.update_endpoint
+    }
+    assert ("RetainAllVariantProperties" in props) == (plan.autoscaling is not None)
 
 
 @pytest.mark.parametrize("stack", ["PeagleEndpoint-staging", "PeagleEndpoint-prod"])

@@ -45,12 +45,12 @@ instances the account's endpoints hold; no model environment)."""
 SOURCE_READS = {
     "sagemaker:DescribeEndpoint",
     "sagemaker:DescribeEndpointConfig",
-    "sagemaker:DescribeModel",
     "sagemaker:InvokeEndpoint",
     "sagemaker:InvokeEndpointWithResponseStream",
     "sagemaker:ListTags",
 }
-"""What a stage's role may do on the stage it is promoted from."""
+"""What a stage's role may do on the stage it is promoted from (never DescribeModel, which
+shows the source's resolved environment: issue 34, Low 2)."""
 ENDPOINT_ACTIONS = (
     "AddTags",
     "CreateEndpoint",

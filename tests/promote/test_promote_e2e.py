@@ -367,6 +367,31 @@ def test_update_promotes_the_configuration_and_keeps_the_stage_settings(env: Env
     assert variants["ProductionVariants"][0]["InitialInstanceCount"] == 2
 
 
+def test_a_promotion_onto_an_autoscaled_target_keeps_its_instances_and_scaling(
+    env: Env,
+) -> None:
+    """Staging's scaling moved it from 1 instance to 6: the promotion's blue/green update
+    keeps the 6, and staging's scalable target and policy act on after it
+    (docs/platform-facts.md, "Deploying onto an autoscaled endpoint")."""
+    scaling = {"min_instances": 1, "max_instances": 8, "target_invocations_per_instance": 20}
+    env.deploy("dev")  # K=3
+    env.deploy("staging", num_speculative_tokens=2, scaling=scaling)
+    assert env.aws.autoscale(STAGING, 6) == 6
+    result = env.promote(gates())
+    assert result.status == "promoted" and result.action == "update", result.message
+    (variant,) = env.sm().describe_endpoint(EndpointName=STAGING)["ProductionVariants"]
+    assert (variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]) == (6, 6)
+    resource = f"endpoint/{STAGING}/variant/AllTraffic"
+    aas = env.client("application-autoscaling")
+    (target,) = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource])[
+        "ScalableTargets"
+    ]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 8)
+    policies = aas.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource)
+    assert [p["PolicyName"] for p in policies["ScalingPolicies"]] == [f"{STAGING}-invocations"]
+    assert env.aws.autoscale(STAGING, 7) == 7
+
+
 def test_first_promotion_takes_the_stage_settings_from_the_stage_file(
     env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,9 +28,14 @@ def _steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
 def test_jobs_run_in_order_and_prod_waits_for_an_environment() -> None:
     jobs = _load()["jobs"]
     chain = ["test", "synth", "deploy-dev", "promote-staging", "promote-prod"]
-    assert list(jobs) == chain
+    assert list(jobs) == [*chain, "experiment"]
     for before, job in itertools.pairwise(chain):
         assert jobs[job]["needs"] == before
+    # A manual experiment command runs alone: the chain's first job is off for it (and
+    # so every job that needs it), and the experiment job needs nothing.
+    assert "inputs.experiment == 'none'" in jobs["test"]["if"]
+    assert "needs" not in jobs["experiment"]
+    assert "inputs.experiment != 'none'" in jobs["experiment"]["if"]
     assert jobs["promote-prod"]["environment"] == "prod"
     assert jobs["promote-staging"]["environment"] == "staging"
     assert jobs["deploy-dev"]["environment"] == "dev"
@@ -152,10 +157,18 @@ def test_jobs_with_aws_access_run_on_main_only_in_their_environment() -> None:
         if job.get("permissions", {}).get("id-token") != "write":
             assert "environment" not in job, name
             continue
-        assert job["environment"] in ("dev", "staging", "prod"), name
+        stages = ("dev", "staging", "prod")
+        if job["environment"] == "${{ inputs.stage }}":  # a manual run's choice of stage
+            stage_input = _load()["on"]["workflow_dispatch"]["inputs"]["stage"]
+            assert stage_input["type"] == "choice" and stage_input["options"] == list(stages)
+        else:
+            assert job["environment"] in stages, name
         condition = " ".join(str(job["if"]).split())
         assert "github.ref == 'refs/heads/main'" in condition, name
-        assert "github.event_name != 'pull_request'" in condition, name
+        assert (
+            "github.event_name != 'pull_request'" in condition
+            or "github.event_name == 'workflow_dispatch'" in condition
+        ), name
         (creds,) = _steps_using(job, "aws-actions/configure-aws-credentials")
         seconds = int(creds["with"]["role-duration-seconds"])
         assert job["timeout-minutes"] * 60 <= seconds <= MAX_SESSION_HOURS * 3600, name

@@ -155,7 +155,7 @@ def _denied(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
 
 def test_an_identity_that_may_not_list_other_stages_relies_on_the_tag(aws: AwsEnv) -> None:
     """A stage's CI role reads only its own records: the SDK's look at every stage's is
-    denied (tests/infra/test_infra_ci_roles_flow.py), and the deploy goes on."""
+    denied (tests/infra/test_infra_call_ledger.py), and the deploy goes on."""
     aws.on("before-call.ssm.GetParametersByPath", _denied)
     assert _deploy(aws).deployment.action == "create"
 

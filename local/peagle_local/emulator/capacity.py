@@ -9,6 +9,9 @@ registered scalable target never scales. The emulator adds (docs/platform-facts.
   names too keeps its latest instance count and weight, whatever the config says) and
   `ExcludeRetainedVariantProperties` (`DesiredInstanceCount` / `DesiredWeight` taken from
   the config after all);
+- `type_change_refused`: an UpdateEndpoint that would change the instance type of a
+  variant that is a scalable target fails ("the update fails"; the wording of the error
+  is the emulator's, no page read quotes SageMaker's);
 - `autoscale`: what a scaling policy does to a registered variant: the count moved to
   what the policy asks, within the target's MinCapacity and MaxCapacity, and not at all
   while the target's `SuspendedState` suspends that direction (scale-out for a larger
@@ -62,6 +65,31 @@ def _target(account: str, region: str, endpoint: str, variant: str) -> Any:
     backend = applicationautoscaling_backends[account][region]
     resource = f"endpoint/{endpoint}/variant/{variant}"
     return backend.targets.get(DIMENSION, {}).get(resource)
+
+
+def type_change_refused(
+    account: str,
+    region: str,
+    endpoint: str,
+    before: list[dict[str, Any]] | None,
+    after: list[dict[str, Any]],
+) -> str | None:
+    """Why UpdateEndpoint fails when a variant that is a scalable target would change its
+    instance type (`before`: the serving config's variants, `after`: the new one's);
+    None when no such variant changes."""
+    old = {v.get("VariantName"): v.get("InstanceType") for v in before or []}
+    for variant in after:
+        name = variant.get("VariantName")
+        was = old.get(name)
+        if was is None or was == variant.get("InstanceType"):
+            continue
+        if _target(account, region, endpoint, str(name)) is not None:
+            return (
+                f"variant {name} of endpoint {endpoint} is a target for auto scaling: its "
+                f"instance type cannot change from {was} to {variant.get('InstanceType')} "
+                "until it is deregistered (DeregisterScalableTarget)"
+            )
+    return None
 
 
 def autoscale(

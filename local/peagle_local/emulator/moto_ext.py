@@ -12,8 +12,9 @@ classes in place (and undoes every patch on exit) to add:
   `/aws/sagemaker/Endpoints/<name>`;
 - UpdateEndpoint: Updating -> InService on the new config, or a scripted rollback
   Updating -> RollingBack -> InService on the old config; RetainAllVariantProperties
-  keeps the variants' instance counts and weights (`capacity`), and `autoscale` moves a
-  registered variant's count as its scaling policy would, honouring SuspendedState;
+  keeps the variants' instance counts and weights (`capacity`), an update that would
+  change a scalable target's instance type fails, and `autoscale` moves a registered
+  variant's count as its scaling policy would, honouring SuspendedState;
 - InvokeEndpoint answering OpenAI chat completions, and InvokeEndpointWithResponseStream
   in the real event-stream framing (see `eventstream`), paced by `StreamSettings`;
 - optional speculative-decoding metric lines (`peagle_serve.contract.format_metric_line`)
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 from urllib.parse import unquote
 
-from peagle_local.emulator.capacity import Retention, autoscale
+from peagle_local.emulator.capacity import Retention, autoscale, type_change_refused
 from peagle_local.emulator.chat import (
     ChatRequest,
     ChatRequestError,
@@ -555,6 +556,16 @@ class MotoExtensions(Installable):
                 endpoint_config_name, backend.account_id, backend.region_name
             )
             raise ValidationError(message=f"Could not find endpoint configuration '{arn}'.")
+        serving = backend.endpoint_configs.get(endpoint.endpoint_config_name)
+        refused = type_change_refused(
+            backend.account_id,
+            backend.region_name,
+            endpoint_name,
+            serving.production_variants if serving else None,
+            new_config.production_variants,
+        )
+        if refused:
+            raise ValidationError(message=refused)
         script = self.script_for(endpoint_name)
         endpoint.endpoint_status = "Updating"
         endpoint.failure_reason = None

@@ -196,15 +196,17 @@ class StagedAccount:
 def instances_to_stage(spec: Any) -> tuple[int, str]:
     """Instances the staged quota adds for `spec`, and why (the summary's words).
 
-    What doctor asks before the deploy (`instances_for`); with an experiment, also
-    what it asks before `peagle experiment start`: both fleets of the experiment beside
-    the fleet the endpoint runs until the update has moved traffic (counted as in use).
+    What doctor asks before the deploy (`instances_for`) and before a later update of
+    the same endpoint: a blue/green update runs the new fleet beside the old one, so
+    twice the fleet; with an experiment, also what it asks before `peagle experiment
+    start`: both fleets of the experiment beside the fleet the endpoint runs until the
+    update has moved traffic (counted as in use).
     """
     from peagle_deploy.doctor.capacity import instances_for
 
     needed, why = instances_for(spec)
     if spec.experiment is None:
-        return needed, f"+{needed} for {why}"
+        return 2 * needed, f"+{2 * needed}: {why}, twice for a blue/green update"
     serving, _ = instances_for(spec.model_copy(update={"experiment": None}))
     return needed + serving, (
         f"+{needed + serving}: {why}, and the {serving} the endpoint runs until "
