@@ -119,6 +119,7 @@ AUTOSCALING_TARGET_ACTIONS = (
 AUTOSCALING_READ_ACTIONS = (
     "application-autoscaling:DescribeScalableTargets",
     "application-autoscaling:DescribeScalingPolicies",
+    "application-autoscaling:DescribeScheduledActions",
 )
 OWN_EXPERIMENT_ACTIONS = (
     "sagemaker:DeleteInferenceExperiment",

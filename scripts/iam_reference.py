@@ -32,6 +32,7 @@ ACTIONS = (
     "application-autoscaling:DeregisterScalableTarget",
     "application-autoscaling:DescribeScalableTargets",
     "application-autoscaling:DescribeScalingPolicies",
+    "application-autoscaling:DescribeScheduledActions",
     "application-autoscaling:PutScalingPolicy",
     "application-autoscaling:RegisterScalableTarget",
     "cloudformation:DescribeStacks",

@@ -85,10 +85,23 @@ def _known_absent(ask: Ask, role_tags: Mapping[str, Mapping[str, str]]) -> Calla
     return absent
 
 
+def _endpoint_now(ctx: DoctorContext) -> tuple[dict[str, Any] | None, str | None]:
+    """The endpoint as it is (None when it does not exist or cannot be read: a denied
+    read is itself asked), and the instance type its variant runs."""
+    from peagle_deploy.aws import describe_endpoint_or_none, serving_instance_type
+
+    sm = ctx.client("sagemaker")
+    try:
+        endpoint = describe_endpoint_or_none(sm, ctx.plan.endpoint_name)
+    except Exception:
+        return None, None
+    if endpoint is None or not ctx.plan.autoscaling:
+        return endpoint, None
+    return endpoint, serving_instance_type(sm, str(endpoint.get("EndpointConfigName", "")))
+
+
 def check_caller(ctx: DoctorContext) -> list[CheckResult]:
     """One line per request the caller's own policies deny; a pass line otherwise."""
-    from peagle_deploy.aws import describe_endpoint_or_none
-
     plan = ctx.plan
     if ctx.coming.kind == "cdk":
         return []
@@ -98,15 +111,12 @@ def check_caller(ctx: DoctorContext) -> list[CheckResult]:
         # Asked only for a role session (CI's roles, SSO): an IAM user or the root user
         # is no stage's caller, and says nothing here (docs/doctor.md).
         return []
-    try:
-        endpoint = describe_endpoint_or_none(ctx.client("sagemaker"), plan.endpoint_name)
-    except Exception:
-        endpoint = None  # a denied read is itself asked below
+    endpoint, serving = _endpoint_now(ctx)
     where = Where(plan.region, str(identity["Account"]), ctx.partition)
     requests = distinct(
         [
             r
-            for s, op, p in coming_calls(ctx.coming, plan, endpoint, where.account)
+            for s, op, p in coming_calls(ctx.coming, plan, endpoint, where.account, serving)
             for r in iam_requests(s, op, p, where)
         ]
     )

@@ -80,6 +80,8 @@ class Usage:
 
     by_endpoint: tuple[tuple[str, int], ...]
     """(endpoint name, instances of the type), only endpoints that run some."""
+    listed: frozenset[str] = frozenset()
+    """Every endpoint of the region that holds instances (of any type)."""
 
     @property
     def instances(self) -> int:
@@ -150,7 +152,8 @@ def endpoint_usage(ctx: DoctorContext, instance_type: str) -> Usage:
         workers=DESCRIBE_WORKERS,
         name="peagle-doctor-usage",
     )
-    return Usage(tuple((n, c) for n, c in sorted(zip(names, counts, strict=True)) if c))
+    held = tuple((n, c) for n, c in sorted(zip(names, counts, strict=True)) if c)
+    return Usage(held, frozenset(names))
 
 
 def quota_name(instance_type: str) -> str:
@@ -159,28 +162,28 @@ def quota_name(instance_type: str) -> str:
 
 def instances_needed(ctx: DoctorContext) -> tuple[int, str]:
     """How many instances the endpoint may run at once, and why (`instances_for`), from
-    what its variant runs now when it exists."""
-    return instances_for(ctx.plan.spec, running_instances(ctx))
+    what its variant runs now when it exists (`running_instances`)."""
+    try:
+        usage: Usage | None = endpoint_usage(ctx, ctx.plan.instance_type)
+    except Exception:
+        usage = None
+    return instances_for(ctx.plan.spec, running_instances(ctx, usage))
 
 
-def running_instances(ctx: DoctorContext) -> int | None:
+def running_instances(ctx: DoctorContext, usage: Usage | None) -> int | None:
     """The instances the endpoint's variant runs now (DescribeEndpoint; an autoscaled one
     runs what its scaling asked for, not its config's initial count); None when the
-    endpoint does not exist, holds no instances or cannot be read (then the spec's counts
-    are used; the usage line says when the region's endpoints could not be read)."""
+    endpoint is not among the region's listed endpoints (it does not exist yet, or the
+    listing could not be read), holds no instances or cannot be read (then the spec's
+    counts are used; the usage line says when the region's endpoints could not be read).
+    Only a listed endpoint is described: the deploy's own look comes after doctor."""
     from peagle_deploy.records import current_instances
 
     name = ctx.plan.endpoint_name
-    sm = ctx.client("sagemaker")
+    if usage is None or name not in usage.listed:
+        return None
     try:
-        # Listed first, as the usage count lists the region's endpoints: an endpoint that
-        # does not exist yet is not described (the deploy's own look comes after doctor).
-        pages = sm.get_paginator("list_endpoints").paginate(
-            NameContains=name, PaginationConfig={"PageSize": 100, "MaxItems": 1000}
-        )
-        if not any(e.get("EndpointName") == name for p in pages for e in p.get("Endpoints", [])):
-            return None
-        desc = sm.describe_endpoint(EndpointName=name)
+        desc = ctx.client("sagemaker").describe_endpoint(EndpointName=name)
     except Exception:
         return None
     if desc.get("EndpointStatus") in IDLE_STATES:
@@ -289,12 +292,12 @@ def _quota_covers(
 ) -> CheckResult:
     """Whether the quota covers the instances other endpoints hold plus this plan's."""
     value = float(quota.get("Value", 0))
-    needed, why = instances_needed(ctx)
     try:
         usage: Usage | None = endpoint_usage(ctx, ctx.plan.instance_type)
         usage_problem = ""
     except Exception as exc:
         usage, usage_problem = None, error_code(exc) or short_error(exc)
+    needed, why = instances_for(ctx.plan.spec, running_instances(ctx, usage))
     in_use = usage.instances if usage else 0
     if value < in_use + needed:
         code = quota.get("QuotaCode", "<quota code>")

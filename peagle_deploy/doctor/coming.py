@@ -78,12 +78,19 @@ def _arn(plan: Plan, account: str, resource: str) -> str:
     return f"arn:{partition_of(plan.region)}:sagemaker:{plan.region}:{account}:{resource}"
 
 
-def deploy_calls(plan: Plan, endpoint: Mapping[str, Any] | None, account: str) -> list[Call]:
+def deploy_calls(
+    plan: Plan,
+    endpoint: Mapping[str, Any] | None,
+    account: str,
+    serving_type: str | None = None,
+) -> list[Call]:
     """The calls a deploy of `plan` makes (sdk/deploy.py, sdk/existing.py, records), given
     the endpoint as it is now: what exists under the planned names is read before it is
     created (adopted only when equal), the manifest is written and tagged; an update
     retags the endpoint and removes the old config and the model it served (a model of
-    the endpoint's names: the plan's stands for it, under the same grant)."""
+    the endpoint's names: the plan's stands for it, under the same grant). An update
+    that changes an autoscaled variant's instance type (`serving_type`, what it runs
+    now) takes its scaling off and puts it back (`scaling_swap_calls`)."""
     from peagle_deploy.naming import name_contains
     from peagle_deploy.records import manifest_parameter_name
 
@@ -125,7 +132,32 @@ def deploy_calls(plan: Plan, endpoint: Mapping[str, Any] | None, account: str) -
         calls.append(
             ("application-autoscaling", "PutScalingPolicy", plan.autoscaling["put_scaling_policy"])
         )
+        if endpoint is not None and serving_type not in (None, plan.instance_type):
+            calls += scaling_swap_calls(plan)
     return calls
+
+
+def scaling_swap_calls(plan: Plan) -> list[Call]:
+    """What a deploy sends around an update that changes an autoscaled variant's
+    instance type (sdk/capacity.py): the target's reads, the stage's policy deleted and
+    the target deregistered, then (besides the register and policy every scaling deploy
+    sends) the instance count the variant ran set back."""
+    from peagle_deploy.plan.experiment_requests import describe_scaling, keep_instances, target_key
+    from peagle_deploy.plan.render import scaling_policy_name
+
+    name = plan.endpoint_name
+    return [
+        ("application-autoscaling", "DescribeScalableTargets", describe_scaling(name)),
+        ("application-autoscaling", "DescribeScalingPolicies", target_key(name)),
+        ("application-autoscaling", "DescribeScheduledActions", target_key(name)),
+        (
+            "application-autoscaling",
+            "DeleteScalingPolicy",
+            target_key(name, PolicyName=scaling_policy_name(name)),
+        ),
+        ("application-autoscaling", "DeregisterScalableTarget", target_key(name)),
+        ("sagemaker", "UpdateEndpointWeightsAndCapacities", keep_instances(name, 1)),
+    ]
 
 
 def source_calls(source: PromotionSource, account: str) -> list[Call]:
@@ -249,15 +281,20 @@ def _secret_calls(plan: Plan) -> list[Call]:
 
 
 def coming_calls(
-    coming: ComingRun, plan: Plan, endpoint: Mapping[str, Any] | None, account: str
+    coming: ComingRun,
+    plan: Plan,
+    endpoint: Mapping[str, Any] | None,
+    account: str,
+    serving_type: str | None = None,
 ) -> list[Call]:
-    """Every call of the coming run (none for a CDK deploy)."""
+    """Every call of the coming run (none for a CDK deploy); `serving_type`: the
+    instance type the endpoint's variant runs now, when it exists."""
     if coming.kind == "cdk":
         return []
     if coming.kind == "experiment":
         assert coming.experiment is not None
         return experiment_calls(plan, coming.experiment, coming.candidate, account)
-    calls = deploy_calls(plan, endpoint, account)
+    calls = deploy_calls(plan, endpoint, account, serving_type)
     if coming.source is not None:
         calls = source_calls(coming.source, account) + calls
     return calls

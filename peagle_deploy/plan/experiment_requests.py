@@ -156,6 +156,16 @@ def scalable_resource(endpoint: str, variant: str = VARIANT_NAME) -> str:
     return f"endpoint/{endpoint}/variant/{variant}"
 
 
+def target_key(endpoint: str, **extra: Any) -> dict[str, Any]:
+    """The parameters naming the scalable target of `endpoint`'s variant, with `extra`."""
+    return {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": scalable_resource(endpoint),
+        "ScalableDimension": SCALABLE_DIMENSION,
+        **extra,
+    }
+
+
 def describe_scaling(endpoint: str) -> dict[str, Any]:
     """DescribeScalableTargets of the incumbent's variant."""
     return {

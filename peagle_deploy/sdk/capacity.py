@@ -29,9 +29,9 @@ from peagle_deploy.errors import DeployError, InputError
 from peagle_deploy.naming import STAGE_TAG
 from peagle_deploy.plan import Plan
 from peagle_deploy.plan.experiment_requests import (
-    SCALABLE_DIMENSION,
     describe_scaling,
     scalable_resource,
+    target_key,
 )
 from peagle_deploy.plan.render import VARIANT_NAME, scaling_policy_name
 from peagle_deploy.records import current_instances
@@ -63,16 +63,6 @@ class ScalingSwap:
     def keyed(self, **extra: Any) -> dict[str, Any]:
         """The parameters naming the target, with `extra`."""
         return target_key(self.endpoint, **extra)
-
-
-def target_key(endpoint: str, **extra: Any) -> dict[str, Any]:
-    """The parameters naming the scalable target of `endpoint`'s variant, with `extra`."""
-    return {
-        "ServiceNamespace": "sagemaker",
-        "ResourceId": scalable_resource(endpoint),
-        "ScalableDimension": SCALABLE_DIMENSION,
-        **extra,
-    }
 
 
 def find_swap(sm: Any, aas: Any, plan: Plan, current: dict[str, Any]) -> ScalingSwap | None:

@@ -19,7 +19,8 @@ What runs, in order (`run_all`):
 - the workflow's promote-staging and promote-prod jobs (dry run, then the promotion);
 - prod (autoscaled, moved to 3 instances): a shadow experiment that SageMaker ends on its
   schedule, then status and abort through the workflow (the incumbent's instances put
-  back, its scaling given back);
+  back, its scaling given back); then a deploy onto another instance type, which takes
+  the variant's scaling off around the update and puts it back;
 - dev: `peagle delete`.
 """
 
@@ -174,6 +175,7 @@ def stage_account(run: Run, plans: Mapping[str, Any], account: Any) -> None:
     for stage, plan in plans.items():
         with_role = build_plan(spec_with(plan.spec, execution_role_arn=execution_role(stage)))
         stage_world(with_role, session, account, endpoint_quota=64)
+        account.set_endpoint_quota(PROD_NEXT_TYPE, 64, region=REGION)
         iam.tag_role(
             RoleName=f"peagle-execution-{stage}", Tags=[{"Key": STAGE_TAG, "Value": stage}]
         )
@@ -470,11 +472,39 @@ def prod_experiment(run: Run) -> None:
     assert json.loads(experiment_job(run, "prod", "abort", reason="ledger"))["action"] == "aborted"
 
 
+PROD_NEXT_TYPE = "ml.g7e.4xlarge"
+"""The instance type prod moves to while autoscaled (its quota staged with the world)."""
+
+
+def prod_instance_type(run: Run) -> None:
+    """prod, autoscaled: a deploy onto another instance type takes the variant's scaling
+    off, updates the endpoint and puts the scaling back (sdk/capacity.py)."""
+    from peagle_deploy.sdk import deploy_peagle
+
+    with run.as_ci("prod", "deploy_peagle update"):
+        deployed = deploy_peagle(
+            spec_file="stages/prod.yaml",
+            stage="prod",
+            role_arn=execution_role("prod"),
+            instance_type=PROD_NEXT_TYPE,
+            progress=False,
+            poll_interval_s=0.01,
+        )
+    assert deployed.deployment is not None and deployed.deployment.status == "InService"
+
+
 def teardown(run: Run) -> None:
     run.cli("dev", ["delete", endpoint("dev"), "--yes"])
 
 
-RUNS: tuple[Step, ...] = (dev_lifecycle, dev_experiments, promotions, prod_experiment, teardown)
+RUNS: tuple[Step, ...] = (
+    dev_lifecycle,
+    dev_experiments,
+    promotions,
+    prod_experiment,
+    prod_instance_type,
+    teardown,
+)
 
 
 def _environment(mp: Any, run: Run) -> None:

@@ -231,6 +231,9 @@ NEEDED = {
     ("prod", "experiment start", "RegisterScalableTarget"),
     ("prod", "experiment abort", "UpdateEndpointWeightsAndCapacities"),
     ("prod", "experiment abort", "RegisterScalableTarget"),
+    ("prod", "deploy_peagle update", "DescribeScheduledActions"),
+    ("prod", "deploy_peagle update", "DeregisterScalableTarget"),
+    ("prod", "deploy_peagle update", "DeleteScalingPolicy"),
     ("dev", "delete", "DeleteEndpoint"),
     ("dev", "delete", "DeleteParameter"),
 }
