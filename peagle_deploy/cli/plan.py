@@ -100,8 +100,38 @@ def _print_experiment(experiment: dict[str, Any]) -> None:
         if key in experiment:
             output.console.rule(title)
             output.console.print_json(data=experiment[key], indent=2)
+    _print_set_ups(experiment.get("set_ups") or [])
     for warning in experiment["warnings"]:
         output.warn(warning)
+
+
+def _print_set_ups(rows: list[dict[str, Any]]) -> None:
+    """What each set-up the rule accepts would cost on this endpoint."""
+    from rich.table import Table
+
+    table = Table(title="set-ups the decision accepts here (the chosen one marked)")
+    for column in ("", "set-up", "extra instances", "smallest gain promoted", "extra hours"):
+        table.add_column(column)
+    counted = any("blocks_count" in r for r in rows)
+    if counted:
+        table.add_column("blocks fill at the expected traffic")
+    for r in rows:
+        share = r.get("sampling_percent", r.get("weight_percent"))
+        hours = r["extra_instance_hours"]
+        cells = [
+            "*" if r["chosen"] else "",
+            f"{r['mode']} {share}%, {r['extra_instances']} candidate",
+            str(r["extra_instances"]),
+            f"+{r['smallest_gain_promoted_percent']:g}%",
+            f"{hours['first_look']:g} to {hours['at_most']:g}",
+        ]
+        if counted:
+            cells.append(
+                f"{'yes' if r['blocks_count'] else 'no'} "
+                f"({r['candidate_requests_per_block']:g} requests)"
+            )
+        table.add_row(*cells)
+    output.console.print(table)
 
 
 def register(app: typer.Typer) -> None:

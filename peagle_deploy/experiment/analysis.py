@@ -9,10 +9,14 @@ both go through it.
 
 1. Blocks: each variant's decode speed pooled over each `block_minutes` from the start
    (`observations.windows`); a block counts when both variants finished at least
-   `stats.MIN_BLOCK_REQUESTS` requests in it; each gives d = log(candidate / incumbent).
-2. The rule (`stats.decide`): a confidence sequence for the mean of d, read at the end
-   of whole cycles; promote when its lower bound clears the margin.
-3. The guardrails (`guardrails`): sequential tests over everything since the start.
+   `stats.MIN_BLOCK_REQUESTS` requests in it; each gives d = log(candidate / incumbent),
+   weighted by the requests both finished in it.
+2. The instance spread (`spread_of`): the stated prior, and what each fleet's instances
+   show, compared within their fleet (`observations.instance_windows`).
+3. The rule (`stats.decide`): a confidence sequence for the traffic-weighted mean of d,
+   widened by the fleets' difference the spread allows, read at the end of whole
+   cycles; promote when its lower bound clears the margin.
+4. The guardrails (`guardrails`): sequential tests over everything since the start.
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ from peagle_deploy.experiment.guardrails import Breach, error_breach, latency_br
 from peagle_deploy.experiment.observations import (
     VariantSample,
     VariantSummary,
+    fleet_speeds,
+    instance_windows,
     merged_histograms,
     paired_log_ratios,
     summarize,
     windows,
 )
+from peagle_deploy.experiment.spread import Spread, estimate
 from peagle_deploy.experiment.stats import (
     MIN_BLOCK_REQUESTS,
+    Block,
     Decision,
     Schedule,
     SequentialResult,
@@ -56,18 +64,40 @@ def _bound(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _spread_json(spread: Spread | None) -> dict[str, Any] | None:
+    if spread is None:
+        return None
+    return {
+        "prior": spread.prior,
+        "measured": spread.measured.tau,
+        "degrees_of_freedom": spread.measured.df,
+        "per_instance": spread.per_instance,
+        "instances": list(spread.instances),
+        "fleet_difference_sd": spread.fleet_sd,
+        "source": spread.source,
+    }
+
+
 def _difference(result: SequentialResult, decision: Decision, *, acted: bool) -> dict[str, Any]:
     low, high = result.ci
     return {
         "metric": "decode_tokens_per_s",
         "relative": result.relative_difference,
+        "weighting": "traffic (requests per block)",
         "ci": [_bound(low), _bound(high)],
         "confidence": 1 - result.alpha,
         "blocks": result.blocks,
+        "effective_blocks": round(result.effective_blocks, 2),
+        "noise_half_width": _bound(result.noise_half_width),
+        "spread_half_width": result.spread_half_width,
+        "instance_spread": _spread_json(decision.spread),
         "lag1_autocorrelation": result.lag1,
         "margin": decision.margin,
         "whole_cycles": acted,
-        "test": "confidence sequence over block means (Lai's t-mixture)",
+        "test": (
+            "confidence sequence over traffic-weighted block means (Lai's t-mixture), "
+            "widened by the instance spread"
+        ),
     }
 
 
@@ -77,8 +107,8 @@ class Analysis:
 
     incumbent: VariantSummary
     candidate: VariantSummary
-    pairs: list[tuple[int, float]]
-    """(block index, log ratio) of every block that counts, in time order."""
+    pairs: list[Block]
+    """Every block that counts (index, log ratio, traffic), in time order."""
     decision: Decision
     breaches: list[Breach]
     elapsed_s: float
@@ -115,6 +145,32 @@ class Analysis:
         }
 
 
+def spread_of(
+    samples: Sequence[VariantSample],
+    *,
+    experiment: ExperimentSpec,
+    fleets: tuple[str, str],
+    started_ms: int,
+    below: int,
+) -> Spread:
+    """The instance spread over the blocks before `below`: the stated prior, and what
+    the instances show (compared within their fleet; a calibration's all together, as
+    every instance runs the incumbent's model)."""
+    by = instance_windows(samples, start_ms=started_ms, window_s=experiment.block_minutes * 60)
+    speeds = [
+        fleet_speeds(by.get(v, {}), below=below, min_requests=MIN_BLOCK_REQUESTS) for v in fleets
+    ]
+    counts = (max(1, len(speeds[0])), max(1, len(speeds[1])))
+    if experiment.calibration:
+        together = {
+            f"{v}/{i}": s for v, f in zip(fleets, speeds, strict=True) for i, s in f.items()
+        }
+        groups = [together]
+    else:
+        groups = speeds
+    return Spread(experiment.instance_spread_percent / 100, estimate(groups), counts)
+
+
 def analyse(
     samples: Sequence[VariantSample],
     *,
@@ -144,12 +200,21 @@ def analyse(
         candidate=candidate,
         min_requests=MIN_BLOCK_REQUESTS,
     )
+    below = schedule.looked_blocks(elapsed_s) or schedule.complete_blocks(elapsed_s)
+    spread = spread_of(
+        in_span,
+        experiment=experiment,
+        fleets=(incumbent, candidate),
+        started_ms=started_ms,
+        below=below,
+    )
     decision = decide(
         pairs,
         alpha=experiment.alpha,
         margin=experiment.margin_percent / 100,
         schedule=schedule,
         elapsed_s=elapsed_s,
+        spread=spread,
         calibration=experiment.calibration,
         final=final,
     )

@@ -94,31 +94,43 @@ def error_breach(
     return None
 
 
-def _tail(h: Histogram, index: int) -> float:
-    """Observations above `h.bounds[index]`."""
-    return math.fsum(h.counts[index + 1 :])
+def _tail_count(n: float, alpha: float, *, above: bool) -> float | None:
+    """The tail count (observations beyond a value) at which the rate test first shows
+    that more than 1 % lie beyond (`above`: the smallest such count) or fewer than 1 %
+    (not `above`: the largest); None when no count out of `n` shows it."""
+    bar = math.log(1 / alpha)
+
+    def shown(tail: float) -> bool:
+        return stats.rate_evidence(tail, n, P99_TAIL, above=above) >= bar
+
+    if not shown(n if above else 0.0):
+        return None
+    low, high = 0.0, n  # the evidence is monotone in the tail count: bisect
+    for _ in range(60):
+        mid = (low + high) / 2
+        if shown(mid) == above:
+            high = mid
+        else:
+            low = mid
+    return high if above else low
 
 
 def p99_lower_bound(h: Histogram | None, alpha: float) -> float | None:
-    """The largest bucket bound the p99 is shown to exceed (more than 1 % beyond it)."""
-    if h is None:
+    """A value the p99 is shown to exceed (more than 1 % of requests beyond it), read
+    inside its bucket as a tail (`Histogram.tail_value`)."""
+    if h is None or h.count <= 0:
         return None
-    n, bar = h.count, math.log(1 / alpha)
-    found = [
-        b for i, b in enumerate(h.bounds) if stats.rate_evidence(_tail(h, i), n, P99_TAIL) >= bar
-    ]
-    return max(found) if found else None
+    tail = _tail_count(h.count, alpha, above=True)
+    return None if tail is None else h.tail_value(tail, high=False)
 
 
 def p99_upper_bound(h: Histogram | None, alpha: float) -> float | None:
-    """The smallest bucket bound the p99 is shown to be within (less than 1 % beyond)."""
-    if h is None:
+    """A value the p99 is shown to be within (fewer than 1 % beyond it), read inside its
+    bucket as a tail; None when nothing bounds it (beyond the largest bound)."""
+    if h is None or h.count <= 0:
         return None
-    n, bar = h.count, math.log(1 / alpha)
-    for i, b in enumerate(h.bounds):
-        if stats.rate_evidence(_tail(h, i), n, P99_TAIL, above=False) >= bar:
-            return b
-    return None
+    tail = _tail_count(h.count, alpha, above=False)
+    return None if tail is None else h.tail_value(max(tail, 1e-9), high=True)
 
 
 def latency_breaches(

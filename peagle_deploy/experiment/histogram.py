@@ -9,9 +9,13 @@ the bucket as Prometheus' `histogram_quantile` does.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
+
+_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,65 @@ class Histogram:
                 return low + (self.bounds[i] - low) * (rank - seen) / c
             seen += c
         return self.bounds[-1] if self.bounds else None
+
+    def _scores(self) -> list[float | None]:
+        """Per bound, the normal score of the share of observations at or below it (None
+        where that share is 0 or 1)."""
+        n, below, out = self.count, 0.0, []
+        for c in self.counts[:-1]:
+            below += c
+            out.append(_NORMAL.inv_cdf(below / n) if 0 < below < n else None)
+        return out
+
+    def tail_value(self, tail: float, *, high: bool) -> float | None:
+        """The value with `tail` observations beyond it, read inside its bucket.
+
+        vLLM's latency buckets are wide (0.1 to 0.25 s, 1 to 2.5 s), and a tail falls
+        steeply across one, so a linear reading (Prometheus') puts a p99 far too high.
+        Here the bucket is read as a local log-normal: the normal score of the share at
+        or below x, linear in log x through the shares observed at the bucket's bounds
+        (exact when latencies are log-normal, near it for the skewed shapes latencies
+        have). With nothing observed beyond the bucket, the line through the two bounds
+        below it is extended (never past the bucket's own bounds). A bucket that cannot
+        be read so (the first starts at 0) takes its own bound on the safe side: its top
+        when `high` (an upper bound), else its bottom. In the overflow bucket, None when
+        `high` (nothing bounds it), else the largest bound.
+        """
+        n = self.count
+        if n <= 0 or not self.bounds:
+            return None
+        rank = n - tail  # observations at or below the value
+        index = next((i for i, below in enumerate(self._cumulative()) if below >= rank), None)
+        if index is None:
+            return None if high else self.bounds[-1]
+        low = self.bounds[index - 1] if index > 0 else 0.0
+        top = self.bounds[index]
+        line = self._line(index)
+        if low <= 0 or line is None or not 0 < rank < n:
+            return top if high else low
+        (x0, z0), (x1, z1) = line
+        share = (_NORMAL.inv_cdf(rank / n) - z0) / (z1 - z0)
+        value = math.exp(math.log(x0) + share * (math.log(x1) - math.log(x0)))
+        return min(top, max(low, value))
+
+    def _cumulative(self) -> list[float]:
+        out, below = [], 0.0
+        for c in self.counts[:-1]:
+            below += c
+            out.append(below)
+        return out
+
+    def _line(self, index: int) -> tuple[tuple[float, float], ...] | None:
+        """Two (bound, score) points to read bucket `index` on: its own bounds, else (its
+        top has no score) the two bounds below it."""
+        scores = self._scores()
+        for a, b in ((index - 1, index), (index - 2, index - 1)):
+            if a < 0 or self.bounds[a] <= 0:
+                continue
+            za, zb = scores[a], scores[b]
+            if za is not None and zb is not None and zb > za:
+                return (self.bounds[a], za), (self.bounds[b], zb)
+        return None
 
 
 def merge_all(histograms: Iterable[Histogram]) -> Histogram | None:

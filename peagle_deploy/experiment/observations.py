@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from peagle_serve.contract import (
     DEFAULT_VARIANT,
@@ -34,6 +34,7 @@ from peagle_serve.contract import (
 )
 
 from peagle_deploy.experiment.histogram import Histogram, merge_all
+from peagle_deploy.experiment.stats import Block
 
 PERCENTILES = (0.5, 0.9, 0.99)
 
@@ -221,23 +222,74 @@ def span_index(timestamp_ms: int, *, start_ms: int, width_s: float) -> int:
     return int((timestamp_ms - start_ms - 1) // (width_s * 1000))
 
 
+_Key = TypeVar("_Key", str, tuple[str, str])
+
+
+def _variant_of(o: VariantSample) -> str:
+    return o.variant
+
+
+def _variant_and_instance(o: VariantSample) -> tuple[str, str]:
+    return o.variant, o.instance
+
+
+def _pooled(
+    samples: Iterable[VariantSample],
+    *,
+    start_ms: int,
+    window_s: float,
+    key: Callable[[VariantSample], _Key],
+) -> dict[_Key, dict[int, Window]]:
+    """key(sample) -> span index -> the decode figures pooled over the span."""
+    sums: dict[tuple[_Key, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    width_ms = window_s * 1000
+    for o in samples:
+        if o.timestamp_ms <= start_ms or o.requests <= 0:
+            continue
+        row = sums[(key(o), int((o.timestamp_ms - start_ms - 1) // width_ms))]
+        row[0] += o.requests
+        row[1] += o.decode_tokens
+        row[2] += o.decode_s
+    out: dict[_Key, dict[int, Window]] = defaultdict(dict)
+    for (k, index), (requests, tokens, seconds) in sums.items():
+        out[k][index] = Window(requests, tokens, seconds)
+    return out
+
+
 def windows(
     samples: Iterable[VariantSample], *, start_ms: int, window_s: float
 ) -> dict[str, dict[int, Window]]:
     """variant -> span index -> its decode figures, for spans of `window_s` from
     `start_ms` (samples stamped at or before `start_ms` are left out)."""
-    sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    width_ms = window_s * 1000
-    for o in samples:
-        if o.timestamp_ms <= start_ms or o.requests <= 0:
-            continue
-        row = sums[(o.variant, int((o.timestamp_ms - start_ms - 1) // width_ms))]
-        row[0] += o.requests
-        row[1] += o.decode_tokens
-        row[2] += o.decode_s
-    out: dict[str, dict[int, Window]] = defaultdict(dict)
-    for (variant, index), (requests, tokens, seconds) in sorted(sums.items()):
-        out[variant][index] = Window(requests, tokens, seconds)
+    return _pooled(samples, start_ms=start_ms, window_s=window_s, key=_variant_of)
+
+
+def instance_windows(
+    samples: Iterable[VariantSample], *, start_ms: int, window_s: float
+) -> dict[str, dict[str, dict[int, Window]]]:
+    """variant -> instance -> span index -> its decode figures (as `windows`, per
+    instance; a source without instances gives one instance named "")."""
+    pooled = _pooled(samples, start_ms=start_ms, window_s=window_s, key=_variant_and_instance)
+    out: dict[str, dict[str, dict[int, Window]]] = defaultdict(dict)
+    for (variant, instance), spans in pooled.items():
+        out[variant][instance] = spans
+    return out
+
+
+def fleet_speeds(
+    by_instance: Mapping[str, Mapping[int, Window]], *, below: int, min_requests: float
+) -> dict[str, dict[int, float]]:
+    """instance -> span index -> log decode speed, for spans before `below` in which the
+    instance finished at least `min_requests`."""
+    out: dict[str, dict[int, float]] = {}
+    for instance, spans in by_instance.items():
+        series = {
+            i: math.log(w.speed)
+            for i, w in spans.items()
+            if i < below and w.requests >= min_requests and w.speed
+        }
+        if series:
+            out[instance] = series
     return out
 
 
@@ -247,16 +299,17 @@ def paired_log_ratios(
     incumbent: str,
     candidate: str,
     min_requests: float,
-) -> list[tuple[int, float]]:
-    """(span index, log(candidate speed / incumbent speed)) for spans in which both
-    variants finished at least `min_requests`, in time order."""
+) -> list[Block]:
+    """One `Block` (span index, log(candidate speed / incumbent speed), the requests both
+    variants finished in it) for each span in which both finished at least
+    `min_requests`, in time order."""
     a, b = by_variant.get(incumbent, {}), by_variant.get(candidate, {})
-    pairs: list[tuple[int, float]] = []
+    pairs: list[Block] = []
     for index in sorted(set(a) & set(b)):
         wa, wb = a[index], b[index]
         if wa.requests < min_requests or wb.requests < min_requests:
             continue
         sa, sb = wa.speed, wb.speed
         if sa and sb:
-            pairs.append((index, math.log(sb / sa)))
+            pairs.append(Block(index, math.log(sb / sa), wa.requests + wb.requests))
     return pairs

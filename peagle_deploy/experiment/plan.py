@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from peagle_deploy.catalog.images import runs_peagle_serve
 from peagle_deploy.errors import InputError
-from peagle_deploy.experiment.design import check_comparable, check_decidable
+from peagle_deploy.experiment.design import check_comparable, check_decidable, set_up_costs
 from peagle_deploy.findings import PlanWarning
 from peagle_deploy.plan import Plan, build_plan, plan_of, with_speculative
 from peagle_deploy.plan.experiment_requests import (
@@ -138,6 +138,7 @@ class ExperimentPlan:
                 },
             },
             **{k: v for k, v in sent.items() if v is not None},
+            "set_ups": set_up_costs(self.settings, self.incumbent_instances),
             "warnings": list(self.warnings),
         }
 

@@ -104,11 +104,18 @@ def _difference_panel(status: ExperimentStatus, diff: Any, unit_s: float) -> Non
     assert analysis is not None
     xs, mids, lows, highs = [], [], [], []
     pairs = analysis.pairs
+    spread = analysis.decision.spread
+    fleet_sd = spread.fleet_sd if spread is not None and not settings.calibration else 0.0
     for n in range(2, len(pairs) + 1):
-        result = confidence_sequence([d for _, d in pairs[:n]], alpha=settings.alpha)
+        result = confidence_sequence(
+            [b.log_ratio for b in pairs[:n]],
+            alpha=settings.alpha,
+            weights=[b.weight for b in pairs[:n]],
+            fleet_sd=fleet_sd,
+        )
         if result is None or not result.finite:
             continue
-        at = _measured_at(pairs[n - 1][0], analysis.block_s, analysis.elapsed_s)
+        at = _measured_at(pairs[n - 1].number, analysis.block_s, analysis.elapsed_s)
         xs.append(at / unit_s)
         mids.append(100 * math.expm1(result.mean_log_ratio))
         low, high = result.ci

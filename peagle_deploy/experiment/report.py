@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from peagle_deploy.experiment.analysis import Analysis
     from peagle_deploy.experiment.lifecycle import ExperimentStatus
+    from peagle_deploy.experiment.spread import Spread
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
@@ -105,6 +106,24 @@ def render_status(status: ExperimentStatus, console: Console) -> None:
         )
 
 
+def _spread_line(spread: Spread, calibration: bool) -> str:
+    """What the instances differ by, and what the interval allows for it."""
+    measured = spread.measured
+    seen = (
+        f"the instances show sd {100 * measured.tau:.2f}% ({measured.df} degrees of freedom)"
+        if measured.tau is not None
+        else "no fleet has two instances to compare"
+    )
+    if calibration:
+        return f"instance spread: {seen}; instance_spread_percent is {100 * spread.prior:g}%"
+    mi, mc = spread.instances
+    return (
+        f"instance spread: sd {100 * spread.per_instance:.2f}% per instance "
+        f"({spread.source}; {seen}); fleets of {mi} and {mc} instances differ by sd "
+        f"{100 * spread.fleet_sd:.2f}%, which the interval allows for"
+    )
+
+
 def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None:
     """The difference with its confidence sequence, the schedule, the decision."""
     decision = analysis.decision
@@ -130,6 +149,9 @@ def _render_decision(analysis: Analysis, alpha: float, console: Console) -> None
             highlight=False,
             markup=False,
         )
+    spread = decision.spread
+    if spread is not None:
+        console.print(_spread_line(spread, decision.calibration), highlight=False, markup=False)
     nxt = decision.next_look_s
     console.print(
         f"blocks counted {len(analysis.pairs)}; {looks} seen"

@@ -350,14 +350,26 @@ class ExperimentSpec(_Strict):
     """The candidate's instances; the decision needs the incumbent's count (the default
     for shadow 100 % and split 50 %)."""
     alpha: float = Field(default=0.05, gt=0, le=0.2, strict=True)
-    """The chance of promoting a candidate that is no faster, while the two fleets differ
-    by less than `margin_percent` (the confidence sequence of the difference is at level
-    1 - alpha)."""
+    """The chance of promoting a candidate that is no faster, while its instances differ
+    from the incumbent's by no more than `instance_spread_percent` (or what the instances
+    show) allows for: the interval is the blocks' confidence sequence at level 1 - alpha,
+    widened by the one-sided 1 - alpha bound of the fleets' difference."""
     margin_percent: float = Field(default=2.0, ge=0, le=100, strict=True)
-    """Promote only when the confidence sequence's lower bound of the candidate's decode
-    speed gain is above this. Two fleets of the same model differ a little (per-instance
-    offsets, drift), which no test on live traffic can tell from a real gain: a smaller
-    gain is never called a win. A calibration (A/A) run measures it on your endpoint."""
+    """Promote only when the lower bound of the candidate's decode speed gain is above
+    this (and keep the incumbent when the upper bound is below it): the smallest gain
+    worth a change. It also covers instances that differ a little more than
+    `instance_spread_percent` says."""
+    instance_spread_percent: float = Field(default=1.5, ge=0, le=25, strict=True)
+    """How much instances of one type differ in decode speed: the sd of their fixed
+    offsets, in percent (GPUs of a type differ by a percent or two: clocks, thermals,
+    placement). Two fleets then differ by sd spread x sqrt(1/M_i + 1/M_c) (M: each
+    fleet's instances) however long the test runs, and the rule widens its interval by
+    that. It uses the larger of this and what the instances themselves show (fleets of
+    two or more); a calibration (A/A) run measures it on your endpoint."""
+    expected_requests_per_minute: float | None = Field(default=None, gt=0, le=1e6, strict=True)
+    """The endpoint's traffic, for the plan only: it shows, per set-up, whether each block
+    would hold enough of the candidate's requests to count (the decision needs 10 per
+    variant and block)."""
     block_minutes: float = Field(default=60.0, gt=0, le=1440, strict=True)
     """The test compares block means: each variant's decode speed pooled over this many
     minutes, one log ratio per block. Long blocks make the ratios nearly independent

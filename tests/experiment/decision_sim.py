@@ -39,8 +39,10 @@ from typing import Any, Literal
 import numpy as np
 
 from peagle_deploy.experiment.analysis import analyse
-from peagle_deploy.experiment.guardrails import error_breach
+from peagle_deploy.experiment.guardrails import error_breach, latency_breaches
+from peagle_deploy.experiment.histogram import Histogram
 from peagle_deploy.experiment.observations import VariantSample
+from peagle_deploy.experiment.stats import rate_evidence
 from peagle_deploy.spec.models import ExperimentSpec
 
 INCUMBENT = "AllTraffic"
@@ -98,17 +100,25 @@ class Traffic:
 
 @dataclass
 class Simulated:
-    """Per run, variant (0 incumbent, 1 candidate) and minute: what was reported."""
+    """Per run, instance (the incumbent's first, then the candidate's) and minute: what was
+    reported."""
 
     requests: Any
     decode_tokens: Any
     decode_s: Any
     invocations: Any
     errors: Any
+    instances: tuple[int, int] = (1, 1)
 
     @property
     def runs(self) -> int:
         return int(self.requests.shape[0])
+
+    def arm(self, figures: Any, arm: int) -> Any:
+        """`figures` summed over one arm's instances: (runs, minutes)."""
+        n_inc, _ = self.instances
+        part = figures[:, :n_inc] if arm == 0 else figures[:, n_inc:]
+        return part.sum(axis=1)
 
 
 def _ar1(rng: Any, shape: tuple[int, ...], minutes: int, sd: float, lag1: float) -> Any:
@@ -203,11 +213,10 @@ def simulate(traffic: Traffic, *, runs: int, minutes: int, seed: int) -> Simulat
         failed = rng.random(len(rows)) < np.asarray(traffic.error_rates)[arm]
     lost = (rng.random(runs * count * minutes) < traffic.lost_lines)[key]
     reported = ~failed & ~lost
-    out = (run * 2 + arm) * minutes + minute
-    size = runs * 2 * minutes
+    size = runs * count * minutes
 
     def total(weights: Any) -> Any:
-        return np.bincount(out, weights=weights, minlength=size).reshape(runs, 2, minutes)
+        return np.bincount(key, weights=weights, minlength=size).reshape(runs, count, minutes)
 
     return Simulated(
         requests=total(reported.astype(float)),
@@ -215,26 +224,35 @@ def simulate(traffic: Traffic, *, runs: int, minutes: int, seed: int) -> Simulat
         decode_s=total(np.where(reported, decode_s, 0.0)),
         invocations=total(np.ones(len(rows))),
         errors=total(failed.astype(float)),
+        instances=traffic.instances,
     )
 
 
 def samples_of(sim: Simulated, run: int, *, start_ms: int = START_MS) -> list[VariantSample]:
-    """The samples the platform would provide for one run, per variant and minute."""
+    """The samples the platform would provide for one run: per instance and minute, the
+    container's serving figures (its metric lines, log stream `<variant>/i-<n>`); per
+    variant and minute, SageMaker's invocations and 5xx errors."""
     minutes = sim.requests.shape[2]
     stamps = [start_ms + (t + 1) * 60_000 for t in range(minutes)]
-    per_arm = []
-    for arm, name in enumerate((INCUMBENT, CANDIDATE)):
-        figures = (sim.requests, sim.decode_tokens, sim.decode_s, sim.invocations, sim.errors)
-        columns = [f[run, arm].tolist() for f in figures]
-        per_arm.append(
-            [
-                VariantSample(name, at, 60.0, "", req, 0.0, tok, sec, inv, err)
-                for at, req, tok, sec, inv, err in zip(stamps, *columns, strict=True)
-                if inv or req
-            ]
+    n_inc, n_cand = sim.instances
+    out: list[VariantSample] = []
+    for index in range(n_inc + n_cand):
+        name = INCUMBENT if index < n_inc else CANDIDATE
+        stream = f"{name}/i-{index}"
+        columns = [f[run, index].tolist() for f in (sim.requests, sim.decode_tokens, sim.decode_s)]
+        out.extend(
+            VariantSample(name, at, 60.0, stream, req, 0.0, tok, sec)
+            for at, req, tok, sec in zip(stamps, *columns, strict=True)
+            if req
         )
-    inc, cand = per_arm
-    return sorted([*inc, *cand], key=lambda o: o.timestamp_ms)
+    for arm, name in enumerate((INCUMBENT, CANDIDATE)):
+        calls, errors = (sim.arm(f, arm)[run].tolist() for f in (sim.invocations, sim.errors))
+        out.extend(
+            VariantSample(name, at, 60.0, "", invocations=inv, errors=err)
+            for at, inv, err in zip(stamps, calls, errors, strict=True)
+            if inv
+        )
+    return sorted(out, key=lambda o: o.timestamp_ms)
 
 
 def looks_of(spec: ExperimentSpec) -> list[float]:
@@ -272,6 +290,8 @@ class RowResult:
 
     verdicts: Counter[str] = field(default_factory=Counter)
     minutes: list[float] = field(default_factory=list)
+    decided: list[tuple[str, float]] = field(default_factory=list)
+    """(verdict, minutes to it) per run."""
 
     @property
     def runs(self) -> int:
@@ -280,12 +300,19 @@ class RowResult:
     def share(self, *verdicts: str) -> float:
         return sum(self.verdicts[v] for v in verdicts) / max(1, self.runs)
 
+    def share_by(self, verdict: str, minutes: float) -> float:
+        """Runs that reached `verdict` within `minutes`."""
+        hits = sum(v == verdict and at <= minutes for v, at in self.decided)
+        return hits / max(1, self.runs)
+
     def hours(self, q: float) -> float:
         """The q-quantile of the time to a decision, in hours (undecided runs: the end)."""
         return float(np.quantile(np.asarray(self.minutes), q)) / 60
 
-    def merge(self, other: RowResult) -> RowResult:
-        return RowResult(self.verdicts + other.verdicts, self.minutes + other.minutes)
+    def add(self, verdict: str, at: float) -> None:
+        self.verdicts[verdict] += 1
+        self.minutes.append(at)
+        self.decided.append((verdict, at))
 
 
 def spec_for(traffic: Traffic, **changes: Any) -> ExperimentSpec:
@@ -311,9 +338,7 @@ def run_rows(
         size = min(chunk, runs - first)
         sim = simulate(traffic, runs=size, minutes=minutes, seed=seed + first)
         for r in range(size):
-            verdict, at = decision_of(samples_of(sim, r), spec)
-            result.verdicts[verdict] += 1
-            result.minutes.append(at)
+            result.add(*decision_of(samples_of(sim, r), spec))
     return result
 
 
@@ -334,7 +359,7 @@ def minutes_to_stop(
 
 @dataclass(frozen=True)
 class Scenario:
-    """One row of the table: a set-up, its traffic, and the issue's row it answers."""
+    """One row of a table: a set-up, its traffic."""
 
     label: str
     traffic: Traffic
@@ -342,74 +367,166 @@ class Scenario:
     """For a set-up the plan refuses: the spec's instance count and experiment block."""
 
 
-DRIFT = {"drift_sd": 0.02, "drift_lag1": 0.95}
+TROUBLES = {"drift_sd": 0.02, "drift_lag1": 0.95, "lost_lines": 0.03}
+"""Realistic traffic's troubles on top of the daily swing and bursts every run has:
+slow per-instance drift (2 %, lag-1 0.95 a minute) and 3 % of metric lines lost."""
+HOURS_DRIFT = {"drift_sd": 0.02, "drift_lag1": 0.999}
+"""Per-instance drift that lasts hours (lag-1 0.999 a minute: about 17 hours)."""
 LOAD_EFFECT = {"effect_swing": 0.06}
-SHADOW_11 = Traffic()
-SPLIT_11 = Traffic(mode="split", share=0.5)
-REALISTIC = Traffic(
-    mode="split", share=0.5, instances=(2, 2), offset_sd=0.01, lost_lines=0.03, **DRIFT
-)
-"""Split 50/50 on 2+2 instances with drift, fixed offsets and 3 % lost lines: the
-traffic of the calibration (A/A) row and of the times to a decision."""
 
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("shadow 100%, identical fleets (1+1), no drift", SHADOW_11),
-    Scenario("split 50/50, equal fleets (1+1)", SPLIT_11),
-    Scenario("shadow 100%, slow per-instance drift (2%, lag-1 0.95)", replace(SHADOW_11, **DRIFT)),
+SET_UPS: tuple[tuple[str, Traffic], ...] = (
+    ("1+1, shadow 100%", Traffic(**TROUBLES)),
+    ("2+2, split 50/50", Traffic(mode="split", share=0.5, instances=(2, 2), **TROUBLES)),
+    ("4+1, shadow 25%", Traffic(share=0.25, instances=(4, 1), **TROUBLES)),
+    ("8+1, shadow 12%", Traffic(share=0.12, instances=(8, 1), **TROUBLES)),
+)
+"""The set-ups of issue 35's table: one instance against one (the default for a
+1-instance endpoint), two against two, and one extra instance carrying an incumbent
+instance's load (shadow 1/N on N+1)."""
+OFFSET_SDS = (0.0, 0.01, 0.02)
+"""Per-instance fixed speed offsets (log-sd): GPUs of one type differ by a percent or two."""
+
+
+def spread_scenarios() -> list[Scenario]:
+    """Every set-up with every offset spread."""
+    return [
+        Scenario(f"{label}, offsets sd {100 * sd:g}%", replace(traffic, offset_sd=sd))
+        for label, traffic in SET_UPS
+        for sd in OFFSET_SDS
+    ]
+
+
+REALISTIC = Traffic(mode="split", share=0.5, instances=(2, 2), offset_sd=0.01, **TROUBLES)
+"""Split 50/50 on 2+2 instances with drift, fixed offsets (sd 1 %) and 3 % lost lines:
+the traffic of the times to a decision."""
+
+TROUBLE_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("drift lasting hours (2%, lag-1 0.999/min), 1+1", Traffic(**HOURS_DRIFT)),
     Scenario(
-        "an effect that depends on load (+6% at the trough, -6% at the peak)",
-        replace(SHADOW_11, **LOAD_EFFECT),
+        "drift lasting hours, 8+1 shadow 12%",
+        Traffic(share=0.12, instances=(8, 1), **HOURS_DRIFT),
     ),
     Scenario(
-        "shadow 20%, default candidate fleet (0.4x the load per instance)",
+        "an effect that depends on load (+6% at the trough, -6% at the peak), 1+1",
+        Traffic(**LOAD_EFFECT),
+    ),
+    Scenario(
+        "all at once: 2+2 split, drift, offsets sd 2%, load effect, 3% lost lines",
+        replace(REALISTIC, offset_sd=0.02, **LOAD_EFFECT),
+    ),
+    Scenario("shadow 20% on 5+1 (equal load)", Traffic(share=0.2, instances=(5, 1), **TROUBLES)),
+    Scenario(
+        "split 10% on 9+1 (equal load)",
+        Traffic(mode="split", share=0.1, instances=(9, 1), **TROUBLES),
+    ),
+)
+"""Real traffic's other troubles, each on its own."""
+
+REFUSED: tuple[Scenario, ...] = (
+    Scenario(
+        "shadow 20%, one candidate on 2 (0.4x the load per instance)",
         Traffic(share=0.2, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "shadow", "sampling_percent": 20},
     ),
     Scenario(
-        "split 10%, default fleet (0.22x the load)",
+        "split 10%, one candidate on 2 (0.22x the load)",
         Traffic(mode="split", share=0.1, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "split", "weight_percent": 10},
     ),
     Scenario(
-        "split 40%, default fleet (1.33x the load)",
+        "split 40%, one candidate on 2 (1.33x the load)",
         Traffic(mode="split", share=0.4, instances=(2, 1)),
         {"initial_instance_count": 2, "mode": "split", "weight_percent": 40},
     ),
-    Scenario(
-        "shadow 20% on 5+1 (equal load)",
-        Traffic(share=0.2, instances=(5, 1)),
-        {
-            "initial_instance_count": 5,
-            "mode": "shadow",
-            "sampling_percent": 20,
-            "candidate_instance_count": 1,
-        },
-    ),
-    Scenario(
-        "split 10% on 9+1 (equal load)",
-        Traffic(mode="split", share=0.1, instances=(9, 1)),
-        {
-            "initial_instance_count": 9,
-            "mode": "split",
-            "weight_percent": 10,
-            "candidate_instance_count": 1,
-        },
-    ),
-    Scenario("shadow 100%, one instance 1% slower (1+1)", replace(SHADOW_11, offsets=(-0.01,))),
-    Scenario(
-        "split 50/50 on 2+2, fixed per-instance offsets (sd 1%)",
-        Traffic(mode="split", share=0.5, instances=(2, 2), offset_sd=0.01),
-    ),
-    Scenario(
-        "all at once: split 50/50 on 2+2, drift, offsets (sd 1%), load effect, 3% lost lines",
-        replace(REALISTIC, **LOAD_EFFECT),
-    ),
 )
-"""The issue's rows (refused set-ups marked), then what the issue's Why names on its own."""
+"""Set-ups whose candidate instances carry another load than the incumbent's: refused
+by the plan, and biased in the simulation."""
 
-BEYOND_THE_MARGIN = Scenario(
-    "beyond the margin: shadow 100% on 1+1, per-instance offsets sd 3%",
-    replace(SHADOW_11, offset_sd=0.03),
+CALIBRATIONS: tuple[Scenario, ...] = tuple(
+    Scenario(f"{label}, offsets sd {100 * sd:g}%", replace(traffic, offset_sd=sd))
+    for label, traffic in (
+        *SET_UPS,
+        ("8+8, shadow 100%", Traffic(instances=(8, 8), **TROUBLES)),
+    )
+    for sd in (0.0, 0.01, 0.03)
 )
-"""Fleets that differ by more than the 2 % margin: the rule's limit, which a
-calibration (A/A) run on the endpoint shows."""
+"""A/A runs: no spread, a spread the default prior (1.5 %) covers, one twice beyond it."""
+
+
+# --- the latency guardrail on vLLM's own buckets -----------------------------------------
+
+TTFT_BOUNDS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+"""vLLM 0.30.0's time-to-first-token buckets (local/peagle_local/emulator/vllm_buckets.py,
+which tests/container/test_container_contract.py compares with the installed vLLM)."""
+
+
+def _histograms(values: Any, looks: int) -> list[Histogram]:
+    """The cumulative histogram of `values` (in arrival order) at `looks` even steps."""
+    index = np.searchsorted(np.asarray(TTFT_BOUNDS), values, side="left")
+    out = []
+    for k in range(1, looks + 1):
+        counts = np.bincount(index[: len(values) * k // looks], minlength=len(TTFT_BOUNDS) + 1)
+        out.append(Histogram(TTFT_BOUNDS, tuple(float(c) for c in counts)))
+    return out
+
+
+def _at_bounds_fires(incumbent: Histogram, candidate: Histogram, spec: ExperimentSpec) -> bool:
+    """The latency guardrail as it read p99 bounds before issue 35: only at bucket bounds
+    (the largest bound the candidate's p99 is shown to exceed, the smallest the
+    incumbent's is shown to be within)."""
+    rules = spec.guardrails
+    bar = math.log(2 / rules.alpha)  # each bound at alpha / 2
+
+    def tail(h: Histogram, i: int) -> float:
+        return math.fsum(h.counts[i + 1 :])
+
+    above = [
+        b
+        for i, b in enumerate(candidate.bounds)
+        if rate_evidence(tail(candidate, i), candidate.count, 0.01) >= bar
+    ]
+    within = next(
+        (
+            b
+            for i, b in enumerate(incumbent.bounds)
+            if rate_evidence(tail(incumbent, i), incumbent.count, 0.01, above=False) >= bar
+        ),
+        None,
+    )
+    factor = 1 + rules.max_p99_latency_increase_percent / 100
+    return bool(above) and within is not None and max(above) > within * factor
+
+
+def latency_fire_share(
+    p99_s: float,
+    factor: float,
+    *,
+    requests: int,
+    runs: int,
+    seed: int,
+    sigma: float = 0.6,
+    looks: int = 24,
+    at_bounds: bool = False,
+) -> float:
+    """Share of runs in which the TTFT guardrail fires at any of `looks` reads: each
+    variant's time to first token log-normal (log-sd `sigma`), the incumbent's p99 at
+    `p99_s`, the candidate's every request `factor` times slower; `requests` per variant.
+    `at_bounds`: the reading before issue 35 (bucket bounds only)."""
+    spec = ExperimentSpec()
+    rng = np.random.default_rng(seed)
+    median = p99_s / math.exp(2.3263 * sigma)
+    fired = 0
+    for _ in range(runs):
+        mine = rng.lognormal(math.log(median), sigma, requests)
+        theirs = rng.lognormal(math.log(median), sigma, requests) * factor
+        pairs = zip(_histograms(mine, looks), _histograms(theirs, looks), strict=True)
+        fired += any(
+            _at_bounds_fires(a, b, spec)
+            if at_bounds
+            else bool(latency_breaches({"ttft_s": a}, {"ttft_s": b}, spec.guardrails))
+            for a, b in pairs
+        )
+    return fired / runs

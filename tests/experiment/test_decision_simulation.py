@@ -1,15 +1,16 @@
-"""The decision rule and the guardrails on simulated live traffic (issue 30).
+"""The decision rule and the guardrails on simulated live traffic (issues 30 and 35).
 
 A smaller, seeded run of `benchmarks/experiment_decision.py` (which prints the full
-table, 200 runs per row): each simulated experiment (`decision_sim`: request by request,
-with drift, per-instance offsets, load-dependent speed and effects, daily cycles, lost
-metric lines) is read through the product's `analysis.analyse` with the spec's defaults.
+tables, 200 runs per row): each simulated experiment (`decision_sim`: request by
+request and instance by instance, with per-instance offsets and drift, load-dependent
+speed and effects, daily cycles, lost metric lines) is read through the product's
+`analysis.analyse` with the spec's defaults.
 
-Bounds, with room for simulation noise at 40 runs: a false winner (the candidate
+Bounds, with room for simulation noise at 40 runs: a false promotion (the candidate
 promoted with no true difference) in at most alpha + 2 standard errors of the runs, the
-right winner at +10 % in at least 80 % - 2 standard errors. The rule before issue 30
-declared false winners in 34-100 % of such runs (the issue's table; the benchmark shows
-the same on this simulator), so these tests fail on it.
+right winner at +10 % within 24 hours in at least 80 % - 2 standard errors. Before
+issue 35 the rule gave 24 % false promotions with offsets of sd 2 % on 1+1 (the issue's
+figure), and refused one extra instance (shadow 1/N on N+1) outright.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from dataclasses import replace
 
 import pytest
 from decision_sim import (
-    BEYOND_THE_MARGIN,
-    REALISTIC,
-    SCENARIOS,
+    CALIBRATIONS,
+    REFUSED,
+    TROUBLE_SCENARIOS,
     Traffic,
+    latency_fire_share,
     minutes_to_stop,
     run_rows,
     simulate,
     spec_for,
+    spread_scenarios,
 )
 
 from peagle_deploy.errors import InputError
@@ -37,32 +40,35 @@ RUNS = 40
 ALPHA = 0.05
 NOISE = 2 * math.sqrt(ALPHA * (1 - ALPHA) / RUNS)
 POWER = 0.80 - 2 * math.sqrt(0.8 * 0.2 / RUNS)
-ACCEPTED = {s.label: s for s in SCENARIOS if s.refused is None}
-REFUSED = {s.label: s for s in SCENARIOS if s.refused is not None}
-HARD = [
-    label
-    for label in ACCEPTED
-    if label.startswith(("shadow 100%, slow", "an effect", "shadow 100%, one", "all at once"))
-]
+DAY = 1440
+SPREAD = {s.label: s for s in spread_scenarios()}
+TROUBLES = {s.label: s for s in TROUBLE_SCENARIOS}
+HARD = {
+    **{k: v for k, v in SPREAD.items() if k.endswith("sd 2%") and not k.startswith("4+1")},
+    **{k: v for k, v in TROUBLES.items() if k.startswith(("drift lasting hours, 8", "all at"))},
+}
+"""Offsets of sd 2 % on 1+1, 2+2 and 8+1 (the issue's worst), drift lasting hours on
+8+1, and everything at once."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("label", HARD)
+@pytest.mark.parametrize("label", sorted(HARD))
 def test_no_true_difference_rarely_promotes(label: str) -> None:
-    traffic = ACCEPTED[label].traffic
-    result = run_rows(traffic, spec_for(traffic), runs=RUNS, seed=100 * HARD.index(label))
+    traffic = HARD[label].traffic
+    result = run_rows(traffic, spec_for(traffic), runs=RUNS, seed=100 * sorted(HARD).index(label))
     print(f"\n{label}: false winners {result.share('candidate'):.1%} {dict(result.verdicts)}")
     assert result.runs == RUNS
     assert result.share("candidate") <= ALPHA + NOISE
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("label", HARD)
-def test_a_true_ten_percent_gain_is_promoted(label: str) -> None:
-    traffic = ACCEPTED[label].traffic.with_truth(0.10)
-    result = run_rows(traffic, spec_for(traffic), runs=RUNS, seed=5_000 + 100 * HARD.index(label))
-    print(f"\n{label} +10%: right winners {result.share('candidate'):.1%}")
-    assert result.share("candidate") >= POWER
+@pytest.mark.parametrize("label", sorted(HARD))
+def test_a_true_ten_percent_gain_is_promoted_within_a_day(label: str) -> None:
+    traffic = HARD[label].traffic.with_truth(0.10)
+    seed = 5_000 + 100 * sorted(HARD).index(label)
+    result = run_rows(traffic, spec_for(traffic), runs=RUNS, seed=seed)
+    print(f"\n{label} +10%: promoted within 24 h {result.share_by('candidate', DAY):.1%}")
+    assert result.share_by("candidate", DAY) >= POWER
     assert result.share("incumbent") == 0.0
 
 
@@ -82,41 +88,64 @@ def _spec(block: dict[str, object]) -> object:
     )
 
 
-@pytest.mark.parametrize("label", sorted(REFUSED))
-def test_the_plan_refuses_the_set_ups_that_are_biased_in_the_simulation(label: str) -> None:
-    """Each refused set-up is refused by the plan with one line naming the field; those
-    with an unequal load per instance are biased in the simulation: with no true
-    difference, the pooled speeds differ, in every run the same way."""
-    scenario = REFUSED[label]
+@pytest.mark.parametrize("scenario", REFUSED, ids=lambda s: s.label)
+def test_the_plan_refuses_the_set_ups_that_are_biased_in_the_simulation(scenario: object) -> None:
+    """Each refused set-up is refused by the plan with one line naming the field, and is
+    biased in the simulation: with no true difference, the pooled speeds differ, in every
+    run the same way (the candidate's instances carry another load)."""
+    refused = scenario.refused or {}  # type: ignore[attr-defined]
     with pytest.raises(InputError) as caught:
-        experiment_plan(_spec(scenario.refused or {}))  # type: ignore[arg-type]
+        experiment_plan(_spec(refused))  # type: ignore[arg-type]
     assert caught.value.field.startswith("experiment.")
     assert "\n" not in str(caught.value)
-    if "equal load" in label:
-        return  # its bias is the offsets of one instance against five or nine (below)
-    sim = simulate(scenario.traffic, runs=4, minutes=600, seed=1)
-    speed = sim.decode_tokens.sum(axis=2) / sim.decode_s.sum(axis=2)
-    gaps = [math.log(speed[r, 1] / speed[r, 0]) for r in range(4)]
+    sim = simulate(scenario.traffic, runs=4, minutes=600, seed=1)  # type: ignore[attr-defined]
+    speed = [
+        sim.arm(sim.decode_tokens, a).sum(axis=1) / sim.arm(sim.decode_s, a).sum(axis=1)
+        for a in (0, 1)
+    ]
+    gaps = [math.log(speed[1][r] / speed[0][r]) for r in range(4)]
     assert min(gaps) > 0.01 or max(gaps) < -0.01, gaps
 
 
 def test_the_accepted_set_ups_plan() -> None:
-    for label, scenario in ACCEPTED.items():
+    for scenario in [*SPREAD.values(), *TROUBLES.values()]:
         t = scenario.traffic
-        block: dict[str, object] = {"initial_instance_count": t.instances[0], "mode": t.mode}
-        assert experiment_plan(_spec(block)).candidate_instances == t.instances[1], label  # type: ignore[arg-type]
+        share = "sampling_percent" if t.mode == "shadow" else "weight_percent"
+        block: dict[str, object] = {
+            "initial_instance_count": t.instances[0],
+            "mode": t.mode,
+            share: round(100 * t.share),
+        }
+        planned = experiment_plan(_spec(block))  # type: ignore[arg-type]
+        assert planned.candidate_instances == t.instances[1], scenario.label
 
 
 @pytest.mark.slow
-def test_calibration_reports_fleets_within_the_margin_and_flags_those_beyond() -> None:
-    calm = run_rows(REALISTIC, spec_for(REALISTIC, calibration=True), runs=RUNS, seed=31)
+def test_calibration_flags_a_spread_beyond_the_prior_and_not_one_within() -> None:
+    """A/A on eight instances against eight: no spread is not flagged (at most alpha of
+    the runs), offsets of sd 3 % (twice the default instance_spread_percent) are."""
+    runs = {s.label: s.traffic for s in CALIBRATIONS}
+    calm_traffic, wide_traffic = (
+        runs["8+8, shadow 100%, offsets sd 0%"],
+        runs["8+8, shadow 100%, offsets sd 3%"],
+    )
+    calm = run_rows(calm_traffic, spec_for(calm_traffic, calibration=True), runs=RUNS, seed=31)
+    wide = run_rows(wide_traffic, spec_for(wide_traffic, calibration=True), runs=RUNS, seed=32)
+    print(f"\nA/A: {dict(calm.verdicts)}; sd 3%: {dict(wide.verdicts)}")
     assert calm.share("miscalibrated") <= ALPHA + NOISE
-    assert calm.share("calibrated") >= 0.5
-    assert calm.share("candidate", "incumbent") == 0.0  # a calibration never picks a winner
-    wide = BEYOND_THE_MARGIN.traffic
-    flagged = run_rows(wide, spec_for(wide, calibration=True), runs=RUNS, seed=32)
-    print(f"\nA/A: {dict(calm.verdicts)}; beyond the margin: {dict(flagged.verdicts)}")
-    assert flagged.share("miscalibrated") >= 0.25
+    assert calm.share("calibrated") >= 0.8
+    assert wide.share("miscalibrated") >= POWER
+    assert calm.share("candidate", "incumbent") == wide.share("candidate", "incumbent") == 0.0
+
+
+@pytest.mark.slow
+def test_the_latency_guardrail_fires_near_the_ratio_it_states() -> None:
+    """vLLM's TTFT buckets, the incumbent's p99 at 400 ms: at 1.3 and 1.5 times it never
+    fires; at twice it does (before issue 35 it read bucket bounds and fired only
+    beyond 2.2 times there)."""
+    assert latency_fire_share(0.4, 1.5, requests=28_800, runs=10, seed=1, looks=6) == 0.0
+    assert latency_fire_share(0.4, 1.3, requests=28_800, runs=10, seed=2, looks=6) == 0.0
+    assert latency_fire_share(0.4, 2.0, requests=28_800, runs=10, seed=3, looks=6) >= 0.8
 
 
 @pytest.mark.slow

@@ -189,17 +189,42 @@ def test_candidate_findings_name_the_candidates_fields() -> None:
         ({"mode": "split", "weight_percent": 40}, "experiment.weight_percent"),
         ({"mode": "shadow", "candidate_instance_count": 1}, "experiment.candidate_instance_count"),
         ({"mode": "split", "candidate_instance_count": 3}, "experiment.candidate_instance_count"),
+        ({"mode": "shadow", "candidate_instance_count": 3}, "experiment.candidate_instance_count"),
+        (
+            {"mode": "shadow", "sampling_percent": 50, "candidate_instance_count": 2},
+            "experiment.sampling_percent",
+        ),
     ],
 )
 def test_arms_with_unequal_load_per_instance_are_refused(
     change: dict[str, Any], field: str
 ) -> None:
-    """Decode speed depends on load: only shadow 100 % or split 50/50 on equal fleets
-    compare like with like (issue 30); everything else is refused, not warned about."""
+    """Decode speed depends on load: each candidate instance must carry an incumbent
+    instance's load (issues 30 and 35); everything else is refused, not warned about."""
     with pytest.raises(InputError) as caught:
         experiment_plan(_spec(**change))
     assert caught.value.field == field
     assert "load" in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("count", "block", "candidates"),
+    [
+        (2, {"mode": "shadow", "sampling_percent": 50}, 1),
+        (8, {"mode": "shadow", "sampling_percent": 12}, 1),
+        (8, {"mode": "shadow", "sampling_percent": 13}, 1),
+        (4, {"mode": "split", "weight_percent": 20}, 1),
+        (4, {"mode": "shadow", "sampling_percent": 50, "candidate_instance_count": 2}, 2),
+    ],
+)
+def test_one_candidate_instance_carrying_one_incumbent_instances_load_plans(
+    count: int, block: dict[str, Any], candidates: int
+) -> None:
+    """Shadow 1/N on N+1 (and split 1/(N+1)): one extra instance for any fleet (issue 35);
+    the nearest whole percentages are both accepted (SamplingPercentage is an integer)."""
+    data = _spec(**block).model_dump(mode="json", exclude_none=True)
+    xp = experiment_plan(spec_from_dict({**data, "initial_instance_count": count}))
+    assert xp.candidate_instances == candidates
 
 
 def _with_environment(env: dict[str, str], **experiment: Any) -> Any:

@@ -16,7 +16,15 @@ from peagle_deploy.experiment.guardrails import (
     p99_upper_bound,
 )
 from peagle_deploy.experiment.histogram import Histogram
+from peagle_deploy.experiment.spread import (
+    Spread,
+    SpreadEstimate,
+    chi2_quantile,
+    estimate,
+    interval,
+)
 from peagle_deploy.experiment.stats import (
+    Block,
     Schedule,
     blocks_needed,
     confidence_sequence,
@@ -74,8 +82,8 @@ def test_the_confidence_sequence_holds_the_mean_at_every_block_at_once() -> None
 SCHEDULE = Schedule(block_s=3600, cycle_s=86400, max_duration_s=3 * 86400)
 
 
-def _blocks(values: list[float]) -> list[tuple[int, float]]:
-    return list(enumerate(values))
+def _blocks(values: list[float]) -> list[Block]:
+    return [Block(i, v) for i, v in enumerate(values)]
 
 
 def test_no_decision_before_a_whole_cycle_even_with_strong_evidence() -> None:
@@ -104,19 +112,114 @@ def test_a_gain_below_the_margin_is_never_a_win() -> None:
     assert ended.verdict == "inconclusive"
 
 
-def test_a_calibration_never_names_a_winner() -> None:
+def _measured(offsets: list[float], blocks: int = 48, noise: float = 0.002) -> SpreadEstimate:
+    """The spread of instances with these fixed log offsets, each measured over
+    `blocks` blocks with its own noise and a load swing every instance shares."""
+    rng = random.Random(11)
+    swing = [0.05 * math.sin(i / 4) for i in range(blocks)]
+    fleet = {
+        f"i-{k}": {i: o + swing[i] + rng.gauss(0, noise) for i in range(blocks)}
+        for k, o in enumerate(offsets)
+    }
+    return estimate([fleet])
+
+
+def test_the_spread_of_fixed_offsets_is_recovered_and_the_load_swing_drops_out() -> None:
+    rng = random.Random(8)
+    offsets = [rng.gauss(0, 0.02) for _ in range(40)]
+    measured = _measured(offsets)
+    true_sd = math.sqrt(sum((o - sum(offsets) / 40) ** 2 for o in offsets) / 39)
+    assert measured.df == 39
+    assert measured.tau == pytest.approx(true_sd, rel=0.05)
+    same = _measured([0.0] * 8, noise=0.01)  # noise alone: taken out
+    assert same.tau is not None and same.tau < 0.003
+    assert estimate([{"i-0": {0: 0.1, 1: 0.2}}]).tau is None  # one instance: nothing to compare
+
+
+def test_chi_square_quantiles_and_the_spread_interval() -> None:
+    assert chi2_quantile(0.95, 1) == pytest.approx(3.8415, abs=1e-3)
+    assert chi2_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-3)
+    assert chi2_quantile(0.5, 30) == pytest.approx(29.336, abs=1e-2)
+    covered, rng = 0, random.Random(9)
+    for _ in range(300):  # the upper bound holds the true spread >= 95 % of the time
+        measured = _measured([rng.gauss(0, 0.02) for _ in range(5)], blocks=12)
+        bounds = interval(measured, 0.05)
+        assert bounds is not None and bounds[0] <= bounds[1]
+        covered += bounds[1] >= 0.02
+    assert covered / 300 >= 0.93
+
+
+def test_a_calibration_measures_the_spread_and_never_names_a_winner() -> None:
     rng = random.Random(4)
     same = _blocks([rng.gauss(0.0, 0.005) for _ in range(24)])
+    tight = Spread(0.015, _measured([rng.gauss(0, 0.002) for _ in range(12)]), (6, 6))
     calm = decide(
-        same, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, calibration=True
+        same,
+        alpha=0.05,
+        margin=0.02,
+        schedule=SCHEDULE,
+        elapsed_s=86400,
+        spread=tight,
+        calibration=True,
     )
     assert calm.verdict == "calibrated" and calm.winner is None
-    apart = _blocks([rng.gauss(0.05, 0.005) for _ in range(24)])
+    wide = Spread(0.015, _measured([rng.gauss(0, 0.05) for _ in range(12)]), (6, 6))
     off = decide(
-        apart, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, calibration=True
+        same,
+        alpha=0.05,
+        margin=0.02,
+        schedule=SCHEDULE,
+        elapsed_s=86400,
+        spread=wide,
+        calibration=True,
     )
     assert off.verdict == "miscalibrated" and off.winner is None
-    assert "false winner" in off.reason
+    assert "false winner" in off.reason and "instance_spread_percent" in off.reason
+    few = Spread(0.015, _measured([0.01, -0.01]), (1, 1))  # one degree of freedom
+    unsure = decide(
+        same,
+        alpha=0.05,
+        margin=0.02,
+        schedule=SCHEDULE,
+        elapsed_s=3 * 86400,
+        spread=few,
+        calibration=True,
+    )
+    assert unsure.verdict == "inconclusive"
+
+
+def test_the_instance_spread_widens_the_interval_and_holds_back_a_promotion() -> None:
+    gain = _blocks([0.05 + 0.002 * (i % 3) for i in range(24)])  # +5 %, very precise
+    plain = decide(gain, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400)
+    assert plain.verdict == "candidate"
+    one_each = Spread(0.02, SpreadEstimate(None, 0), (1, 1))  # fleet sd 2.8 %
+    held = decide(
+        gain, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, spread=one_each
+    )
+    assert held.verdict == "running" and "instance spread" in held.reason
+    assert held.result is not None
+    assert held.result.spread_half_width == pytest.approx(1.6449 * 0.02 * math.sqrt(2), rel=1e-3)
+    many = Spread(0.02, SpreadEstimate(None, 0), (32, 32))  # their offsets average out
+    assert (
+        decide(gain, alpha=0.05, margin=0.02, schedule=SCHEDULE, elapsed_s=86400, spread=many)
+    ).verdict == "candidate"
+    measured = Spread(0.0, SpreadEstimate(0.03, 7), (8, 1))  # the data widen a small prior
+    assert measured.per_instance == 0.03 and "measured" in measured.source
+
+
+def test_the_gain_is_weighted_by_traffic() -> None:
+    """A candidate +6 % at the trough and -6 % at the peak: equal hours say 0, callers
+    (three times as many at the peak) get about -3 %."""
+    blocks = [Block(i, 0.06 if i % 2 else -0.06, 1.0 if i % 2 else 3.0) for i in range(24)]
+    result = confidence_sequence(
+        [b.log_ratio for b in blocks], alpha=0.05, weights=[b.weight for b in blocks]
+    )
+    assert result is not None
+    assert result.mean_log_ratio == pytest.approx(-0.03)
+    assert result.effective_blocks < 24
+    equal = confidence_sequence([b.log_ratio for b in blocks], alpha=0.05, weights=[1.0] * 24)
+    plain = confidence_sequence([b.log_ratio for b in blocks], alpha=0.05)
+    assert equal == plain
 
 
 def test_rate_evidence_is_one_sided_and_grows_with_the_events() -> None:
@@ -138,17 +241,40 @@ def test_excess_evidence_compares_the_candidate_with_the_incumbent() -> None:
 def test_the_latency_guardrail_compares_confidence_bounds_of_the_p99s() -> None:
     bounds = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
     rng = random.Random(5)
-    fast = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.09) for _ in range(2000)))
-    slow = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.5) for _ in range(2000)))
+    fast = Histogram.from_samples(bounds, (rng.lognormvariate(-3.2, 0.6) for _ in range(5000)))
+    slow = Histogram.from_samples(bounds, (rng.lognormvariate(-2.1, 0.6) for _ in range(5000)))
     rules = GuardrailSpec()
-    assert p99_upper_bound(fast, 0.005) == 0.1
-    assert p99_lower_bound(slow, 0.005) == 0.4
+    fast_p99, slow_p99 = (math.exp(m + 2.3263 * 0.6) for m in (-3.2, -2.1))
+    high = p99_upper_bound(fast, 0.005)
+    low = p99_lower_bound(slow, 0.005)
+    assert high is not None and low is not None
+    assert fast_p99 < high < 0.2  # inside its bucket (0.1 to 0.2), not at its top
+    assert 0.4 < low < slow_p99  # inside its bucket (0.4 to 0.8), not at its bottom
     (breach,) = latency_breaches({"ttft_s": fast}, {"ttft_s": slow}, rules)
     assert breach.guardrail == "max_p99_latency_increase_percent"
     assert latency_breaches({"ttft_s": fast}, {"ttft_s": fast}, rules) == []
     few = Histogram.from_samples(bounds, (rng.uniform(0.0, 0.09) for _ in range(50)))
     assert p99_upper_bound(few, 0.005) is None  # 50 requests bound no p99
     assert latency_breaches({"ttft_s": few}, {"ttft_s": slow}, rules) == []
+
+
+def test_a_tail_is_read_inside_its_bucket_as_a_local_log_normal() -> None:
+    """vLLM's 0.1-0.25 s bucket: a linear reading puts a log-normal's p99 (0.135 s) near
+    0.2 s; the tail reading finds it within a few percent, and falls back to the
+    bucket's bound on the safe side where nothing lies beyond the bucket."""
+    bounds = (0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
+    rng = random.Random(6)
+    values = [rng.lognormvariate(math.log(0.03), 0.6) for _ in range(200_000)]
+    h = Histogram.from_samples(bounds, values)
+    true = sorted(values)[int(0.99 * len(values))]
+    linear = h.quantile(0.99)
+    assert linear is not None and linear > 1.3 * true
+    for high in (True, False):
+        read = h.tail_value(0.01 * h.count, high=high)
+        assert read == pytest.approx(true, rel=0.04)
+    edge = Histogram((0.1, 0.25), (90.0, 10.0, 0.0))  # nothing beyond 0.25
+    assert edge.tail_value(1.0, high=True) == 0.25
+    assert Histogram((1.0,), (1.0, 9.0)).tail_value(1.0, high=True) is None  # overflow
 
 
 def test_an_endpoint_in_an_experiment_is_seen_and_promote_refuses_it() -> None:
