@@ -45,7 +45,8 @@ class Clients:
 
 
 def say(progress: bool, text: str) -> None:
-    """One progress line on stderr (rich markup), when progress is shown."""
+    """One progress line on stderr (rich markup), when progress is shown. What comes
+    from a user or an account goes in through `terminal.escaped`."""
     if progress:
         from peagle_deploy.terminal import plain_console
 

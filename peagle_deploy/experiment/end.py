@@ -44,6 +44,7 @@ from peagle_deploy.records import (
     write_record,
 )
 from peagle_deploy.sdk.waiter import Interrupted, use_progress
+from peagle_deploy.terminal import escaped
 
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
 
@@ -236,7 +237,10 @@ def abort_experiment(
         timeout_s=timeout_s,
     )
     parameter = _note_in_manifest(record, clients)
-    say(show, f"[yellow]{endpoint_name}: experiment aborted[/] ({reason}); the incumbent serves")
+    say(
+        show,
+        f"[yellow]{endpoint_name}: experiment aborted[/] ({escaped(reason)}); the incumbent serves",
+    )
     return ExperimentOutcome(endpoint_name, "aborted", reason, decision, removed, parameter)
 
 
@@ -339,7 +343,7 @@ def _conclude(
         then=promotion if action == "promoted" else None,
     )
     parameter = _note_in_manifest(record, clients)
-    say(show, f"[green]{name}: experiment concluded[/]: {action} ({reason})")
+    say(show, f"[green]{name}: experiment concluded[/]: {action} ({escaped(reason)})")
     return ExperimentOutcome(name, action, reason, summary, removed, parameter)
 
 

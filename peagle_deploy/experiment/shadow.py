@@ -32,6 +32,7 @@ from peagle_deploy.plan.experiment_requests import (
 )
 from peagle_deploy.records import ExperimentRecord
 from peagle_deploy.sdk import waiter
+from peagle_deploy.terminal import escaped
 
 if TYPE_CHECKING:
     from peagle_deploy.experiment.plan import ExperimentPlan
@@ -153,7 +154,7 @@ def wait(
         while True:
             now, why, desc = state(record, clients)
             if why != seen:
-                say(show, f"{record.endpoint_name}: inference experiment {why}")
+                say(show, f"{record.endpoint_name}: inference experiment {escaped(why)}")
                 seen = why
             if until(now):
                 return now, why, desc

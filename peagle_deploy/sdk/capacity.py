@@ -80,8 +80,8 @@ def find_swap(sm: Any, aas: Any, plan: Plan, current: dict[str, Any]) -> Scaling
         targets = aas.describe_scalable_targets(**describe_scaling(endpoint))["ScalableTargets"]
         if not targets:
             return None
-        policies = aas.describe_scaling_policies(**target_key(endpoint))["ScalingPolicies"]
-        scheduled = aas.describe_scheduled_actions(**target_key(endpoint))["ScheduledActions"]
+        policies = _all(aas, "describe_scaling_policies", "ScalingPolicies", endpoint)
+        scheduled = _all(aas, "describe_scheduled_actions", "ScheduledActions", endpoint)
     except Exception as exc:
         raise DeployError(
             f"could not read the autoscaling of {scalable_resource(endpoint)} ({_short(exc)}), "
@@ -108,6 +108,23 @@ def find_swap(sm: Any, aas: Any, plan: Plan, current: dict[str, Any]) -> Scaling
         policies=tuple(policies),
         instances=current_instances(current),
     )
+
+
+MAX_PAGES = 20
+"""Pages of a target's policies or scheduled actions read (a stage's target holds one
+policy; a target with more pages than this is refused, not half read)."""
+
+
+def _all(aas: Any, operation: str, key: str, endpoint: str) -> list[dict[str, Any]]:
+    """Every entry of a paged Describe* of the endpoint's target: a policy or scheduled
+    action on a later page must be seen, or deregistering would delete it unseen."""
+    out: list[dict[str, Any]] = []
+    pages = aas.get_paginator(operation).paginate(**target_key(endpoint))
+    for number, page in enumerate(pages, start=1):
+        out += page.get(key, [])
+        if number >= MAX_PAGES and page.get("NextToken"):
+            raise RuntimeError(f"{operation} still paging after {number} pages")
+    return out
 
 
 def _own(policy: dict[str, Any], endpoint: str) -> bool:

@@ -204,3 +204,45 @@ def test_an_unchanged_deploy_registers_the_scaling_it_finds_missing(aws: AwsEnv)
     assert again is not None and again.action == "noop"
     assert any("had no autoscaling: registered it" in w for w in again.warnings)
     assert _scaling(aws) == OWN
+
+
+def test_a_policy_on_a_later_page_is_seen_before_the_scaling_comes_off() -> None:
+    """Deregistering deletes every policy of the target: one on a second page of
+    DescribeScalingPolicies (which pages) must refuse the change as one on the first does."""
+    from peagle_deploy.sdk.capacity import find_swap
+
+    pages = {
+        "describe_scaling_policies": [
+            {"ScalingPolicies": [{"PolicyName": f"{NAME}-invocations"}], "NextToken": "2"},
+            {"ScalingPolicies": [{"PolicyName": "someone-elses"}]},
+        ],
+        "describe_scheduled_actions": [{"ScheduledActions": []}],
+    }
+
+    class Paginator:
+        def __init__(self, operation: str) -> None:
+            self.operation = operation
+
+        def paginate(self, **_: Any) -> list[dict[str, Any]]:
+            return pages[self.operation]
+
+    class Aas:
+        def describe_scalable_targets(self, **_: Any) -> dict[str, Any]:
+            return {"ScalableTargets": [{"ResourceId": RESOURCE}]}
+
+        def get_paginator(self, operation: str) -> Paginator:
+            return Paginator(operation)
+
+    class Sm:
+        def describe_endpoint_config(self, **_: Any) -> dict[str, Any]:
+            return {"ProductionVariants": [{"VariantName": "AllTraffic", "InstanceType": "x"}]}
+
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.spec import load_spec
+
+    plan = build_plan(
+        load_spec(None, model=MODEL, stage="dev", scaling=SCALING, execution_role_arn=ROLE)
+    )
+    with pytest.raises(InputError) as caught:
+        find_swap(Sm(), Aas(), plan, {"EndpointConfigName": "c", "EndpointName": NAME})
+    assert "policy someone-elses" in str(caught.value)
