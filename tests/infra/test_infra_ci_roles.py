@@ -208,6 +208,7 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
         "servicequotas:ListServiceQuotas",
         "application-autoscaling:DescribeScalableTargets",
         "application-autoscaling:DescribeScalingPolicies",
+        "application-autoscaling:DescribeScheduledActions",
         # experiments: ListInferenceExperiments has no resource type; GetMetricData and
         # ListMetrics only an optional `dataset` (an endpoint is a metric dimension)
         "sagemaker:ListInferenceExperiments",
