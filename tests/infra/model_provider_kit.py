@@ -17,6 +17,7 @@ import copy
 import importlib.util
 import itertools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -70,6 +71,17 @@ def handler_asset(synth: Synthesized, stack: str) -> Path:
     asset = synth.outdir / f"asset.{key.removesuffix('.zip')}"
     assert (asset / "handler.py").is_file(), f"no handler.py in {asset}"
     return asset
+
+
+def template_handler(template: Mapping[str, Any], outdir: Path) -> ModuleType:
+    """The model provider's handler of one synthesized template in `outdir`."""
+    functions = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == HANDLER
+    ]
+    key = functions[0]["Properties"]["Code"]["S3Key"]
+    return load_handler(outdir / f"asset.{key.removesuffix('.zip')}")
 
 
 def load_handler(asset: Path) -> ModuleType:

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 from cdk_helpers import ROOT, cdk_context, environ
 from cfn_harness import HarnessStack, stage_players
-from model_provider_kit import load_handler
+from model_provider_kit import template_handler
 from peagle_local.emulator import LocalAWS
 
-from infra.model import HANDLER
 from infra.stages import stage_configs
 
 pytestmark = pytest.mark.xdist_group(name="cdk")
@@ -41,13 +40,7 @@ class Synth:
 
     def handler(self) -> Any:
         """The model custom resource's handler from the synthesized asset."""
-        functions = [
-            r
-            for r in self.templates["scaled"]["Resources"].values()
-            if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == HANDLER
-        ]
-        key = functions[0]["Properties"]["Code"]["S3Key"]
-        return load_handler(self.outdir / f"asset.{key.removesuffix('.zip')}")
+        return template_handler(self.templates["scaled"], self.outdir)
 
 
 @pytest.fixture(scope="module")

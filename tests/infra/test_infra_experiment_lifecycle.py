@@ -28,10 +28,9 @@ import pytest
 import yaml
 from cdk_helpers import ROOT, cdk_context, environ
 from cfn_harness import EndpointPlayer, HarnessStack, stage_players
-from model_provider_kit import load_handler
+from model_provider_kit import template_handler
 from peagle_local.emulator import LocalAWS
 
-from infra.model import HANDLER
 from infra.stages import StageConfig, stage_configs
 from peagle_deploy.doctor.stage_experiment import (
     Declared,
@@ -103,13 +102,7 @@ class Synth:
 
     def handler(self) -> Any:
         """The model custom resource's handler from the synthesized asset."""
-        functions = [
-            r
-            for r in self.templates["start"]["Resources"].values()
-            if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == HANDLER
-        ]
-        key = functions[0]["Properties"]["Code"]["S3Key"]
-        return load_handler(self.outdir / f"asset.{key.removesuffix('.zip')}")
+        return template_handler(self.templates["start"], self.outdir)
 
 
 @pytest.fixture(scope="module")
