@@ -35,7 +35,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"validation"}),
     frozenset({"plan", "access", "stages"}),
     frozenset({"aws", "doctor", "records"}),
-    frozenset({"sdk", "bench", "experiment"}),
+    frozenset({"sdk", "bench", "experiment", "train"}),
     frozenset({"promote"}),
     frozenset({"cli"}),
 )
