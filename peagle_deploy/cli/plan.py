@@ -61,7 +61,11 @@ Examples:
 
   peagle plan -f stages/prod.yaml --role-arn arn:aws:iam::123456789012:role/sm
 
+  peagle plan -f examples/train-qwen3-8b.yaml
+
 Every flag sets the spec key named in its help; in a spec file the same keys are YAML.
+A spec file whose top-level key is `train:` is a training spec: its plan is the
+CreateTrainingJob request and its cost in instance-hours (it takes no MODEL or flags).
 """
 
 

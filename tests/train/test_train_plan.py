@@ -327,3 +327,27 @@ def test_a_tokenizer_mask_token_or_a_template_file_is_enough(tmp_path: Path) -> 
     (folder / "chat_template.jinja").write_text("{{ messages }}")
     plan = build_training_plan(load_training_spec({"train": _spec(tmp_path)["train"]}))
     assert not any("mask" in w for w in plan.warnings)
+
+
+def test_a_family_with_ebs_gets_the_volume_and_its_key(
+    tmp_path: Path, create_training_job: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No GPU type of the catalog attaches EBS today; one that does gets VolumeSizeInGB
+    and VolumeKmsKeyId (SageMaker refuses the key only with local storage)."""
+    from dataclasses import replace
+
+    from peagle_deploy.catalog import training
+    from peagle_deploy.catalog.sourced import verified
+
+    ebs = replace(
+        training.TRAINING_INSTANCE_TYPES["ml.p4d.24xlarge"], ebs_volume=verified(True, "test")
+    )
+    monkeypatch.setitem(training.TRAINING_INSTANCE_TYPES, "ml.p4d.24xlarge", ebs)
+    resources = _plan(tmp_path, instance_type="ml.p4d.24xlarge").request["ResourceConfig"]
+    assert resources["VolumeSizeInGB"] == 512 and resources["VolumeKmsKeyId"] == KEY
+    sized = _plan(tmp_path, instance_type="ml.p4d.24xlarge", volume_size_gb=900)
+    _valid(create_training_job, sized.request)
+    assert sized.request["ResourceConfig"]["VolumeSizeInGB"] == 900
+    nvme = _plan(tmp_path, volume_size_gb=900)
+    assert "VolumeSizeInGB" not in nvme.request["ResourceConfig"]
+    assert any("local NVMe storage" in w for w in nvme.warnings)
