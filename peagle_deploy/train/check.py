@@ -183,6 +183,14 @@ def check_instance(job: ResolvedTraining) -> list[PlanWarning]:
 def check_spot(job: ResolvedTraining) -> list[PlanWarning]:
     """MaxWaitTimeInSeconds >= MaxRuntimeInSeconds (botocore's StoppingCondition); the
     checkpoints a resumed spot job needs are always configured (render)."""
+    spot = job.spec.spot
+    if not spot.enabled and spot.max_wait_hours is not None:
+        return [
+            PlanWarning(
+                "train.spot.max_wait_hours",
+                "train.spot.max_wait_hours is ignored: spot is not enabled",
+            )
+        ]
     if job.max_wait_s is not None and job.max_wait_s < job.max_runtime_s:
         raise InputError(
             "train.spot.max_wait_hours",
@@ -221,6 +229,12 @@ def check_architecture(job: ResolvedTraining) -> list[PlanWarning]:
     where = "train.target.config_dir" if t.known_by == "config_dir" else "train.target.architecture"
     if t.known_by == "stated" and spec.target.architecture is None:
         raise InputError("train.target", "states no architecture", "config_dir or architecture")
+    if t.known_by == "config_dir" and spec.target.architecture is not None:
+        raise InputError(
+            "train.target.architecture",
+            "is given with config_dir, which the plan reads instead",
+            "one of config_dir or architecture",
+        )
     if t.model_type not in PEAGLE_DECODER_FAMILIES:
         raise InputError(
             f"{where}.model_type" if t.known_by == "stated" else where,

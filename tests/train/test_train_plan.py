@@ -184,6 +184,9 @@ def test_spot_waits_at_least_the_runtime(tmp_path: Path, create_training_job: An
     assert plan.cost.instance_hours == 12 and plan.cost.spot
     default = _plan(tmp_path, spot={"enabled": True}, max_runtime_hours=10).request
     assert default["StoppingCondition"]["MaxWaitTimeInSeconds"] == 20 * 3600
+    off = _plan(tmp_path, spot={"enabled": False, "max_wait_hours": 30})
+    assert "MaxWaitTimeInSeconds" not in off.request["StoppingCondition"]
+    assert any("spot is not enabled" in w for w in off.warnings)
 
 
 def test_vpc_and_an_ebs_family(tmp_path: Path, create_training_job: Any) -> None:
@@ -282,6 +285,22 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"unknown_knob": 1}, "train.unknown_knob"),
     ({"tags": {"peagle:stage": "x"}}, "train.tags.peagle:stage"),
     ({"target.config_dir": None}, "train.target"),
+    (
+        {"target.architecture": {k: v for k, v in QWEN3_8B.items() if k != "tie_word_embeddings"}},
+        "train.target.architecture",
+    ),
+    (
+        {
+            "target.config_dir": None,
+            "target.architecture": {
+                "model_type": "gpt_oss",
+                "hidden_size": 2880,
+                "num_hidden_layers": 24,
+                "vocab_size": 201088,
+            },
+        },
+        "train.target.architecture.model_type",
+    ),
     ({"target.config_dir": "/nonexistent/target"}, "train.target.config_dir"),
 ]
 
