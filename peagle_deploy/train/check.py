@@ -264,6 +264,37 @@ def check_architecture(job: ResolvedTraining) -> list[PlanWarning]:
     return []
 
 
+def check_fit(job: ResolvedTraining) -> list[PlanWarning]:
+    """The target's bfloat16 weights against the instance's GPUs: vLLM serves the target
+    (regeneration, hidden-state extraction) on the job's own GPUs."""
+    weights, instance = job.target.weights_gb, job.instance
+    if weights is None or instance is None:
+        return []
+    per_gpu = instance.gpu_memory_gb.value
+    total = per_gpu * instance.gpu_count.value
+    if weights >= total:
+        raise InputError(
+            "train.instance_type",
+            f"the target's weights (about {weights:.1f} GB in bfloat16) do not fit in "
+            f"{instance.name}'s {total:g} GB of GPU memory",
+            sorted(
+                name
+                for name, t in TRAINING_INSTANCE_TYPES.items()
+                if t.gpu_memory_gb.value * t.gpu_count.value > 2 * weights
+            ),
+        )
+    if weights >= per_gpu:
+        return [
+            PlanWarning(
+                "train.instance_type",
+                f"the target's weights (about {weights:.1f} GB in bfloat16) exceed one "
+                f"{instance.gpu_model} ({per_gpu:g} GB): vLLM must split the target across "
+                "GPUs (tensor parallel)",
+            )
+        ]
+    return []
+
+
 def check_tokenizer(job: ResolvedTraining) -> list[PlanWarning]:
     """A chat template (the training masks are taken from it) and a mask token that is
     not pad/eos (speculators' silent fallback)."""
@@ -347,6 +378,7 @@ RULES: tuple[Rule, ...] = (
     check_spot,
     check_depths,
     check_architecture,
+    check_fit,
     check_tokenizer,
     check_serving,
 )

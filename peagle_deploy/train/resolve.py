@@ -52,6 +52,9 @@ class TargetConfig:
     """`spec`; the `tokenizer`'s mask token; `added` (<|MASK|> in an unused row, the id
     being the tokenizer's length); `none` (no mask and no unused row); `unknown`."""
     tie_word_embeddings: bool | None = None
+    weights_gb: float | None = None
+    """bfloat16 weights of a dense decoder estimated from config.json (`dense_weights_gb`);
+    None when a size it needs is missing."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,37 @@ def read_target(spec: TrainingSpec) -> TargetConfig:
         tie_word_embeddings=arch_config.get("tie_word_embeddings")
         if isinstance(arch_config.get("tie_word_embeddings"), bool)
         else None,
+        weights_gb=dense_weights_gb(arch_config),
     )
+
+
+BYTES_PER_PARAMETER = 2
+"""bfloat16, the dtype the target is served in for extraction and regeneration."""
+
+
+def dense_weights_gb(config: dict[str, Any]) -> float | None:
+    """The weights of a dense llama/qwen3-style decoder in GB: embeddings (and an untied
+    output head), per layer the q/k/v/o projections (grouped-query k and v) and the
+    gated MLP's three matrices. Norms and biases are left out (well under 1 %)."""
+    sizes = {
+        key: _int(config.get(key))
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "intermediate_size",
+            "num_attention_heads",
+        )
+    }
+    if any(v is None or v < 1 for v in sizes.values()):
+        return None
+    vocab, hidden, layers, mlp, heads = (int(v or 0) for v in sizes.values())
+    kv_heads = _int(config.get("num_key_value_heads")) or heads
+    head_dim = _int(config.get("head_dim")) or hidden // heads
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") is True else 2)
+    parameters = embeddings + layers * (attention + 3 * hidden * mlp)
+    return parameters * BYTES_PER_PARAMETER / 1e9
 
 
 def _read_json(path: Path, field_name: str) -> dict[str, Any]:

@@ -27,7 +27,12 @@ QWEN3_8B = {  # the published shape of Qwen3-8B's config.json
     "num_hidden_layers": 36,
     "vocab_size": 151936,
     "tie_word_embeddings": False,
+    "intermediate_size": 12288,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
 }
+STATED = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
 QWEN3_ADDED = {"151643": "<|endoftext|>", "151645": "<|im_end|>", "151668": "</think>"}
 
 
@@ -223,7 +228,7 @@ def test_serving_format_follows_the_serving_vllm(tmp_path: Path) -> None:
 
 
 def test_the_architecture_may_be_stated(tmp_path: Path, create_training_job: Any) -> None:
-    arch = {k: v for k, v in QWEN3_8B.items() if k != "tie_word_embeddings"}
+    arch = {k: QWEN3_8B[k] for k in STATED}
     plan = _plan(tmp_path, **{"target.config_dir": None, "target.architecture": arch})
     _valid(create_training_job, plan.request)
     assert any("chat template is not checked" in w for w in plan.warnings)
@@ -286,7 +291,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"tags": {"peagle:stage": "x"}}, "train.tags.peagle:stage"),
     ({"target.config_dir": None}, "train.target"),
     (
-        {"target.architecture": {k: v for k, v in QWEN3_8B.items() if k != "tie_word_embeddings"}},
+        {"target.architecture": {k: QWEN3_8B[k] for k in STATED}},
         "train.target.architecture",
     ),
     (
@@ -370,3 +375,24 @@ def test_a_family_with_ebs_gets_the_volume_and_its_key(
     nvme = _plan(tmp_path, volume_size_gb=900)
     assert "VolumeSizeInGB" not in nvme.request["ResourceConfig"]
     assert any("local NVMe storage" in w for w in nvme.warnings)
+
+
+def test_the_weights_are_estimated_and_must_fit(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    assert 16.3 < plan.target["weights_gb"] < 16.5  # Qwen3-8B: 8.19 billion parameters
+    assert _plan(tmp_path, instance_type="ml.g5.2xlarge").warnings == ()  # one 24 GiB A10G
+    llama_70b = {  # Llama-3-70B's shape: about 141 GB in bfloat16
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "num_hidden_layers": 80,
+        "vocab_size": 128256,
+        "intermediate_size": 28672,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+    }
+    _target_dir(tmp_path, llama_70b, {"128000": "<|begin_of_text|>", "128255": "<|x|>"})
+    with pytest.raises(InputError) as caught:
+        _plan(tmp_path, **{"target.mask_token_id": 128002})  # 1 x 96 GB
+    assert caught.value.field == "train.instance_type" and "do not fit" in caught.value.problem
+    split = _plan(tmp_path, instance_type="ml.g7e.24xlarge", **{"target.mask_token_id": 128002})
+    assert any("tensor parallel" in w for w in split.warnings)
