@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from peagle_train.contract import DATA_FORMATS, SERVING_FORMATS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from peagle_deploy.errors import InputError
@@ -31,9 +30,10 @@ TRAIN_KEY = "train"
 """The top-level key of a training spec file."""
 
 DataFormat = Literal["openai-chat", "sharegpt", "openai-completions"]
+"""peagle_train.contract.DATA_FORMATS, spelled out for the type checker (a test keeps
+the two equal)."""
 ServingFormat = Literal["speculators", "eagle3-native"]
-assert DATA_FORMATS == ("openai-chat", "sharegpt", "openai-completions")
-assert SERVING_FORMATS == ("speculators", "eagle3-native")
+"""peagle_train.contract.SERVING_FORMATS, likewise."""
 
 MAX_RUNTIME_HOURS = 28 * 24
 """StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days" (botocore 1.44.8)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,12 @@ from peagle_train import contract
 
 from peagle_deploy.errors import InputError
 from peagle_deploy.train.plan import build_training_plan, plan_document
-from peagle_deploy.train.spec import is_training_spec, load_training_spec
+from peagle_deploy.train.spec import (
+    DataFormat,
+    ServingFormat,
+    is_training_spec,
+    load_training_spec,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train-qwen3-8b.yaml"
@@ -244,6 +250,11 @@ def test_the_example_plans(create_training_job: Any) -> None:
     document = plan_document(plan)
     assert document["create_training_job"] == plan.request
     assert document["cost"]["instance_hours"] == 24 and document["cost"]["usd"] is None
+
+
+def test_the_formats_are_the_contracts() -> None:
+    assert typing.get_args(DataFormat) == contract.DATA_FORMATS
+    assert typing.get_args(ServingFormat) == contract.SERVING_FORMATS
 
 
 def test_is_training_spec() -> None:
