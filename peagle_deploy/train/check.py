@@ -35,7 +35,6 @@ PEAGLE_DECODER_FAMILIES = ("llama", "qwen3")
 in vllm/transformers_utils/configs/speculators/algos.py (vLLM 0.30.0: qwen3 ->
 PeagleQwen3ForCausalLM, llama -> PeagleLlamaForCausalLM; other types raise "Unsupported
 model_type"). The same two have EAGLE-3 classes (`eagle3_arch_map`), the native layout."""
-DIGEST_RE = r"sha256:[0-9a-f]{64}"
 
 
 @contextmanager
@@ -72,7 +71,7 @@ def check_image(job: ResolvedTraining) -> list[PlanWarning]:
             PlanWarning(
                 field,
                 f"train.image_uri: the image is in {parsed.region} but the job in "
-                f"{job.spec.region}; SageMaker pulls training images from the job's region",
+                f"{job.spec.region}; copy it to an ECR repository of the job's region",
             )
         ]
     return []
@@ -108,8 +107,8 @@ def check_key_and_vpc(job: ResolvedTraining) -> list[PlanWarning]:
         warnings.append(
             PlanWarning(
                 "train.kms_key_arn",
-                "no train.kms_key_arn: the output and checkpoints get the account's "
-                "AWS-managed S3 key",
+                "no train.kms_key_arn: SageMaker encrypts the output with the account's "
+                "default S3 KMS key, which every principal of the account with S3 access uses",
             )
         )
     elif not KMS_KEY_ARN_RE.fullmatch(key):
