@@ -407,3 +407,17 @@ def test_the_weights_are_estimated_and_must_fit(tmp_path: Path) -> None:
     assert caught.value.field == "train.instance_type" and "do not fit" in caught.value.problem
     split = _plan(tmp_path, instance_type="ml.g7e.24xlarge", **{"target.mask_token_id": 128002})
     assert any("tensor parallel" in w for w in split.warnings)
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"train": 5}, "train"),
+        ({"train": {}, "model": "gpt-oss-20b"}, "model"),
+        ({"train": {}}, "train.name"),
+    ],
+)
+def test_the_document_around_the_spec(document: dict[str, Any], field: str) -> None:
+    with pytest.raises(InputError) as caught:
+        load_training_spec(document)
+    assert caught.value.field == field
