@@ -83,7 +83,7 @@ def plan_command(
         if as_json:
             output.emit_json(training)
         else:
-            _print_training(training)
+            print_training_plan(training)
         return
     spec = load_cli_spec(file, model, knobs or {})
     plan, experiment = plan_with_experiment(spec)
@@ -95,8 +95,9 @@ def plan_command(
         _print_experiment(experiment)
 
 
-def _print_training(document: dict[str, Any]) -> None:
-    """A training spec's plan: what the job is and costs, then the request it sends."""
+def print_training_plan(document: dict[str, Any]) -> None:
+    """A training spec's plan: what the job is and costs, then the request it sends
+    (`peagle plan --file TRAIN_SPEC`; `plan_document` of peagle_deploy.train.plan)."""
     from rich.table import Table
 
     request, cost = document["create_training_job"], document["cost"]
