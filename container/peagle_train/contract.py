@@ -67,6 +67,8 @@ HP_SERVING_FORMAT: Final = "serving_format"  # one of SERVING_FORMATS
 HP_ACCEPTANCE_FLOOR: Final = "acceptance_floor"  # mean accepted tokens per step
 HP_HELD_OUT: Final = "held_out_prompts"
 HP_SEED: Final = "seed"
+HP_DATA_FORMAT: Final = "data_format"  # one of DATA_FORMATS: how the data channel's JSONL reads
+HP_MASK_TOKEN_ID: Final = "mask_token_id"  # sent only when the spec states it
 HYPERPARAMETERS: Final = (
     HP_NUM_DEPTHS,
     HP_NUM_LAYERS,
@@ -80,7 +82,17 @@ HYPERPARAMETERS: Final = (
     HP_ACCEPTANCE_FLOOR,
     HP_HELD_OUT,
     HP_SEED,
+    HP_DATA_FORMAT,
+    HP_MASK_TOKEN_ID,
 )
+
+DATA_FORMATS: Final = ("openai-chat", "sharegpt", "openai-completions")
+"""The conversation formats of the data channel: those CreateOptimizationJob's speculative
+decoding accepts for its training data (botocore 1.44.8, ModelSpeculativeDecodingConfig.
+TrainingDataSource: ShareGPT, OpenAI Completions or OpenAI Chat Completions), one JSON
+object per line: `openai-chat` `{"messages": [{"role", "content"}, ...]}`, `sharegpt`
+`{"conversations": [{"from", "value"}, ...]}`, `openai-completions` `{"prompt",
+"completion"}`."""
 
 SERVING_FORMATS: Final = ("speculators", "eagle3-native")
 """`speculators`: config.json with `speculators_model_type: peagle` (vLLM reads it since

@@ -125,8 +125,17 @@ def knobs(found: Invocation) -> dict[str, Any]:
 def run(found: Invocation) -> int:
     """Plan and print the JSON document, as `peagle plan --json` does; 0."""
     from peagle_deploy.cli.json_output import emit_json
-    from peagle_deploy.cli.plan_json import load_cli_spec, plan_document, plan_with_experiment
+    from peagle_deploy.cli.plan_json import (
+        load_cli_spec,
+        plan_document,
+        plan_with_experiment,
+        training_document,
+    )
 
+    training = training_document(found.file, found.model, knobs(found))
+    if training is not None:
+        emit_json(training)
+        return 0
     spec = load_cli_spec(found.file, found.model, knobs(found))
     emit_json(plan_document(*plan_with_experiment(spec)))
     return 0

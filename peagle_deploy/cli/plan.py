@@ -12,7 +12,12 @@ import typer
 
 from peagle_deploy.cli import output
 from peagle_deploy.cli import spec_options as so
-from peagle_deploy.cli.plan_json import load_cli_spec, plan_document, plan_with_experiment
+from peagle_deploy.cli.plan_json import (
+    load_cli_spec,
+    plan_document,
+    plan_with_experiment,
+    training_document,
+)
 from peagle_deploy.cli.spec_options import spec_options
 
 JsonOpt = so.JsonOpt
@@ -56,7 +61,11 @@ Examples:
 
   peagle plan -f stages/prod.yaml --role-arn arn:aws:iam::123456789012:role/sm
 
+  peagle plan -f examples/train-qwen3-8b.yaml
+
 Every flag sets the spec key named in its help; in a spec file the same keys are YAML.
+A spec file whose top-level key is `train:` is a training spec: its plan is the
+CreateTrainingJob request and its cost in instance-hours (it takes no MODEL or flags).
 """
 
 
@@ -69,6 +78,13 @@ def plan_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the exact SageMaker requests a deployment would send (no AWS call)."""
+    training = training_document(file, model, knobs or {})
+    if training is not None:
+        if as_json:
+            output.emit_json(training)
+        else:
+            print_training_plan(training)
+        return
     spec = load_cli_spec(file, model, knobs or {})
     plan, experiment = plan_with_experiment(spec)
     if as_json:
@@ -77,6 +93,56 @@ def plan_command(
     _print_plan(plan)
     if experiment is not None:
         _print_experiment(experiment)
+
+
+def print_training_plan(document: dict[str, Any]) -> None:
+    """A training spec's plan: what the job is and costs, then the request it sends
+    (`peagle plan --file TRAIN_SPEC`; `plan_document` of peagle_deploy.train.plan)."""
+    from rich.table import Table
+
+    request, cost = document["create_training_job"], document["cost"]
+    resources, stopping = request["ResourceConfig"], request["StoppingCondition"]
+    usd = cost["usd"]
+    summary = Table(title=output.literal(f"peagle plan: {document['job_name']}"), show_header=False)
+    summary.add_column("field", style="bold")
+    summary.add_column("value", overflow="fold")
+    spot = "on" if request["EnableManagedSpotTraining"] else "off"
+    if "MaxWaitTimeInSeconds" in stopping:
+        spot += f", waits at most {stopping['MaxWaitTimeInSeconds'] / 3600:g} h in all"
+    rows = [
+        ("instance", f"{resources['InstanceType']} x {resources['InstanceCount']}"),
+        ("spot", spot),
+        ("max runtime", f"{cost['max_runtime_hours']:g} h"),
+        ("cost (at most)", f"{cost['instance_hours']:g} instance-hours"),
+        ("price", "no sourced price in the catalog" if usd is None else f"{usd:.2f} USD"),
+        ("target", _target_text(document["target"])),
+        ("K trained", str(document["num_speculative_tokens"])),
+        ("drafter (custom.drafter_uri)", document["drafter_uri"]),
+        ("checkpoints", request["CheckpointConfig"]["S3Uri"]),
+    ]
+    for key, value in rows:
+        summary.add_row(key, output.literal(value))
+    output.console.print(summary)
+    output.console.rule("CreateTrainingJob")
+    output.console.print_json(data=request, indent=2)
+    for warning in document["warnings"]:
+        output.warn(warning)
+
+
+def _target_text(target: dict[str, Any]) -> str:
+    """The architecture the plan checked, and the mask token the drafter will use."""
+    mask = {
+        "spec": "stated",
+        "tokenizer": "the tokenizer's",
+        "added": "<|MASK|> added in an unused row",
+        "unknown": "decided by the job",
+    }.get(target["mask_source"], target["mask_source"])
+    shown = f" {target['mask_token_id']}" if target["mask_token_id"] is not None else ""
+    return (
+        f"{target['model_type']}, hidden {target['hidden_size']}, "
+        f"{target['num_hidden_layers']} layers, vocabulary {target['vocab_size']} "
+        f"({target['known_by']}); mask token{shown}: {mask}"
+    )
 
 
 def _print_experiment(experiment: dict[str, Any]) -> None:

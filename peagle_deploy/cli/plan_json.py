@@ -39,6 +39,33 @@ def _say_which_model(file: Path, model: str) -> None:
         output.warn(f"MODEL {model!r} replaces the spec file's model: {named!r} ({file})")
 
 
+def training_document(
+    file: Path | None, model: str | None, knobs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The training plan (`peagle_deploy.train.plan.plan_document`) when `file` is a
+    training spec (top-level `train:`), else None. Read only with --file, so `peagle plan
+    MODEL` never loads the training planner."""
+    if file is None:
+        return None
+    from peagle_deploy.documents import load_mapping
+    from peagle_deploy.train.spec import TRAIN_KEY
+
+    if TRAIN_KEY not in load_mapping(file, "--file"):
+        return None
+    if model is not None or knobs:
+        given = f"MODEL {model!r}" if model is not None else f"the flag for {sorted(knobs)[0]}"
+        raise InputError(
+            "--file",
+            f"{file} is a training spec (`train:`): it takes no MODEL or deployment flags "
+            f"(got {given})",
+            "peagle plan --file TRAIN_SPEC [--json]",
+        )
+    from peagle_deploy.train.plan import build_training_plan, plan_document
+    from peagle_deploy.train.spec import load_training_spec
+
+    return plan_document(build_training_plan(load_training_spec(file)))
+
+
 def plan_with_experiment(spec: DeploymentSpec) -> tuple[Plan, dict[str, Any] | None]:
     """The plan of `spec` and, when the spec has an experiment, the experiment's requests."""
     from peagle_deploy.plan import build_plan

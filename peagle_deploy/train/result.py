@@ -41,6 +41,9 @@ class TrainingPlan:
     """K the drafter is trained for: the deployment's `num_speculative_tokens` default."""
     cost: TrainingCost
     warnings: tuple[str, ...] = ()
+    target: dict[str, Any] = field(default_factory=dict)
+    """What the plan read of the target (model_type, hidden_size, num_hidden_layers,
+    vocab_size, chat_template, mask_token_id and where it comes from)."""
 
 
 @dataclass(frozen=True)
