@@ -452,9 +452,6 @@ def training_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]
         "iam:PassedToService": SAGEMAKER_SERVICE,
         f"aws:ResourceTag/{TRAINING_STAGE_TAG}": own.stage,
     }
-    listed: dict[str, set[str]] = {}
-    for read in (*t.reads, *t.writes):
-        listed.setdefault(read.bucket, set()).add(f"{read.key}*")
     return [
         statement(
             "CreateOwnTrainingJobs",
@@ -484,39 +481,49 @@ def training_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]
         ),
         statement("OwnTrainingLogs", ["logs:GetLogEvents"], [streams]),
         statement("TrainingLogStreamNames", ["logs:DescribeLogStreams"], [group]),
+        *training_read_statements(arns, own.region, t),
+    ]
+
+
+def training_read_statements(arns: Arns, region: str, t: StageTraining) -> list[dict[str, Any]]:
+    """What `peagle train` and its doctor read of the stage's training data: the
+    drafter's metadata (SSE-KMS with the stage's key, read through S3), the listing of
+    its prefixes, SageMaker's quotas."""
+    listed: dict[str, set[str]] = {}
+    for read in (*t.reads, *t.writes):
+        listed.setdefault(read.bucket, set()).add(f"{read.key}*")
+    own_account = {"s3:ResourceAccount": arns.account}
+    return [
         statement(
             "ReadOwnDrafterMetadata",
             ["s3:GetObject"],
             [f"arn:{arns.partition}:s3:::{t.grants().metadata}"],
-            {"StringEquals": {"s3:ResourceAccount": arns.account}},
+            {"StringEquals": own_account},
         ),
         *[
             statement(
                 f"DoctorListsTrainingPrefixes{i or ''}",
                 ["s3:ListBucket"],
                 [f"arn:{arns.partition}:s3:::{bucket}"],
-                {
-                    "StringLike": {"s3:prefix": sorted(prefixes)},
-                    "StringEquals": {"s3:ResourceAccount": arns.account},
-                },
+                {"StringLike": {"s3:prefix": sorted(prefixes)}, "StringEquals": own_account},
             )
             for i, (bucket, prefixes) in enumerate(sorted(listed.items()))
         ],
         statement(
             "DecryptOwnTrainingObjects",
             ["kms:Decrypt"],
-            [f"arn:{arns.partition}:kms:{own.region}:{arns.account}:key/*"],
+            [f"arn:{arns.partition}:kms:{region}:{arns.account}:key/*"],
             {
                 "StringEquals": {
-                    f"aws:ResourceTag/{STAGE_TAG}": own.stage,
-                    "kms:ViaService": f"s3.{own.region}.amazonaws.com",
+                    f"aws:ResourceTag/{STAGE_TAG}": t.stage,
+                    "kms:ViaService": f"s3.{region}.amazonaws.com",
                 }
             },
         ),
         statement(
             "DoctorReadsTrainingQuotas",
             ["servicequotas:GetServiceQuota"],
-            [f"arn:{arns.partition}:servicequotas:{own.region}:{arns.account}:sagemaker/*"],
+            [f"arn:{arns.partition}:servicequotas:{region}:{arns.account}:sagemaker/*"],
         ),
     ]
 
