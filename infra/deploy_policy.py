@@ -214,7 +214,16 @@ WILDCARD_REASONS = {
         "Only roles tagged peagle:training-stage=<stage>, only to sagemaker.amazonaws.com."
     ),
     "DoctorReadsOwnTrainingRole": (
-        "Only roles tagged peagle:training-stage=<stage>; read-only (doctor)."
+        "Only roles tagged peagle:training-stage=<stage>; read-only (doctor: the role and a "
+        "simulation of its grants on the job's prefixes)."
+    ),
+    "DoctorReadsTrainingInputs": (
+        "The objects under the stage's own target and data prefixes only (doctor: the "
+        "tokenizer's chat template, the conversations)."
+    ),
+    "DoctorDescribesOwnKeys": (
+        "KMS keys are named by generated ids: only keys tagged peagle:stage=<stage>; "
+        "read-only (their state)."
     ),
     "OwnTrainingLogs": "Log streams of the stage's own training jobs (its job_prefix) only.",
     "TrainingLogStreamNames": (
@@ -475,7 +484,7 @@ def training_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]
         ),
         statement(
             "DoctorReadsOwnTrainingRole",
-            ["iam:GetRole"],
+            ["iam:GetRole", "iam:SimulatePrincipalPolicy"],
             [arns.role("*")],
             {"StringEquals": {f"aws:ResourceTag/{TRAINING_STAGE_TAG}": own.stage}},
         ),
@@ -487,13 +496,18 @@ def training_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]
 
 def training_read_statements(arns: Arns, region: str, t: StageTraining) -> list[dict[str, Any]]:
     """What `peagle train` and its doctor read of the stage's training data: the
-    drafter's metadata (SSE-KMS with the stage's key, read through S3), the listing of
-    its prefixes, SageMaker's quotas."""
+    channels' objects (the target's tokenizer config, the conversations) and the
+    drafter's metadata, SSE-KMS with the stage's key read through S3; the listing of its
+    prefixes; the key's state; SageMaker's quotas."""
     listed: dict[str, set[str]] = {}
     for read in (*t.reads, *t.writes):
         listed.setdefault(read.bucket, set()).add(f"{read.key}*")
     own_account = {"s3:ResourceAccount": arns.account}
+    channels = [f"arn:{arns.partition}:s3:::{r.object_pattern}" for r in (t.target, t.data)]
     return [
+        statement(
+            "DoctorReadsTrainingInputs", ["s3:GetObject"], channels, {"StringEquals": own_account}
+        ),
         statement(
             "ReadOwnDrafterMetadata",
             ["s3:GetObject"],
@@ -519,6 +533,12 @@ def training_read_statements(arns: Arns, region: str, t: StageTraining) -> list[
                     "kms:ViaService": f"s3.{region}.amazonaws.com",
                 }
             },
+        ),
+        statement(
+            "DoctorDescribesOwnKeys",
+            ["kms:DescribeKey"],
+            [f"arn:{arns.partition}:kms:{region}:{arns.account}:key/*"],
+            {"StringEquals": {f"aws:ResourceTag/{STAGE_TAG}": t.stage}},
         ),
         statement(
             "DoctorReadsTrainingQuotas",

@@ -205,6 +205,20 @@ def ci_calls(stage: Stage) -> list[Call]:
     ]
     for read in (t.target, t.data, t.output):
         calls.append(("s3", "ListObjectsV2", {"Bucket": read.bucket, "Prefix": read.key}, bucket))
+    # the doctor: the target's chat template, a conversation file, the key's state, the
+    # training role's own grants (simulated)
+    for read, name in ((t.target, "tokenizer_config.json"), (t.data, "chats-0.jsonl")):
+        calls.append(("s3", "GetObject", {"Bucket": read.bucket, "Key": read.key + name}, bucket))
+    tagged = {"*": {f"aws:ResourceTag/{STAGE_TAG}": stage.name}}
+    calls.append(("kms", "DescribeKey", {"KeyId": stage.key_arn}, tagged))
+    calls.append(
+        (
+            "iam",
+            "SimulatePrincipalPolicy",
+            {"PolicySourceArn": stage.role_arn},
+            {"*": {f"aws:ResourceTag/{TRAINING_STAGE_TAG}": stage.name}},
+        )
+    )
     return calls
 
 
