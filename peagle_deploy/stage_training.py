@@ -37,10 +37,11 @@ from peagle_deploy.errors import InputError
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 """The log group SageMaker writes every training job's container output to, one stream
-per instance named `<job name>/algo-<n>-<epoch seconds>` (SageMaker Developer Guide,
-"Log Amazon SageMaker AI Events with Amazon CloudWatch")."""
+per instance named `<job name>/algo-<n>-<epoch seconds>` (docs/platform-facts.md: what
+Airflow's SageMakerHook and the SageMaker Python SDK's log reader list)."""
 TRAINING_METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-"""The CloudWatch namespace SageMaker publishes a training job's metrics to."""
+"""The CloudWatch namespace of a training job's instance metrics (SageMaker Developer
+Guide, monitoring-cloudwatch.md, "SageMaker Jobs and Endpoint Metrics")."""
 TRAINING_ROLE_TAG = ("peagle:role", "training")
 TRAINING_STAGE_TAG = "peagle:training-stage"
 """On the role SageMaker assumes to run a stage's training jobs: the one role that stage's
