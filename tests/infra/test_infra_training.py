@@ -701,3 +701,69 @@ def test_the_example_stages_training_grants_are_disjoint() -> None:
     # a stage whose name begins another's: the default prefixes stay apart
     eu = stage_training({"bucket": "b-eu", "image_repository": "r"}, "dev-eu", "x")
     assert training_overlap(trained[0], eu) is None
+
+
+# --- the call map -----------------------------------------------------------------------
+
+
+def test_the_map_resolves_every_training_call_from_the_reference() -> None:
+    """CreateTrainingJob: its job, the condition keys the request decides, the tag-on-create
+    AddTags and the PassRole; the other calls of `peagle train` on their resources."""
+    where = Where(REGION, ACCOUNT)
+    key = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/k"
+    role = f"arn:aws:iam::{ACCOUNT}:role/train"
+    job = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/peagle-train-dev--x"
+    request = {
+        "TrainingJobName": "peagle-train-dev--x",
+        "RoleArn": role,
+        "OutputDataConfig": {"S3OutputPath": "s3://b/o", "KmsKeyId": key},
+        "ResourceConfig": {"InstanceType": "ml.p5.48xlarge", "VolumeKmsKeyId": key},
+        "VpcConfig": {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "EnableNetworkIsolation": True,
+        "EnableInterContainerTrafficEncryption": True,
+        "Tags": [{"Key": STAGE_TAG, "Value": "dev"}],
+    }
+    create, tag, pass_role = iam_requests("sagemaker", "CreateTrainingJob", request, where)
+    assert (create.action, create.resource) == ("sagemaker:CreateTrainingJob", job)
+    assert dict(create.context) == {
+        "aws:RequestTag/peagle:stage": "dev",
+        "aws:TagKeys": ("peagle:stage",),
+        "sagemaker:InstanceTypes": ("ml.p5.48xlarge",),
+        "sagemaker:InterContainerTrafficEncryption": "true",
+        "sagemaker:MaxRuntimeInSeconds": "3600",
+        "sagemaker:NetworkIsolation": "true",
+        "sagemaker:OutputKmsKeyArn": key,
+        "sagemaker:VolumeKmsKeyArn": key,
+        "sagemaker:VpcSecurityGroupIds": ("sg-1",),
+        "sagemaker:VpcSubnets": ("subnet-1",),
+    }
+    assert (tag.action, tag.resource) == ("sagemaker:AddTags", job)
+    assert tag.context["sagemaker:TaggingAction"] == "CreateTrainingJob"
+    assert (pass_role.action, pass_role.resource) == ("iam:PassRole", role)
+    assert dict(pass_role.context) == {"iam:PassedToService": "sagemaker.amazonaws.com"}
+    untagged = {k: v for k, v in request.items() if k != "Tags"}
+    assert [r.action for r in iam_requests("sagemaker", "CreateTrainingJob", untagged, where)] == [
+        "sagemaker:CreateTrainingJob",
+        "iam:PassRole",
+    ]
+    group = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{TRAINING_LOG_GROUP}"
+    cases = {
+        ("sagemaker", "DescribeTrainingJob", "TrainingJobName"): job,
+        ("sagemaker", "StopTrainingJob", "TrainingJobName"): job,
+        ("logs", "FilterLogEvents", "logGroupName"): group,
+        ("logs", "DescribeLogStreams", "logGroupName"): group,
+    }
+    for (service, operation, param), resource in cases.items():
+        value = "peagle-train-dev--x" if param == "TrainingJobName" else TRAINING_LOG_GROUP
+        (found,) = iam_requests(service, operation, {param: value}, where)
+        assert (found.action, found.resource) == (f"{service}:{operation}", resource)
+    (listed,) = iam_requests("sagemaker", "ListTrainingJobs", {}, where)
+    assert listed.resource == "*"
+    stream = {"logGroupName": TRAINING_LOG_GROUP, "logStreamName": "peagle-train-dev--x/algo-1-1"}
+    (events,) = iam_requests("logs", "GetLogEvents", stream, where)
+    assert events.resource == f"{group}:log-stream:peagle-train-dev--x/algo-1-1"
+    quota = {"ServiceCode": "sagemaker", "QuotaCode": "L-1"}
+    (got,) = iam_requests("service-quotas", "GetServiceQuota", quota, where)
+    assert got.resource == f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:sagemaker/L-1"
+    assert dict(got.context) == {"servicequotas:service": "sagemaker"}
