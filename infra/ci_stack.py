@@ -20,6 +20,7 @@ from infra.deploy_role import Arns, StageDeployRole, StageResources
 from infra.github_oidc import CREATE, DEFAULT_BRANCH, GitHubOidcProvider, GitHubRepo
 from infra.stages import StageConfig, check_distinct_stages
 from peagle_deploy.plan import Plan
+from peagle_deploy.stage_training import training_vpc
 
 CI_STACK_ID = "PeagleCiRoles"
 
@@ -34,6 +35,12 @@ def stage_resources(stage: StageConfig, plan: Plan) -> StageResources:
         execution_role_arn=plan.spec.execution_role_arn,
         expected_bucket_owner=plan.spec.expected_bucket_owner,
         secret_refs=plan.secret_refs,
+        training=stage.training,
+        training_vpc=(
+            training_vpc(stage.training, plan.create_model.get("VpcConfig"))
+            if stage.training is not None
+            else None
+        ),
     )
 
 

@@ -59,6 +59,7 @@ from peagle_deploy.access import (
 )
 from peagle_deploy.naming import EXPERIMENT_STAGE_TAG, STAGE_TAG
 from peagle_deploy.records.paths import PARAMETER_ROOT
+from peagle_deploy.stage_training import TRAINING_LOG_GROUP, TRAINING_STAGE_TAG, StageTraining
 from peagle_deploy.stages import stack_name
 
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
@@ -132,6 +133,16 @@ names) after creating one: read it, set its end, stop it, replace a finished one
 METRIC_READ_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics")
 """`peagle experiment status`: SageMaker's per-variant metrics, and detailed
 observability's PromQL (which needs both)."""
+OWN_TRAINING_JOB_ACTIONS = ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob")
+TRAINING_ENCRYPTION = {
+    "Bool": {
+        "sagemaker:NetworkIsolation": "true",
+        "sagemaker:InterContainerTrafficEncryption": "true",
+    },
+}
+"""A training job of the stage runs with network isolation and encrypted traffic between
+its instances, or is not created (the condition keys of sagemaker:CreateTrainingJob in the
+Service Authorization Reference; a request without them fails the condition)."""
 QUOTA_ACTIONS = (
     "servicequotas:ListAWSDefaultServiceQuotas",
     "servicequotas:ListServiceQuotas",
@@ -189,6 +200,45 @@ WILDCARD_REASONS = {
     ),
     "ListExperiments": f"sagemaker:ListInferenceExperiments: {NO_RESOURCE_LEVEL}.",
     "DoctorReadsOwnStack": "The stage's own stack (its id is CloudFormation's); read-only.",
+    "OwnTrainingJobs": "The stage's own training jobs (its job_prefix) only.",
+    "CreateOwnTrainingJobs": (
+        "The stage's own training jobs (its job_prefix) only, with network isolation, "
+        "inter-container encryption and a KMS key of the account (conditions)."
+    ),
+    "TagOwnTrainingJobsOnCreate": (
+        "The stage's own training jobs only, and only in their CreateTrainingJob "
+        "(sagemaker:TaggingAction)."
+    ),
+    "ListTrainingJobs": f"sagemaker:ListTrainingJobs: {NO_RESOURCE_LEVEL}.",
+    "PassOwnTrainingRoleToSageMaker": (
+        "Only roles tagged peagle:training-stage=<stage>, only to sagemaker.amazonaws.com."
+    ),
+    "DoctorReadsOwnTrainingRole": (
+        "Only roles tagged peagle:training-stage=<stage>; read-only (doctor: the role and a "
+        "simulation of its grants on the job's prefixes)."
+    ),
+    "DoctorReadsTrainingInputs": (
+        "The objects under the stage's own target and data prefixes only (doctor: the "
+        "tokenizer's chat template, the conversations)."
+    ),
+    "DoctorDescribesOwnKeys": (
+        "KMS keys are named by generated ids: only keys tagged peagle:stage=<stage>; "
+        "read-only (their state)."
+    ),
+    "OwnTrainingLogs": "Log streams of the stage's own training jobs (its job_prefix) only.",
+    "TrainingLogStreamNames": (
+        "logs:DescribeLogStreams names only the log group: the names (never the events) "
+        "of /aws/sagemaker/TrainingJobs' streams, to find a job's generated stream names."
+    ),
+    "ReadOwnDrafterMetadata": (
+        "The drafter metadata file of the stage's own jobs under its output prefix only."
+    ),
+    "DoctorListsTrainingPrefixes": "Listing (names only) of the stage's training prefixes.",
+    "DecryptOwnTrainingObjects": (
+        "KMS keys are named by generated ids: only keys tagged peagle:stage=<stage>, only "
+        "through S3 (reading the stage's own drafter metadata)."
+    ),
+    "DoctorReadsTrainingQuotas": "SageMaker's quotas (servicequotas, service code sagemaker).",
     "DescribeRegionExperiments": (
         "Read-only DescribeInferenceExperiment of the region's experiments: `peagle doctor "
         "--stage` finds which one runs on the stage's endpoint, whoever started it (a "
@@ -212,6 +262,10 @@ class StageResources:
     """The spec's bucket owner; None: the account of the CI stack."""
     secret_refs: Mapping[str, str] = field(default_factory=dict)
     """The plan's `secrets` (NAME -> ARN[:json-key]): read at CreateModel time."""
+    training: StageTraining | None = None
+    """The stage's `training:` block (None: the role may not train)."""
+    training_vpc: Mapping[str, Any] | None = None
+    """The VpcConfig its training jobs must name (`stage_training.training_vpc`)."""
 
 
 @dataclass(frozen=True)
@@ -360,6 +414,136 @@ def experiment_statements(arns: Arns, own: StageResources) -> list[dict[str, Any
             "DoctorReadsOwnStack",
             ["cloudformation:DescribeStacks"],
             [arns.stack(own.region, stack_name(own.stage))],
+        ),
+    ]
+
+
+def _create_training_conditions(arns: Arns, own: StageResources) -> dict[str, Any]:
+    """Network isolation and encryption always; an output key (and a volume key, where
+    the instance has an EBS volume) of the stage's account and region; the stage's VPC and
+    instance types when it names them. `sagemaker:VolumeKmsKeyArn` is IfExists: botocore
+    (ResourceConfig.VolumeKmsKeyId) says a volume key cannot be requested for instance
+    types with local storage, which many GPU training instances are."""
+    assert own.training is not None
+    keys = f"arn:{arns.partition}:kms:{own.region}:{arns.account}:key/*"
+    conditions: dict[str, Any] = {
+        **TRAINING_ENCRYPTION,
+        "ArnLike": {"sagemaker:OutputKmsKeyArn": keys},
+        "ArnLikeIfExists": {"sagemaker:VolumeKmsKeyArn": keys},
+    }
+    every: dict[str, list[str]] = {}
+    if own.training.instance_types:
+        every["sagemaker:InstanceTypes"] = sorted(own.training.instance_types)
+    vpc = own.training_vpc or {}
+    if vpc:
+        every["sagemaker:VpcSubnets"] = sorted(vpc.get("Subnets", []))
+        every["sagemaker:VpcSecurityGroupIds"] = sorted(vpc.get("SecurityGroupIds", []))
+    if every:
+        # ForAllValues is true of an absent key: the key must be there too.
+        conditions["ForAllValues:StringEquals"] = every
+        conditions["Null"] = {k: "false" for k in every}
+    return conditions
+
+
+def training_statements(arns: Arns, own: StageResources) -> list[dict[str, Any]]:
+    """`peagle train` on the stage's own job names (its `training:` block): create them
+    only isolated and encrypted, tag them only as they are created, describe and stop
+    them, read their log streams and their drafter's metadata; pass the stage's training
+    role to SageMaker and no other. What SageMaker then reads and writes is the training
+    role's (infra/training.py), which only the stage's own prefixes and key allow."""
+    t = own.training
+    if t is None:
+        return []
+    jobs = arns.sagemaker(own.region, t.grants().jobs)
+    group = f"arn:{arns.partition}:logs:{own.region}:{arns.account}:log-group:{TRAINING_LOG_GROUP}"
+    streams = f"arn:{arns.partition}:logs:{own.region}:{arns.account}:{t.grants().log_streams}"
+    passed = {
+        "iam:PassedToService": SAGEMAKER_SERVICE,
+        f"aws:ResourceTag/{TRAINING_STAGE_TAG}": own.stage,
+    }
+    return [
+        statement(
+            "CreateOwnTrainingJobs",
+            ["sagemaker:CreateTrainingJob"],
+            [jobs],
+            _create_training_conditions(arns, own),
+        ),
+        statement(
+            "TagOwnTrainingJobsOnCreate",
+            ["sagemaker:AddTags"],
+            [jobs],
+            {"StringEquals": {"sagemaker:TaggingAction": "CreateTrainingJob"}},
+        ),
+        statement("OwnTrainingJobs", OWN_TRAINING_JOB_ACTIONS, [jobs]),
+        statement("ListTrainingJobs", ["sagemaker:ListTrainingJobs"], ["*"]),
+        statement(
+            "PassOwnTrainingRoleToSageMaker",
+            ["iam:PassRole"],
+            [arns.role("*")],
+            {"StringEquals": passed},
+        ),
+        statement(
+            "DoctorReadsOwnTrainingRole",
+            ["iam:GetRole", "iam:SimulatePrincipalPolicy"],
+            [arns.role("*")],
+            {"StringEquals": {f"aws:ResourceTag/{TRAINING_STAGE_TAG}": own.stage}},
+        ),
+        statement("OwnTrainingLogs", ["logs:GetLogEvents"], [streams]),
+        statement("TrainingLogStreamNames", ["logs:DescribeLogStreams"], [group]),
+        *training_read_statements(arns, own.region, t),
+    ]
+
+
+def training_read_statements(arns: Arns, region: str, t: StageTraining) -> list[dict[str, Any]]:
+    """What `peagle train` and its doctor read of the stage's training data: the
+    channels' objects (the target's tokenizer config, the conversations) and the
+    drafter's metadata, SSE-KMS with the stage's key read through S3; the listing of its
+    prefixes; the key's state; SageMaker's quotas."""
+    listed: dict[str, set[str]] = {}
+    for read in (*t.reads, *t.writes):
+        listed.setdefault(read.bucket, set()).add(f"{read.key}*")
+    own_account = {"s3:ResourceAccount": arns.account}
+    channels = [f"arn:{arns.partition}:s3:::{r.object_pattern}" for r in (t.target, t.data)]
+    return [
+        statement(
+            "DoctorReadsTrainingInputs", ["s3:GetObject"], channels, {"StringEquals": own_account}
+        ),
+        statement(
+            "ReadOwnDrafterMetadata",
+            ["s3:GetObject"],
+            [f"arn:{arns.partition}:s3:::{t.grants().metadata}"],
+            {"StringEquals": own_account},
+        ),
+        *[
+            statement(
+                f"DoctorListsTrainingPrefixes{i or ''}",
+                ["s3:ListBucket"],
+                [f"arn:{arns.partition}:s3:::{bucket}"],
+                {"StringLike": {"s3:prefix": sorted(prefixes)}, "StringEquals": own_account},
+            )
+            for i, (bucket, prefixes) in enumerate(sorted(listed.items()))
+        ],
+        statement(
+            "DecryptOwnTrainingObjects",
+            ["kms:Decrypt"],
+            [f"arn:{arns.partition}:kms:{region}:{arns.account}:key/*"],
+            {
+                "StringEquals": {
+                    f"aws:ResourceTag/{STAGE_TAG}": t.stage,
+                    "kms:ViaService": f"s3.{region}.amazonaws.com",
+                }
+            },
+        ),
+        statement(
+            "DoctorDescribesOwnKeys",
+            ["kms:DescribeKey"],
+            [f"arn:{arns.partition}:kms:{region}:{arns.account}:key/*"],
+            {"StringEquals": {f"aws:ResourceTag/{STAGE_TAG}": t.stage}},
+        ),
+        statement(
+            "DoctorReadsTrainingQuotas",
+            ["servicequotas:GetServiceQuota"],
+            [f"arn:{arns.partition}:servicequotas:{region}:{arns.account}:sagemaker/*"],
         ),
     ]
 
@@ -526,6 +710,7 @@ def deploy_statements(
         *self_check_statements(self_arn),
         *autoscaling_statements(arns, own),
         *experiment_statements(arns, own),
+        *training_statements(arns, own),
         *(source_statements(arns, source) if source is not None else []),
         *secret_statements(own),
         *s3_statements(arns, stages),

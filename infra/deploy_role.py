@@ -12,7 +12,13 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.deploy_policy import Arns, StageResources, deploy_statements, wildcard_reason
+from infra.deploy_policy import (
+    Arns,
+    StageResources,
+    deploy_statements,
+    training_statements,
+    wildcard_reason,
+)
 from infra.github_oidc import GITHUB_OIDC_HOST, STS_AUDIENCE, GitHubRepo
 from infra.nag import acknowledge, nag_text
 
@@ -81,19 +87,41 @@ class StageDeployRole(Construct):
             max_session_duration=Duration.hours(MAX_SESSION_HOURS),
         )
         self.statements = deploy_statements(arns, own, source, self.role.role_arn)
+        # A role's inline policies may hold 10,240 characters in all (IAM quotas): the
+        # training grants go into a customer managed policy of their own (6,144).
+        training = training_statements(arns, own)
         self.policy = iam.Policy(
             self,
             "Policy",
             roles=[self.role],
-            statements=[iam.PolicyStatement.from_json(s) for s in self.statements],
+            statements=[
+                iam.PolicyStatement.from_json(s) for s in self.statements if s not in training
+            ],
         )
+        self.training_policy: iam.ManagedPolicy | None = None
+        if training:
+            self.training_policy = iam.ManagedPolicy(
+                self,
+                "TrainingPolicy",
+                description=f"peagle-deploy CI: training jobs of stage {own.stage}",
+                roles=[self.role],
+                statements=[iam.PolicyStatement.from_json(s) for s in training],
+            )
+        self._acknowledge(self.policy, [s for s in self.statements if s not in training])
+        if self.training_policy is not None:
+            self._acknowledge(self.training_policy, training)
+
+    def _acknowledge(
+        self, policy: iam.Policy | iam.ManagedPolicy, statements: list[dict[str, Any]]
+    ) -> None:
+        """Each resource with a `*` acknowledged to cdk-nag with its statement's reason."""
         stack = Stack.of(self)
-        for statement in self.statements:
+        for statement in statements:
             resources = statement["Resource"]
             for resource in [resources] if isinstance(resources, str) else resources:
                 if "*" in resource:
                     acknowledge(
-                        self.policy,
+                        policy,
                         "AwsSolutions-IAM5",
                         wildcard_reason(statement["Sid"]),
                         "Resource::" + nag_text(stack, resource),

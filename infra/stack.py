@@ -13,6 +13,7 @@ from infra.endpoint import PeagleEndpoint
 from infra.monitoring import AcceptanceMetrics, AlarmThresholds, EndpointAlarms, EndpointDashboard
 from infra.scaling import EndpointAutoscaling
 from infra.stages import StageConfig, check_stage_experiment
+from infra.training import TrainingRole
 from peagle_deploy.errors import InputError
 from peagle_deploy.experiment.plan import experiment_plan
 from peagle_deploy.naming import endpoint_log_group_name, provider_log_group_name
@@ -112,7 +113,29 @@ class PeagleStack(Stack):
             alarms=self.alarms,
             acceptance=self.acceptance,
         )
+        self._training(stage, plan)
         self._outputs(plan)
+
+    def _training(self, stage: StageConfig, plan: Plan) -> None:
+        """The role SageMaker trains the stage's drafters with (the stage's `training:`
+        block), using the stack's key for their S3 objects and volumes."""
+        self.training: TrainingRole | None = None
+        if stage.training is None:
+            return
+        self.training = TrainingRole(
+            self,
+            "Training",
+            training=stage.training,
+            key=self.key.key,
+            spec_vpc=plan.create_model.get("VpcConfig"),
+        )
+        CfnOutput(
+            self,
+            "TrainingRoleArn",
+            value=self.training.role_arn,
+            description=f"RoleArn of the stage's training jobs ({stage.training.job_prefix}*)",
+        )
+        CfnOutput(self, "TrainingKeyArn", value=self.key.key_arn, description="Training KMS key")
 
     def _autoscaling(self, plan: Plan, *, running: bool) -> None:
         """The scalable target and its policy, suspended while an experiment runs; a

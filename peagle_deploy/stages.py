@@ -15,6 +15,9 @@ Context key `peagle:stages` maps a stage name to:
   promote_from: the stage whose endpoint this stage's promotion gates run against
     (default: the stage listed before it; null for none); the CI roles stack lets this
     stage's deploy role read that stage, nothing more
+  training: the stage's training jobs' S3 prefixes, image and job names
+    (`peagle_deploy.stage_training`); the stack makes the role SageMaker trains with and
+    the CI role may train under those names only
   experiment_state: what the stack asks of the shadow experiment the spec's
     `experiment:` block runs: running (default), completed or cancelled (the stack stops
     it in place, AWS::SageMaker::InferenceExperiment's DesiredState; docs/experiments.md)
@@ -36,6 +39,7 @@ from peagle_deploy.errors import InputError
 from peagle_deploy.plan import Plan, build_plan
 from peagle_deploy.spec import DeploymentSpec, load_spec
 from peagle_deploy.spec.stage import check_stage_name
+from peagle_deploy.stage_training import StageTraining, stage_training, training_overlap
 from peagle_deploy.validation.secrets import refuse_plaintext_secrets
 
 STAGES_CONTEXT_KEY = "peagle:stages"
@@ -52,6 +56,7 @@ _STAGE_KEYS = {
     "alarms",
     "promote_from",
     "experiment_state",
+    "training",
 }
 EXPERIMENT_STATES = ("running", "completed", "cancelled")
 """`experiment_state` values: the InferenceExperiment's DesiredState, lower-cased."""
@@ -80,6 +85,9 @@ class StageConfig:
     experiment_state: str = "running"
     """What the stack asks of the stage's shadow experiment (`EXPERIMENT_STATES`): keep it
     running, or stop it in place (completed, cancelled) before `experiment:` is removed."""
+    training: StageTraining | None = None
+    """Where the stage's training jobs read and write (`peagle_deploy.stage_training`);
+    None: the stage trains nothing (no training role, no training grants)."""
 
     @property
     def stack_id(self) -> str:
@@ -236,6 +244,11 @@ def stage_configs(context: Any, base_dir: Path) -> list[StageConfig]:
                 alarms=alarms,
                 promote_from=promote_from,
                 experiment_state=state,
+                training=(
+                    stage_training(raw["training"], str(name), f"{where}.training")
+                    if raw.get("training") is not None
+                    else None
+                ),
             )
         )
     return configs
@@ -271,3 +284,20 @@ def check_distinct_stages(stages: Sequence[StageConfig], plans: Sequence[Plan]) 
                     "endpoint names whose derived names differ (peagle_deploy/naming.py)",
                 )
         seen.append((stage.name, name))
+    _check_distinct_training(stages)
+
+
+def _check_distinct_training(stages: Sequence[StageConfig]) -> None:
+    """Refuse two stages whose training grants (job names, log streams, S3 prefixes)
+    could name one resource: one stage could then read, overwrite or stop the other's."""
+    trained = [s for s in stages if s.training is not None]
+    for index, stage in enumerate(trained):
+        for other in trained[:index]:
+            assert stage.training is not None and other.training is not None
+            shared = training_overlap(other.training, stage.training)
+            if shared is not None:
+                raise InputError(
+                    f"{STAGES_CONTEXT_KEY}.{stage.name}.training",
+                    f"stages {other.name} and {stage.name} would share training grants ({shared})",
+                    "a job_prefix and S3 prefixes of its own for each stage",
+                )

@@ -33,7 +33,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"catalog"}),
     frozenset({"deployment"}),
     frozenset({"validation"}),
-    frozenset({"plan", "access", "stages"}),
+    frozenset({"plan", "access", "stages", "stage_training"}),
     frozenset({"aws", "doctor", "records"}),
     frozenset({"sdk", "bench", "experiment", "train"}),
     frozenset({"promote"}),

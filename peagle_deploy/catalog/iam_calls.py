@@ -64,7 +64,22 @@ PASSED_ROLES = {
     ("sagemaker", "CreateModel"): ("ExecutionRoleArn", "sagemaker.amazonaws.com"),
     ("sagemaker", "CreateEndpointConfig"): ("ExecutionRoleArn", "sagemaker.amazonaws.com"),
     ("sagemaker", "CreateInferenceExperiment"): ("RoleArn", "sagemaker.amazonaws.com"),
+    # CreateTrainingJobRequest.RoleArn: "To be able to pass this role to SageMaker, the
+    # caller of this API must have the iam:PassRole permission."
+    ("sagemaker", "CreateTrainingJob"): ("RoleArn", "sagemaker.amazonaws.com"),
 }
+
+TAG_ON_CREATE = {
+    # The reference lists no dependent action for CreateTrainingJob, but sagemaker:AddTags
+    # takes `sagemaker:TaggingAction` ("Filters access by the API actions to which a user
+    # can apply tags. Uses the name of the API operation that creates a taggable
+    # resource"), and AWS's own managed policies grant AddTags on create with it
+    # (AmazonSageMakerHyperPodInferenceAccess v3: AddTags with TaggingAction CreateModel,
+    # CreateEndpointConfig, CreateEndpoint): a CreateTrainingJob with Tags is also an
+    # AddTags of the new job, asked with the operation's name.
+    ("sagemaker", "CreateTrainingJob"): "sagemaker:AddTags",
+}
+"""Create calls whose Tags are also authorized as a tagging of the new resource."""
 
 GENERATED = "peagle-generated-id"
 """What fills a template variable the service generates (a scalable target's id): no
@@ -75,6 +90,9 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("sagemaker", "EndpointConfigName"): ("EndpointConfigName",),
     ("sagemaker", "ModelName"): ("ModelName",),
     ("sagemaker", "InferenceExperimentName"): ("Name",),
+    ("sagemaker", "TrainingJobName"): ("TrainingJobName",),
+    ("servicequotas", "ServiceCode"): ("ServiceCode",),
+    ("servicequotas", "QuotaCode"): ("QuotaCode",),
     ("ssm", "ParameterNameWithoutLeadingSlash"): ("Name", "Path", "ResourceId"),
     ("logs", "LogGroupName"): ("logGroupName",),
     ("logs", "LogStreamName"): ("logStreamName",),
@@ -163,10 +181,31 @@ def _model_arns(params: Mapping[str, Any], where: Where) -> ContextValue | None:
 
 
 def _instance_types(params: Mapping[str, Any], _where: Where) -> ContextValue | None:
-    kinds = tuple(
-        sorted({str(v["InstanceType"]) for v in _variants(params) if "InstanceType" in v})
-    )
+    """A config's variants' types, or a training job's (ResourceConfig: one type, or the
+    instance groups' of a heterogeneous cluster)."""
+    resources = params.get("ResourceConfig") or {}
+    holders = [*_variants(params), resources, *resources.get("InstanceGroups", [])]
+    kinds = tuple(sorted({str(v["InstanceType"]) for v in holders if "InstanceType" in v}))
     return kinds or None
+
+
+def _nested(*path: str) -> Callable[[Mapping[str, Any], Where], ContextValue | None]:
+    """A value inside a structure parameter (ResourceConfig.VolumeKmsKeyId)."""
+
+    def read(params: Mapping[str, Any], _where: Where) -> ContextValue | None:
+        node: Any = params
+        for name in path:
+            node = node.get(name) if isinstance(node, Mapping) else None
+        return None if node is None else _text(node)
+
+    return read
+
+
+def _volume_key(params: Mapping[str, Any], where: Where) -> ContextValue | None:
+    """CreateEndpointConfig's KmsKeyId; CreateTrainingJob's ResourceConfig.VolumeKmsKeyId."""
+    return _param("KmsKeyId")(params, where) or _nested("ResourceConfig", "VolumeKmsKeyId")(
+        params, where
+    )
 
 
 def _vpc(name: str) -> Callable[[Mapping[str, Any], Where], ContextValue | None]:
@@ -181,8 +220,12 @@ _KEY_VALUES: dict[str, Callable[[Mapping[str, Any], Where], ContextValue | None]
     "aws:tagkeys": lambda p, _w: tuple(sorted(_tags(p))) or None,
     "sagemaker:modelarn": _model_arns,
     "sagemaker:instancetypes": _instance_types,
-    "sagemaker:volumekmskeyarn": _param("KmsKeyId"),
+    "sagemaker:volumekmskeyarn": _volume_key,
+    "sagemaker:outputkmskeyarn": _nested("OutputDataConfig", "KmsKeyId"),
     "sagemaker:networkisolation": _param("EnableNetworkIsolation"),
+    "sagemaker:intercontainertrafficencryption": _param("EnableInterContainerTrafficEncryption"),
+    "sagemaker:maxruntimeinseconds": _nested("StoppingCondition", "MaxRuntimeInSeconds"),
+    "servicequotas:service": _param("ServiceCode"),
     "sagemaker:vpcsubnets": _vpc("Subnets"),
     "sagemaker:vpcsecuritygroupids": _vpc("SecurityGroupIds"),
     "application-autoscaling:service-namespace": _param("ServiceNamespace"),
@@ -348,7 +391,29 @@ def iam_requests(
             for arn, generated in _resources(ref, action, params, where)
             for context in _context(ref, action, params, where)
         ]
-    return out + _pass_role(service, operation, params)
+    return (
+        out
+        + _tag_on_create(ref, service, operation, params, where)
+        + _pass_role(service, operation, params)
+    )
+
+
+def _tag_on_create(
+    ref: Reference, service: str, operation: str, params: Mapping[str, Any], where: Where
+) -> list[IamRequest]:
+    """The AddTags a create with Tags is also authorized as (`TAG_ON_CREATE`)."""
+    name = TAG_ON_CREATE.get((service, operation))
+    if name is None or not params.get("Tags"):
+        return []
+    action = ref.action(name)
+    if action is None:
+        raise UnmappedCallError(f"{service}.{operation}: {name} is not in the vendored reference")
+    tagging = {"sagemaker:TaggingAction": operation}
+    return [
+        IamRequest(action.name, arn, {**context, **tagging}, generated)
+        for arn, generated in _resources(ref, action, params, where)
+        for context in _context(ref, action, params, where)
+    ]
 
 
 def distinct(requests: Sequence[IamRequest]) -> list[IamRequest]:

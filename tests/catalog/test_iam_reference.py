@@ -78,7 +78,7 @@ def test_a_role_handed_to_sagemaker_is_a_pass_role_request() -> None:
 
 
 def test_an_unknown_call_fails_loudly() -> None:
-    with pytest.raises(UnmappedCallError, match="CreateTrainingJob"):
-        iam_requests("sagemaker", "CreateTrainingJob", {"TrainingJobName": "t"}, WHERE)
+    with pytest.raises(UnmappedCallError, match="CreateProcessingJob"):
+        iam_requests("sagemaker", "CreateProcessingJob", {"ProcessingJobName": "t"}, WHERE)
     with pytest.raises(UnmappedCallError, match="names no"):
         iam_requests("sagemaker", "UpdateEndpoint", {"EndpointName": "e"}, WHERE)

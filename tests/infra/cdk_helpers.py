@@ -21,6 +21,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra.stack import PeagleStack
 from infra.stages import StageConfig
 from peagle_deploy.plan import Plan
+from peagle_deploy.stage_training import stage_training
 
 ROOT = Path(__file__).resolve().parents[2]
 CDK_JSON = ROOT / "cdk.json"
@@ -64,6 +65,18 @@ def edge_stage() -> StageConfig:
         account=EDGE_ACCOUNT,
         log_retention_days=7,
         alarms={"errors_5xx_per_minute": 2},
+        # its own training image in another account's registry; the spec's VPC
+        training=stage_training(
+            {
+                "bucket": "acme-edge-training",
+                "image_repository": EDGE_OVERRIDES["custom"]["image_uri"].replace(
+                    "peagle-vllm", "peagle-train"
+                ),
+                "instance_types": ["ml.p5.48xlarge"],
+            },
+            "edge",
+            "edge.training",
+        ),
     )
 
 

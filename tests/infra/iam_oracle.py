@@ -166,7 +166,9 @@ class TemplateRoles:
         return doc
 
     def identity_policies(self, role_id: str) -> list[dict[str, Any]]:
-        """Inline policies of the role (its own and AWS::IAM::Policy resources naming it)."""
+        """Inline policies of the role (its own and AWS::IAM::Policy resources naming it)
+        and the stack's customer managed policies attached to it (AWS::IAM::ManagedPolicy
+        naming it; AWS managed policies stay refused)."""
         role = self.template["Resources"][role_id]["Properties"]
         assert not role.get("ManagedPolicyArns"), f"{role_id} has managed policies"
         out = [
@@ -174,7 +176,7 @@ class TemplateRoles:
             for p in role.get("Policies", [])
         ]
         for lid, res in self.template["Resources"].items():
-            if res["Type"] != "AWS::IAM::Policy":
+            if res["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
                 continue
             if {"Ref": role_id} in res["Properties"].get("Roles", []):
                 out.append(

@@ -203,6 +203,7 @@ def test_no_managed_policies_and_nothing_on_star_that_could_be_scoped(ci: CiSynt
         "sagemaker:ListEndpointConfigs",
         "sagemaker:ListEndpoints",
         "sagemaker:ListModels",
+        "sagemaker:ListTrainingJobs",
         "cloudwatch:DescribeAlarms",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "servicequotas:ListServiceQuotas",

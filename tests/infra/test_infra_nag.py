@@ -37,6 +37,12 @@ ALLOWED_FINDINGS = (
         "Resource::arn:<AWS::Partition>:s3:::",
     ),
     ("AwsSolutions-IAM5", "/Endpoint/ShadowExperiment/Policy", "Resource::*"),
+    # The training role (infra/training.py): its stage's training prefixes, its jobs' log
+    # streams, the ECR token and training metrics (`*`), ENIs in a VPC.
+    ("AwsSolutions-IAM5", "/Training/Policy", "Resource::*"),
+    ("AwsSolutions-IAM5", "/Training/Policy", "Resource::arn:<AWS::Partition>:s3:::"),
+    ("AwsSolutions-IAM5", "/Training/Policy", "Resource::arn:<AWS::Partition>:logs:"),
+    ("AwsSolutions-IAM5", "/Training/Policy", "Resource::arn:<AWS::Partition>:ec2:"),
     # The Provider framework may invoke the model handler and its versions (`<arn>:*`).
     (
         "AwsSolutions-IAM5",
