@@ -1,0 +1,160 @@
+"""`peagle train start | status | logs | stop | resume`: exit codes, one-line errors, --json,
+help that teaches; against the emulated account of tests/train/train_run_kit.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from train_run_kit import (  # noqa: F401 (`account_fixture` is the `account` fixture)
+    BUCKET,
+    JOB,
+    account_fixture,
+    failing,
+    plan,
+    put_metadata,
+)
+
+from peagle_deploy.cli.app import main
+
+
+@pytest.fixture
+def cli(account: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The CLI's sessions are the emulated caller's (with the training-job lifecycle)."""
+    from peagle_deploy import aws
+
+    monkeypatch.setattr(
+        aws, "make_session", lambda region=None, boto_session=None: boto_session or account.session
+    )
+    return account
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["train", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spec file whose plan is the kit's (the planner is tested in test_train_plan*)."""
+    from peagle_deploy.train import run
+
+    spec = tmp_path / "train.yaml"
+    spec.write_text("train: {}\n")
+    monkeypatch.setattr(run, "resolve_plan", lambda source: plan())
+    return spec
+
+
+def test_start_prints_the_drafter_as_json(
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_metadata()
+    code, out, err = _run(
+        capsys, "start", "--file", str(_spec_file(tmp_path, monkeypatch)), "--json"
+    )
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["status"] == "Completed"
+    assert shown["drafter_uri"] == f"s3://{BUCKET}/output/{JOB}/output/model/drafter/"
+    assert shown["num_speculative_tokens"] == 4
+    assert shown["deploy_with"]["custom"]["drafter_kind"] == "p-eagle"
+
+
+def test_start_of_a_failing_job_is_one_line_and_exit_1(
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli.jobs.scripts[JOB] = failing("AlgorithmError: CUDA out of memory")
+    code, out, err = _run(capsys, "start", "--file", str(_spec_file(tmp_path, monkeypatch)))
+    assert code == 1
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert f"training job {JOB} failed: AlgorithmError: CUDA out of memory" in lines[0]
+
+
+def test_start_no_wait_returns_the_running_job(
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = str(_spec_file(tmp_path, monkeypatch))
+    code, out, err = _run(capsys, "start", "--file", spec, "--no-wait", "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "InProgress"
+    code, out, _ = _run(capsys, "start", "--file", spec, "--no-wait")
+    assert code == 0
+    assert f"watch it: peagle train status {JOB}" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["start"], "--file"),
+        (["start", "--file", "/no/such/train.yaml"], "--file"),
+        (["status", "not a job!"], "JOB"),
+        (["stop", "bad-"], "JOB"),
+        (["resume", "x" * 64], "JOB"),
+        (["logs", JOB, "--lines", "0"], "--lines"),
+        (["status", JOB, "--region", "not a region"], "--region"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_before_any_call(
+    cli: Any, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    code, out, err = _run(capsys, *argv)
+    assert code == 2, err
+    assert out == ""
+    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+    assert named in err
+    assert cli.jobs.calls == []
+
+
+def test_status_stop_resume(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from peagle_deploy.train.run import train_drafter
+
+    cli.jobs.scripts[JOB] = [("InProgress", "Training", "Training image download completed.")]
+    train_drafter(plan(), session=cli.session, wait=False)
+
+    code, out, err = _run(capsys, "status", JOB, "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "InProgress"
+
+    code, out, err = _run(capsys, "stop", JOB, "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "Stopped"
+
+    code, out, err = _run(capsys, "status", JOB)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"{JOB}: Stopped / Stopped"
+    assert f"checkpoints: s3://{BUCKET}/checkpoints/{JOB}/" in out
+
+    put_metadata(f"{JOB}-r1")
+    code, out, err = _run(capsys, "resume", JOB, "--json")
+    assert code == 0, err
+    resumed = json.loads(out)
+    assert (resumed["job_name"], resumed["status"]) == (f"{JOB}-r1", "Completed")
+
+    code, out, err = _run(capsys, "resume", f"{JOB}-r1")
+    assert code == 1
+    assert "completed: its drafter is at its output" in err
+
+
+def test_status_of_an_unknown_job_exits_1(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "status", "no-such-job")
+    assert code == 1
+    assert "training job no-such-job does not exist" in err
+
+
+def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--help")
+    assert code == 0
+    for command in ("start", "status", "logs", "stop", "resume"):
+        assert command in out
+    assert "custom.drafter_uri" in out
+    code, out, _ = _run(capsys, "start", "--help")
+    assert code == 0
+    assert "peagle train start --file train.yaml" in out
+    assert "chat template" in out
