@@ -154,11 +154,11 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
     from peagle_deploy.train.run import drafter_json, resolve_plan, train_drafter
 
     _check(None, region)
-    plan = resolve_plan(_check_file(file))  # bad input: exit 2 before any AWS call
+    plan, spec_region = resolve_plan(_check_file(file))  # bad input: exit 2, no AWS call
     drafter = train_drafter(
         plan,
         wait=not no_wait,
-        region=region,
+        region=region or spec_region,
         progress=_say(_show(no_progress, as_json)),
         doctor=not no_doctor,
     )

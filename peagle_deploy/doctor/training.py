@@ -35,8 +35,10 @@ from typing import Any, Final
 
 from peagle_deploy.doctor.capacity import MAX_QUOTA_PAGES, PAGE_SIZE, PagesExhaustedError
 from peagle_deploy.doctor.context import could_not_check, error_code, short_error
+from peagle_deploy.doctor.gate import DoctorFailedError
 from peagle_deploy.doctor.result import CheckResult, DoctorReport, failed, passed, warned
 from peagle_deploy.doctor.workers import run_all
+from peagle_deploy.errors import DeployError
 
 SERVICE_CODE: Final = "sagemaker"
 SAGEMAKER_PRINCIPAL: Final = "sagemaker.amazonaws.com"
@@ -46,6 +48,21 @@ MAX_TOKENIZER_CONFIG_BYTES: Final = 8 << 20
 MAX_KEYS_LISTED: Final = 1000
 MAX_RUNNING_JOBS: Final = 200
 """Running training jobs looked at for quota usage; beyond, usage is a warning."""
+
+
+class TrainingDoctorFailedError(DoctorFailedError):
+    """A check found what would fail the training job; no job was created."""
+
+    def __init__(self, report: DoctorReport) -> None:
+        # DoctorFailedError's own text speaks of a deployment; this one of the job.
+        self.report = report
+        lines = [r.line() for r in report.failures]
+        DeployError.__init__(
+            self,
+            f"doctor: {len(report.failures)} check(s) would fail training job "
+            f"{report.endpoint_name}; no job was created (skip with --no-doctor / "
+            "doctor=False):\n  " + "\n  ".join(lines),
+        )
 
 
 def quota_name(instance_type: str, *, spot: bool) -> str:

@@ -40,7 +40,7 @@ def streams(logs: Any, job_name: str) -> list[str]:
                 break
             kwargs["nextToken"] = token
     except Exception as exc:
-        if is_not_found(exc) or "ResourceNotFound" in type(exc).__name__:
+        if is_not_found(exc):
             return []  # no job has logged in this region yet
         raise
     return names[:MAX_STREAMS]

@@ -32,15 +32,16 @@ if TYPE_CHECKING:
 
 def resolve_plan(
     spec: TrainingSpec | TrainingPlan | str | Path | Mapping[str, Any],
-) -> TrainingPlan:
-    """The plan of a spec (a TrainingSpec, a file, a mapping) or a plan as it is; no AWS call."""
+) -> tuple[TrainingPlan, str | None]:
+    """The plan of a spec (a TrainingSpec, a file, a mapping) and the spec's region, or a
+    plan as it is (its region: the caller's); no AWS call, InputError on bad input."""
     if isinstance(spec, TrainingPlan):
-        return spec
+        return spec, None
     from peagle_deploy.train.plan import build_training_plan
     from peagle_deploy.train.spec import TrainingSpec, load_training_spec
 
     the_spec = spec if isinstance(spec, TrainingSpec) else load_training_spec(spec)
-    return build_training_plan(the_spec)
+    return build_training_plan(the_spec), the_spec.region
 
 
 def _session(session: Any, region: str | None) -> Any:
@@ -61,7 +62,7 @@ def _client(session: Any, service: str, region: str) -> Any:
     return session.client(service, region_name=region, config=client_config())
 
 
-def _finish(sm: Any, s3: Any, status: JobStatus, resume: bool = True) -> TrainedDrafter:
+def _finish(s3: Any, status: JobStatus) -> TrainedDrafter:
     """The drafter of a job that ended Completed; TrainingFailedError otherwise."""
     from peagle_deploy.train.readback import read_drafter
 
@@ -69,7 +70,7 @@ def _finish(sm: Any, s3: Any, status: JobStatus, resume: bool = True) -> Trained
     if status.status == "Completed":
         return read_drafter(s3, status.raw)
     hint = ""
-    if resume and status.status in jobs.RESUMABLE and status.checkpoint_uri:
+    if status.status in jobs.RESUMABLE and status.checkpoint_uri:
         hint = f"resume it from its checkpoints with `peagle train resume {name}`"
     reason = status.failure_reason or f"stopped ({status.secondary_status})"
     raise jobs.TrainingFailedError(name, status.status, reason, hint)
@@ -86,24 +87,24 @@ def train_drafter(
 ) -> TrainedDrafter:
     """Train a P-EAGLE drafter on SageMaker (see the module doc for each case).
 
-    `spec`: a TrainingSpec, a spec file, a mapping, or a TrainingPlan as it is.
+    `spec`: a TrainingSpec, a spec file, a mapping (its region is the job's), or a
+    TrainingPlan as it is (in `region`, else the session's).
     `progress`: called with one line per status change and SageMaker message.
     `doctor=False` skips the read-only checks (`peagle_deploy.doctor.training`) that
-    otherwise run first and raise DoctorFailedError before CreateTrainingJob.
+    otherwise run first and raise TrainingDoctorFailedError before CreateTrainingJob.
     `wait=False`: returns once the job is created or adopted, with its status.
     """
-    plan = resolve_plan(spec)
-    region = region or getattr(spec, "region", None)
+    plan, spec_region = resolve_plan(spec)
+    region = region or spec_region
     session = _session(session, region)
     where = _region(session, region)
     warnings = list(plan.warnings)
     if doctor:
-        from peagle_deploy.doctor.gate import DoctorFailedError
-        from peagle_deploy.doctor.training import run_training_doctor
+        from peagle_deploy.doctor.training import TrainingDoctorFailedError, run_training_doctor
 
         report = run_training_doctor(plan.request, region=where, boto_session=session)
         if not report.ok:
-            raise DoctorFailedError(report)
+            raise TrainingDoctorFailedError(report)
         warnings += [f"doctor: {r.line()}" for r in report.warnings]
     for line in warnings:
         if progress is not None:
@@ -116,10 +117,10 @@ def train_drafter(
     status = job_status(described)
     if not wait:
         if status.status in jobs.SETTLED:
-            return _finish(sm, _client(session, "s3", where), status)
+            return _finish(_client(session, "s3", where), status)
         return _pending(plan, status)
     status = wait_for_job(sm, plan.job_name, say=progress)
-    return _finish(sm, _client(session, "s3", where), status)
+    return _finish(_client(session, "s3", where), status)
 
 
 def _pending(plan: TrainingPlan, status: JobStatus) -> TrainedDrafter:
@@ -139,20 +140,6 @@ def train_status(job_name: str, *, session: Any = None, region: str | None = Non
     return job_status(
         jobs.describe(_client(session, "sagemaker", _region(session, region)), job_name)
     )
-
-
-def trained_drafter_of(
-    job_name: str, *, session: Any = None, region: str | None = None
-) -> TrainedDrafter:
-    """The drafter of a Completed job, read back (TrainingFailedError otherwise)."""
-    jobs.check_job_name(job_name)
-    session = _session(session, region)
-    where = _region(session, region)
-    sm = _client(session, "sagemaker", where)
-    status = job_status(jobs.describe(sm, job_name))
-    if status.status in jobs.RUNNING:
-        raise jobs.TrainingJobError(f"training job {job_name} is still {status.status}")
-    return _finish(sm, _client(session, "s3", where), status)
 
 
 def stop_training(
@@ -205,7 +192,7 @@ def resume_training(
     if wait:
         status = wait_for_job(sm, resume.job_name, say=progress)
     if status.status in jobs.SETTLED:
-        return _finish(sm, _client(session, "s3", where), status)
+        return _finish(_client(session, "s3", where), status)
     from peagle_deploy.train.readback import drafter_location
 
     return TrainedDrafter(

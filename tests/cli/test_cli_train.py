@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 from train_run_kit import (  # noqa: F401 (`account_fixture` is the `account` fixture)
     BUCKET,
     JOB,
+    REGION,
     account_fixture,
     failing,
     plan,
@@ -46,7 +47,7 @@ def _spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     spec = tmp_path / "train.yaml"
     spec.write_text("train: {}\n")
-    monkeypatch.setattr(run, "resolve_plan", lambda source: plan())
+    monkeypatch.setattr(run, "resolve_plan", lambda source: (plan(), REGION))
     return spec
 
 

@@ -19,7 +19,7 @@ from train_run_kit import (  # noqa: F401 (`account_fixture` is the `account` fi
     put_metadata,
 )
 
-from peagle_deploy.doctor.gate import DoctorFailedError
+from peagle_deploy.doctor.training import TrainingDoctorFailedError
 from peagle_deploy.train import job as jobs
 from peagle_deploy.train import progress
 from peagle_deploy.train.run import (
@@ -198,8 +198,12 @@ def test_status_says_reason_billing_and_messages(account: Any) -> None:
 def test_the_doctor_stops_a_job_before_create(account: Any) -> None:
     s3 = boto3.client("s3", region_name=REGION)
     s3.delete_object(Bucket=BUCKET, Key="target/config.json")
-    with pytest.raises(DoctorFailedError, match=r"training\.target"):
+    with pytest.raises(TrainingDoctorFailedError) as caught:
         train_drafter(plan(), session=account.session)
+    assert str(caught.value).startswith(
+        f"doctor: 1 check(s) would fail training job {JOB}; no job was created"
+    )
+    assert "FAIL training.target" in str(caught.value)
     assert "CreateTrainingJob" not in account.jobs.operations()
 
 
