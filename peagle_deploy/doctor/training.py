@@ -443,16 +443,22 @@ def check_role(ctx: TrainingContext) -> list[CheckResult]:
     ]
 
 
-def _object_arn(uri: str) -> str:
+def _objects_arn(uri: str) -> str:
+    """The objects under an S3 prefix, as a policy names them (`<bucket>/<prefix>/*`):
+    SageMaker reads and writes keys below the prefix, never the prefix itself."""
     bucket, key = _s3_parts(uri)
-    return f"arn:aws:s3:::{bucket}/{key}*"
+    return (
+        f"arn:aws:s3:::{bucket}/{key.rstrip('/')}/*"
+        if key.strip("/")
+        else f"arn:aws:s3:::{bucket}/*"
+    )
 
 
 def check_role_s3(ctx: TrainingContext) -> list[CheckResult]:
     """The role's policies let it read the channels and write output and checkpoints."""
     from peagle_deploy.doctor.simulation import Ask
 
-    asks = [Ask("s3:GetObject", _object_arn(uri)) for uri in _channels(ctx).values()]
+    asks = [Ask("s3:GetObject", _objects_arn(uri)) for uri in _channels(ctx).values()]
     asks += [
         Ask(
             "s3:ListBucket",
@@ -461,11 +467,13 @@ def check_role_s3(ctx: TrainingContext) -> list[CheckResult]:
         )
         for uri in _channels(ctx).values()
     ]
+    output = (ctx.request.get("OutputDataConfig") or {}).get("S3OutputPath")
     writes = [
-        (ctx.request.get("OutputDataConfig") or {}).get("S3OutputPath"),
+        # the job writes its output under <S3OutputPath>/<job>/ (contract.drafter_uri)
+        f"{str(output).rstrip('/')}/{ctx.job_name}" if output else None,
         (ctx.request.get("CheckpointConfig") or {}).get("S3Uri"),
     ]
-    asks += [Ask("s3:PutObject", _object_arn(str(uri))) for uri in writes if uri]
+    asks += [Ask("s3:PutObject", _objects_arn(str(uri))) for uri in writes if uri]
     return _simulated_lines(
         ctx,
         "training.role.s3",

@@ -143,7 +143,7 @@ def test_an_output_the_role_may_not_write_fails(account: Any) -> None:
     denied = sorted(r.detail for r in report.failures)
     assert denied == [
         f"IAM denies s3:PutObject on arn:aws:s3:::{BUCKET}/checkpoints/{JOB}/*",
-        f"IAM denies s3:PutObject on arn:aws:s3:::{BUCKET}/output*",
+        f"IAM denies s3:PutObject on arn:aws:s3:::{BUCKET}/output/{JOB}/*",
     ]
     assert {r.check for r in report.failures} == {"training.role.s3"}
 
