@@ -159,3 +159,27 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "peagle train start --file train.yaml" in out
     assert "chat template" in out
+
+
+def test_logs_prints_the_last_lines(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    import boto3
+
+    from peagle_deploy.train.run import train_drafter
+
+    logs = boto3.client("logs", region_name=REGION)
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    stream = f"{JOB}/algo-1-1700000000"
+    logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+    now_ms = int(time.time() * 1000)
+    logs.put_log_events(
+        logGroupName="/aws/sagemaker/TrainingJobs",
+        logStreamName=stream,
+        logEvents=[{"timestamp": now_ms + i, "message": f"epoch {i}"} for i in range(3)],
+    )
+    cli.jobs.scripts[JOB] = [("InProgress", "Training", "Training")]
+    train_drafter(plan(), session=cli.session, wait=False)
+    code, out, err = _run(capsys, "logs", JOB, "--lines", "2")
+    assert code == 0, err
+    assert out.splitlines() == ["epoch 1", "epoch 2"]

@@ -253,3 +253,17 @@ def test_logs_tail_and_follow(account: Any, monkeypatch: pytest.MonkeyPatch) -> 
 def test_an_unknown_job_says_so(account: Any) -> None:
     with pytest.raises(jobs.TrainingJobError, match="does not exist"):
         train_status("no-such-job", session=account.session)
+
+
+def test_ctrl_c_stops_watching_not_the_job(account: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    account.jobs.scripts[JOB] = [("InProgress", "Training", "Training")]
+
+    def interrupt(_seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(progress, "_sleep", interrupt)
+    with pytest.raises(progress.WatchInterrupted) as caught:
+        train_drafter(plan(), session=account.session)
+    assert f"stopped watching training job {JOB} (InProgress)" in str(caught.value)
+    assert f"`peagle train status {JOB}`" in str(caught.value)
+    assert "StopTrainingJob" not in account.jobs.operations()
