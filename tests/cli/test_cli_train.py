@@ -12,9 +12,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 from train_run_kit import (  # noqa: F401 (`account_fixture` is the `account` fixture)
+    ACCOUNT,
     BUCKET,
+    INSTANCE,
     JOB,
     REGION,
+    ROLE,
     account_fixture,
     failing,
     plan,
@@ -41,53 +44,91 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A spec file whose plan is the kit's (the planner is tested in test_train_plan*)."""
-    from peagle_deploy.train import run
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = {
+    "train": {
+        "name": "tiny",
+        "region": REGION,
+        "role_arn": ROLE,
+        "image_uri": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/peagle-train@sha256:" + "4f" * 32,
+        "target": {
+            "model_data_uri": f"s3://{BUCKET}/target/",
+            "config_dir": str(ROOT / "examples" / "qwen3-8b-target"),
+        },
+        "data": {"data_uri": f"s3://{BUCKET}/data/"},
+        "num_depths": 4,
+        "instance_type": INSTANCE,
+        "spot": {"enabled": True, "max_wait_hours": 4},
+        "max_runtime_hours": 2,
+        "output_uri": f"s3://{BUCKET}/output/",
+    }
+}
+
+
+def _spec_file(tmp_path: Path, **changes: Any) -> tuple[Path, str]:
+    """A training spec for the kit's account, and the job name its plan gives."""
+    from peagle_deploy.train.run import resolve_plan
 
     spec = tmp_path / "train.yaml"
-    spec.write_text("train: {}\n")
-    monkeypatch.setattr(run, "resolve_plan", lambda source: (plan(), REGION))
-    return spec
+    spec.write_text(json.dumps({"train": {**SPEC["train"], **changes}}))
+    return spec, resolve_plan(spec)[0].job_name
 
 
 def test_start_prints_the_drafter_as_json(
-    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    put_metadata()
-    code, out, err = _run(
-        capsys, "start", "--file", str(_spec_file(tmp_path, monkeypatch)), "--json"
-    )
+    spec, job = _spec_file(tmp_path)
+    put_metadata(job)
+    code, out, err = _run(capsys, "start", "--file", str(spec), "--json")
     assert code == 0, err
     shown = json.loads(out)
-    assert shown["status"] == "Completed"
-    assert shown["drafter_uri"] == f"s3://{BUCKET}/output/{JOB}/output/model/drafter/"
+    assert (shown["job_name"], shown["status"]) == (job, "Completed")
+    assert shown["drafter_uri"] == f"s3://{BUCKET}/output/{job}/output/model/drafter/"
     assert shown["num_speculative_tokens"] == 4
     assert shown["deploy_with"]["custom"]["drafter_kind"] == "p-eagle"
+    sent = next(body for op, body in cli.jobs.calls if op == "CreateTrainingJob")
+    assert sent["TrainingJobName"] == job
+    assert sent["HyperParameters"]["num_depths"] == "4"
 
 
 def test_start_of_a_failing_job_is_one_line_and_exit_1(
-    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    cli.jobs.scripts[JOB] = failing("AlgorithmError: CUDA out of memory")
-    code, out, err = _run(capsys, "start", "--file", str(_spec_file(tmp_path, monkeypatch)))
+    spec, job = _spec_file(tmp_path)
+    cli.jobs.scripts[job] = failing("AlgorithmError: CUDA out of memory")
+    code, out, err = _run(capsys, "start", "--file", str(spec))
     assert code == 1
     assert out == ""
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
-    assert f"training job {JOB} failed: AlgorithmError: CUDA out of memory" in lines[0]
+    assert f"training job {job} failed: AlgorithmError: CUDA out of memory" in lines[0]
 
 
 def test_start_no_wait_returns_the_running_job(
-    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    spec = str(_spec_file(tmp_path, monkeypatch))
-    code, out, err = _run(capsys, "start", "--file", spec, "--no-wait", "--json")
+    spec, job = _spec_file(tmp_path)
+    code, out, err = _run(capsys, "start", "--file", str(spec), "--no-wait", "--json")
     assert code == 0, err
     assert json.loads(out)["status"] == "InProgress"
-    code, out, _ = _run(capsys, "start", "--file", spec, "--no-wait")
+    code, out, _ = _run(capsys, "start", "--file", str(spec), "--no-wait")
     assert code == 0
-    assert f"watch it: peagle train status {JOB}" in out
+    assert f"watch it: peagle train status {job}" in out
+    assert [op for op, _ in cli.jobs.calls].count("CreateTrainingJob") == 2  # then adopted
+    assert len(cli.jobs.jobs) == 1
+
+
+def test_a_bad_spec_is_one_line_exit_2_before_any_call(
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec = tmp_path / "train.yaml"
+    spec.write_text(json.dumps({"train": {**SPEC["train"], "num_depths": 0}}))
+    code, out, err = _run(capsys, "start", "--file", str(spec))
+    assert code == 2, err
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "train.num_depths" in err
+    assert cli.jobs.calls == []
 
 
 @pytest.mark.parametrize(
