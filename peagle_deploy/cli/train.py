@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 EXAMPLES = """\
 Examples:
 
+  peagle train plan --file examples/train-qwen3-8b.yaml   # the request and its cost, no AWS call
+
   peagle train start --file train.yaml          # doctor, job, progress, then the drafter
 
   peagle train start --file train.yaml --no-wait --json
@@ -130,6 +132,26 @@ def _check_file(file: Path | None) -> Path:
     if not file.is_file():
         raise InputError("--file", f"{str(file)!r} is not a readable file", "a YAML or JSON spec")
     return file
+
+
+@train_app.command("plan", epilog=EXAMPLES)
+def plan_command(file: so.FileOpt = None, as_json: so.JsonOpt = False) -> None:
+    """Show the CreateTrainingJob request a spec sends and its cost (no AWS call).
+
+    The same as `peagle plan --file SPEC` for a training spec: the job's name, where the
+    drafter lands, the K it is trained for, the most it costs in instance-hours, then the
+    request itself.
+    """
+    from peagle_deploy.cli.plan import print_training_plan
+    from peagle_deploy.train.plan import plan_document
+    from peagle_deploy.train.run import resolve_plan
+
+    plan, _ = resolve_plan(_check_file(file))
+    document = plan_document(plan)
+    if as_json:
+        output.emit_json(document)
+        return
+    print_training_plan(document)
 
 
 @train_app.command("start", epilog=EXAMPLES)

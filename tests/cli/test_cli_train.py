@@ -193,7 +193,7 @@ def test_status_of_an_unknown_job_exits_1(cli: Any, capsys: pytest.CaptureFixtur
 def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--help")
     assert code == 0
-    for command in ("start", "status", "logs", "stop", "resume"):
+    for command in ("plan", "start", "status", "logs", "stop", "resume"):
         assert command in out
     assert "custom.drafter_uri" in out
     code, out, _ = _run(capsys, "start", "--help")
@@ -224,3 +224,19 @@ def test_logs_prints_the_last_lines(cli: Any, capsys: pytest.CaptureFixture[str]
     code, out, err = _run(capsys, "logs", JOB, "--lines", "2")
     assert code == 0, err
     assert out.splitlines() == ["epoch 1", "epoch 2"]
+
+
+def test_plan_shows_the_request_without_any_call(
+    cli: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from peagle_deploy.train.plan import plan_document
+    from peagle_deploy.train.run import resolve_plan
+
+    spec, job = _spec_file(tmp_path)
+    code, out, err = _run(capsys, "plan", "--file", str(spec), "--json")
+    assert code == 0, err
+    assert json.loads(out) == json.loads(json.dumps(plan_document(resolve_plan(spec)[0])))
+    code, out, err = _run(capsys, "plan", "--file", str(spec))
+    assert code == 0, err
+    assert job in out
+    assert cli.jobs.calls == []
