@@ -86,9 +86,14 @@ def trained_drafter(
     )
 
 
-def read_drafter(
-    s3: Any, described: Mapping[str, Any], *, expected_owner: str | None = None
-) -> TrainedDrafter:
+def job_account(described: Mapping[str, Any]) -> str | None:
+    """The account the job ran in (its role's): the owner its output bucket must have,
+    as every read of the project pins it (`access.bucket_owner`)."""
+    parts = str(described.get("RoleArn", "")).split(":")
+    return parts[4] if len(parts) > 5 and parts[4].isdigit() else None
+
+
+def read_drafter(s3: Any, described: Mapping[str, Any]) -> TrainedDrafter:
     uri = drafter_location(described)
-    text = read_metadata_text(s3, uri, expected_owner=expected_owner)
+    text = read_metadata_text(s3, uri, expected_owner=job_account(described))
     return trained_drafter(described, text, drafter_uri=uri)

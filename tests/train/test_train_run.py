@@ -36,6 +36,10 @@ MUTATING = ("CreateTrainingJob", "StopTrainingJob")
 
 def test_start_waits_and_reads_the_drafter_back(account: Any) -> None:
     put_metadata()
+    reads: list[dict[str, Any]] = []
+    account.session.events.register(
+        "before-parameter-build.s3.GetObject", lambda params, **_: reads.append(dict(params))
+    )
     lines: list[str] = []
     drafter = train_drafter(plan(), session=account.session, progress=lines.append)
 
@@ -46,6 +50,9 @@ def test_start_waits_and_reads_the_drafter_back(account: Any) -> None:
     assert drafter.acceptance_per_position == (0.9, 0.75, 0.6, 0.45)
     assert drafter.mean_accepted_per_step == pytest.approx(2.7)
     assert drafter.metadata["versions"]["speculators"] == "0.9.0"
+    # the metadata is read from the job's own account's bucket only (ExpectedBucketOwner)
+    metadata_reads = [r for r in reads if r["Key"].endswith("/peagle-drafter.json")]
+    assert [r.get("ExpectedBucketOwner") for r in metadata_reads] == ["123456789012"]
     # the request sent is the plan's, once
     creates = [body for op, body in account.jobs.calls if op == "CreateTrainingJob"]
     assert [c["TrainingJobName"] for c in creates] == [JOB]
