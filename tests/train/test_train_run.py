@@ -4,6 +4,7 @@ from the same checkpoints under a new name; adoption only by content."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -274,3 +275,35 @@ def test_ctrl_c_stops_watching_not_the_job(account: Any, monkeypatch: pytest.Mon
     assert f"stopped watching training job {JOB} (InProgress)" in str(caught.value)
     assert f"`peagle train status {JOB}`" in str(caught.value)
     assert "StopTrainingJob" not in account.jobs.operations()
+
+
+def test_the_result_deploys_as_custom_drafter(account: Any) -> None:
+    """`deploy_with` is a deployment spec's own fragment: planned, the endpoint's model
+    mounts the trained drafter and drafts the K it was trained for, in parallel."""
+    from peagle_deploy.plan import build_plan
+    from peagle_deploy.spec import spec_from_dict
+
+    put_metadata()
+    shown = drafter_json(train_drafter(plan(), session=account.session))
+    spec = spec_from_dict(
+        {
+            "model": "custom",
+            "custom": {
+                "name": "tiny",
+                "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:1",
+                "model_data_uri": f"s3://{BUCKET}/target/",
+                **shown["deploy_with"]["custom"],
+            },
+            "speculative": {"mode": "p-eagle", **shown["deploy_with"]["speculative"]},
+            "instance_type": "ml.g6e.2xlarge",
+            "region": REGION,
+            "execution_role_arn": "arn:aws:iam::123456789012:role/peagle-sdk-test",
+        }
+    )
+    deployed = build_plan(spec)
+    container = deployed.create_model["PrimaryContainer"]
+    sources = container.get("AdditionalModelDataSources") or []
+    assert [s["S3DataSource"]["S3Uri"] for s in sources] == [shown["drafter_uri"]]
+    speculative = json.loads(container["Environment"]["SM_VLLM_SPECULATIVE_CONFIG"])
+    assert speculative["num_speculative_tokens"] == 4
+    assert speculative["parallel_drafting"] is True
