@@ -33,7 +33,11 @@ TRAINING_JOB: Final = Resource(
     "training job",
     "TrainingJobName",
     (
-        # Each changes where data goes or who gets in, and SageMaker never fills it.
+        # Each changes what runs, where data goes or who gets in; SageMaker never fills it.
+        "AlgorithmSpecification.ContainerEntrypoint",
+        "AlgorithmSpecification.ContainerArguments",
+        "AlgorithmSpecification.TrainingImageConfig",
+        "AlgorithmSpecification.AlgorithmName",
         "VpcConfig",
         "OutputDataConfig.KmsKeyId",
         "ResourceConfig.VolumeKmsKeyId",

