@@ -48,6 +48,9 @@ MAX_TOKENIZER_CONFIG_BYTES: Final = 8 << 20
 MAX_KEYS_LISTED: Final = 1000
 MAX_RUNNING_JOBS: Final = 200
 """Running training jobs looked at for quota usage; beyond, usage is a warning."""
+MAX_LIST_PAGES: Final = 20
+"""ListTrainingJobs pages read: pages that keep coming empty end here, as a warning."""
+DESCRIBE_WORKERS: Final = 8
 
 
 class TrainingDoctorFailedError(DoctorFailedError):
@@ -147,29 +150,38 @@ def _find_quota(ctx: TrainingContext, name: str) -> tuple[dict[str, Any] | None,
     return None, ""
 
 
+def _held(ctx: TrainingContext, name: str, instance_type: str, spot: bool) -> int:
+    job = ctx.client("sagemaker").describe_training_job(TrainingJobName=name)
+    resources = job.get("ResourceConfig") or {}
+    same_kind = bool(job.get("EnableManagedSpotTraining")) == spot
+    if resources.get("InstanceType") != instance_type or not same_kind:
+        return 0
+    return int(resources.get("InstanceCount") or 0)
+
+
 def running_instances(ctx: TrainingContext, instance_type: str, *, spot: bool) -> int:
     """Instances of the type that the account's running training jobs of the same kind
     (spot or on-demand) hold, this job's own name aside."""
-    sm = ctx.client("sagemaker")
     names: list[str] = []
-    for page in sm.get_paginator("list_training_jobs").paginate(
-        StatusEquals="InProgress", PaginationConfig={"PageSize": 100}
+    pages = ctx.client("sagemaker").get_paginator("list_training_jobs")
+    for number, page in enumerate(
+        pages.paginate(StatusEquals="InProgress", PaginationConfig={"PageSize": 100}), start=1
     ):
         names += [str(j["TrainingJobName"]) for j in page.get("TrainingJobSummaries", [])]
         if len(names) > MAX_RUNNING_JOBS:
             raise RuntimeError(f"more than {MAX_RUNNING_JOBS} running training jobs to count")
-    total = 0
-    for name in names:
-        if name == ctx.job_name:
-            continue
-        job = sm.describe_training_job(TrainingJobName=name)
-        resources = job.get("ResourceConfig") or {}
-        if (
-            resources.get("InstanceType") == instance_type
-            and bool(job.get("EnableManagedSpotTraining")) == spot
-        ):
-            total += int(resources.get("InstanceCount") or 0)
-    return total
+        if number >= MAX_LIST_PAGES and page.get("NextToken"):
+            raise PagesExhaustedError(f"ListTrainingJobs still paging after {number} pages")
+    held = run_all(
+        [
+            functools.partial(_held, ctx, name, instance_type, spot)
+            for name in names
+            if name != ctx.job_name
+        ],
+        workers=DESCRIBE_WORKERS,
+        name="peagle-train-doctor-usage",
+    )
+    return sum(held)
 
 
 def check_quota(ctx: TrainingContext) -> list[CheckResult]:
