@@ -28,17 +28,17 @@ Examples:
 
   peagle train plan --file examples/train-qwen3-8b.yaml   # the request and its cost, no AWS call
 
-  peagle train start --file train.yaml          # doctor, job, progress, then the drafter
+  peagle train start --file examples/train-qwen3-8b.yaml   # doctor, job, progress, drafter
 
-  peagle train start --file train.yaml --no-wait --json
+  peagle train start --file examples/train-qwen3-8b.yaml --no-wait --json
 
-  peagle train status peagle-train-my-model-3f2a9c1d
+  peagle train status peagle-qwen3-8b-support-dev-t1a2b3c4d
 
-  peagle train logs peagle-train-my-model-3f2a9c1d --follow
+  peagle train logs peagle-qwen3-8b-support-dev-t1a2b3c4d --follow
 
-  peagle train stop peagle-train-my-model-3f2a9c1d
+  peagle train stop peagle-qwen3-8b-support-dev-t1a2b3c4d
 
-  peagle train resume peagle-train-my-model-3f2a9c1d   # after a spot interruption or a stop
+  peagle train resume peagle-qwen3-8b-support-dev-t1a2b3c4d   # after a spot interruption or a stop
 """
 
 train_app = typer.Typer(

@@ -198,7 +198,7 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     assert "custom.drafter_uri" in out
     code, out, _ = _run(capsys, "start", "--help")
     assert code == 0
-    assert "peagle train start --file train.yaml" in out
+    assert "peagle train start --file examples/train-qwen3-8b.yaml" in out
     assert "chat template" in out
 
 
