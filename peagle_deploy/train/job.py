@@ -63,7 +63,8 @@ class TrainingFailedError(TrainingJobError):
         self.job_name = job_name
         self.status = status
         self.failure_reason = reason
-        text = f"training job {job_name} {status.lower()}: {reason}"
+        # One line: the driver's failure file (the FailureReason) may hold several.
+        text = f"training job {job_name} {status.lower()}: {' '.join(reason.split())}"
         super().__init__(f"{text}; {hint}" if hint else text)
 
 

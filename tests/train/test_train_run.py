@@ -71,12 +71,13 @@ def test_start_waits_and_reads_the_drafter_back(account: Any) -> None:
 
 
 def test_a_failed_job_is_one_line_with_sagemakers_reason(account: Any) -> None:
-    reason = "AlgorithmError: acceptance 1.12 tokens/step is below the floor 1.5"
+    reason = "AlgorithmError: acceptance 1.12 tokens/step\n is below the floor 1.5"
     account.jobs.scripts[JOB] = failing(reason)
     with pytest.raises(jobs.TrainingFailedError) as caught:
         train_drafter(plan(), session=account.session)
     assert caught.value.failure_reason == reason
-    assert str(caught.value).startswith(f"training job {JOB} failed: {reason}")
+    one_line = "AlgorithmError: acceptance 1.12 tokens/step is below the floor 1.5"
+    assert str(caught.value).startswith(f"training job {JOB} failed: {one_line}")
     assert f"peagle train resume {JOB}" in str(caught.value)  # it kept checkpoints
     assert "\n" not in str(caught.value)
 
