@@ -122,6 +122,8 @@ def _print_status(status: JobStatus) -> None:
         lines.append(billing)
     if status.checkpoint_uri:
         lines.append(f"checkpoints: {status.checkpoint_uri}")
+    if status.status == "Completed" and status.drafter_uri:
+        lines.append(f"drafter_uri: {status.drafter_uri}")
     for line in lines:
         output.console.print(line, highlight=False, markup=False)
 

@@ -65,6 +65,15 @@ class JobStatus:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
+    def drafter_uri(self) -> str | None:
+        """Where the job's drafter lands (there once it is Completed)."""
+        if not self.output_path:
+            return None
+        from peagle_train.contract import drafter_uri
+
+        return drafter_uri(self.output_path, self.job_name)
+
+    @property
     def spot_savings(self) -> float | None:
         """Share of the training time not billed (spot), as SageMaker computes it."""
         if not self.spot or not self.training_seconds or self.billable_seconds is None:
@@ -93,6 +102,7 @@ class JobStatus:
             "spot_savings": self.spot_savings,
             "checkpoint_uri": self.checkpoint_uri,
             "output_path": self.output_path,
+            "drafter_uri": self.drafter_uri,
             "instance_type": self.instance_type,
             "instance_count": self.instance_count,
         }

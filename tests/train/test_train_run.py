@@ -212,6 +212,7 @@ def test_status_says_reason_billing_and_messages(account: Any) -> None:
     assert status.messages[0] == "Starting: Preparing the instances for training"
     assert status.spot_savings == pytest.approx(0.6)
     assert status.to_json()["billable_seconds"] == 1200
+    assert status.to_json()["drafter_uri"] == f"s3://{BUCKET}/output/{JOB}/output/model/drafter/"
 
 
 def test_the_doctor_stops_a_job_before_create(account: Any) -> None:
