@@ -397,28 +397,6 @@ def _simulated_lines(
     return lines or [passed(check, principal, why)]
 
 
-def _pass_role(ctx: TrainingContext) -> list[CheckResult]:
-    """The caller may pass the role to SageMaker (asked for a role session only: the
-    simulator takes a role or a user, and an assumed-role ARN names its role)."""
-    from peagle_deploy.doctor.caller import caller_principal
-    from peagle_deploy.doctor.simulation import Ask
-
-    principal = caller_principal(str(ctx.identity.get("Arn", "")))
-    if principal is None or ":role/" not in principal:
-        return [
-            warned(
-                "training.role",
-                ctx.role_arn,
-                "could not check iam:PassRole: the caller is not a role session "
-                f"({ctx.identity.get('Arn')})",
-            )
-        ]
-    ask = Ask("iam:PassRole", ctx.role_arn, (("iam:PassedToService", SAGEMAKER_PRINCIPAL),))
-    return _simulated_lines(
-        ctx, "training.role", principal, [ask], f"may pass {ctx.role_arn} to SageMaker"
-    )
-
-
 def check_role(ctx: TrainingContext) -> list[CheckResult]:
     from peagle_deploy.doctor.role import _trusts_sagemaker, role_name
 
@@ -449,10 +427,7 @@ def check_role(ctx: TrainingContext) -> list[CheckResult]:
                 f"allow sts:AssumeRole to the service principal {SAGEMAKER_PRINCIPAL}",
             )
         ]
-    return [
-        passed("training.role", arn, f"exists and trusts {SAGEMAKER_PRINCIPAL}"),
-        *_pass_role(ctx),
-    ]
+    return [passed("training.role", arn, f"exists and trusts {SAGEMAKER_PRINCIPAL}")]
 
 
 def _objects_arn(uri: str) -> str:
@@ -542,6 +517,70 @@ def check_kms(ctx: TrainingContext) -> list[CheckResult]:
     return results
 
 
+# --- caller.permissions -----------------------------------------------------------------------
+
+
+def start_calls(ctx: TrainingContext) -> list[tuple[str, str, dict[str, Any]]]:
+    """The calls `peagle train start` makes that need a permission: the job's creation
+    (with its iam:PassRole and tag-on-create AddTags), watching it, reading its drafter's
+    metadata back."""
+    from peagle_train.contract import METADATA_FILE, drafter_uri
+
+    name = ctx.job_name
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("sagemaker", "CreateTrainingJob", dict(ctx.request)),
+        ("sagemaker", "DescribeTrainingJob", {"TrainingJobName": name}),
+    ]
+    output = (ctx.request.get("OutputDataConfig") or {}).get("S3OutputPath")
+    if output:
+        bucket, key = _s3_parts(drafter_uri(str(output), name) + METADATA_FILE)
+        calls.append(("s3", "GetObject", {"Bucket": bucket, "Key": key}))
+    return calls
+
+
+def _role_tags(ctx: TrainingContext) -> dict[str, dict[str, str]]:
+    """The training role's tags (IAM decides iam:PassRole on `aws:ResourceTag/*`)."""
+    from peagle_deploy.doctor.role import role_name
+
+    try:
+        role = ctx.client("iam").get_role(RoleName=role_name(ctx.role_arn))["Role"]
+    except Exception:
+        return {}  # not readable: the line then names the key it could not decide without
+    return {ctx.role_arn: {str(t["Key"]): str(t["Value"]) for t in role.get("Tags") or []}}
+
+
+def check_caller(ctx: TrainingContext) -> list[CheckResult]:
+    """The caller's own policies allow every request of the start (asked of IAM's policy
+    simulator for a role session, as `peagle doctor` asks for a deploy: doctor.caller)."""
+    from peagle_deploy.catalog.iam_calls import Where, distinct, iam_requests
+    from peagle_deploy.doctor import caller
+    from peagle_deploy.doctor.simulation import decided, simulate
+    from peagle_deploy.validation.aws_shapes import partition_of
+
+    principal = caller.caller_principal(str(ctx.identity.get("Arn", "")))
+    if principal is None or ":role/" not in principal:
+        return []  # as for a deploy: only a role session is asked (docs/doctor.md)
+    where = Where(ctx.region, str(ctx.identity["Account"]), partition_of(ctx.region))
+    requests = distinct([r for c in start_calls(ctx) for r in iam_requests(*c, where)])
+    role_tags = _role_tags(ctx)
+    asks = caller._asks(requests, role_tags)
+    try:
+        sides = simulate(ctx.client("iam"), principal, list(asks), caller._key_types(asks))
+    except Exception as exc:
+        return [
+            could_not_check(
+                caller.CHECK,
+                principal,
+                exc,
+                denied=f"the caller may not simulate its own policies ({principal})",
+                fix=f"grant iam:SimulatePrincipalPolicy on {principal} to itself",
+                failed="the policy simulator did not answer",
+            )
+        ]
+    sides = {a: decided(side, caller._known_absent(a, role_tags)) for a, side in sides.items()}
+    return caller._results(principal, asks, sides, "peagle train start")
+
+
 # --- the run --------------------------------------------------------------------------------
 
 Check = Callable[[TrainingContext], list[CheckResult]]
@@ -552,6 +591,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("training.role", check_role),
     ("training.role.s3", check_role_s3),
     ("training.kms", check_kms),
+    ("caller.permissions", check_caller),
 )
 
 

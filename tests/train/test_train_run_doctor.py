@@ -45,6 +45,7 @@ def test_a_staged_account_passes_every_check(account: Any) -> None:
         "training.data",
         "training.role",
         "training.role.s3",
+        "caller.permissions",
     }
     assert not report.warnings, [r.line() for r in report.warnings]
 
@@ -105,9 +106,37 @@ def test_a_role_the_caller_may_not_pass_fails(account: Any) -> None:
         "Statement": [s for s in CALLER_POLICY["Statement"] if s["Action"] != "iam:PassRole"],
     }
     failure = _only_failure(_doctor(account, session=caller_session("no-pass", no_pass)))
-    assert failure.check == "training.role"
+    assert failure.check == "caller.permissions"
     assert failure.detail == f"IAM denies iam:PassRole on {ROLE}"
     assert failure.fix.startswith("grant iam:PassRole on")
+
+
+def test_a_caller_that_may_not_create_the_job_fails(account: Any) -> None:
+    """Asked as IAM decides the real request: the job's ARN, its instance type, network
+    isolation and tags (the call map), so a grant conditioned on them is honoured."""
+    statements = [
+        CALLER_POLICY["Statement"][0],
+        {
+            "Effect": "Allow",
+            "Action": ["s3:*", "iam:GetRole", "iam:SimulatePrincipalPolicy", "sagemaker:*"],
+            "Resource": "*",
+        },
+        {
+            "Effect": "Deny",
+            "Action": "sagemaker:CreateTrainingJob",
+            "Resource": "*",
+            "Condition": {"Bool": {"sagemaker:NetworkIsolation": "false"}},
+        },
+    ]
+    isolated = caller_session("isolated-only", {"Version": "2012-10-17", "Statement": statements})
+    assert _doctor(account, session=isolated).ok
+    report = _doctor(account, request(EnableNetworkIsolation=False), session=isolated)
+    failure = _only_failure(report)
+    assert failure.check == "caller.permissions"
+    assert failure.detail == (
+        "IAM denies sagemaker:CreateTrainingJob on "
+        f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{JOB} (explicit Deny)"
+    )
 
 
 def test_a_role_that_does_not_trust_sagemaker_fails(account: Any) -> None:
