@@ -18,6 +18,7 @@ _LAZY = {
     "Plan": "peagle_deploy.plan",
     "deploy_peagle": "peagle_deploy.sdk",
     "PeagleEndpoint": "peagle_deploy.sdk",
+    "train_drafter": "peagle_deploy.train.run",
     "PeagleError": "peagle_deploy.errors",
     "InputError": "peagle_deploy.errors",
 }

@@ -16,7 +16,9 @@ FailureReason.
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final
 
 # --- SageMaker's paths inside a training container -----------------------------------
 INPUT_DATA_ROOT: Final = "/opt/ml/input/data"
@@ -98,3 +100,126 @@ SERVING_FORMATS: Final = ("speculators", "eagle3-native")
 """`speculators`: config.json with `speculators_model_type: peagle` (vLLM reads it since
 its speculators P-EAGLE support, e.g. 0.30.0); `eagle3-native`: the EAGLE-3 layout with
 `pard_token`/`ptd_token_id` that AWS's heads use and vLLM 0.18.0 loads."""
+
+
+# --- The metadata file (METADATA_FILE) --------------------------------------------------
+@dataclass(frozen=True)
+class DrafterMetadata:
+    """What travels with a trained drafter: how it was trained and what it accepted on
+    held-out prompts when served by vLLM with its target."""
+
+    schema_version: int
+    serving_format: str  # one of SERVING_FORMATS
+    num_depths: int  # K trained
+    num_layers: int
+    mask_token_id: int
+    draft_vocab_size: int
+    target_model_type: str
+    target_hidden_size: int
+    aux_layer_ids: tuple[int, ...]
+    acceptance_per_position: tuple[float, ...]  # accepted / drafts, position 1..K
+    mean_accepted_per_step: float  # accepted draft tokens per drafting step
+    held_out_prompts: int
+    data_sha256: str
+    versions: dict[str, str]
+
+
+_INT_FIELDS: Final = (
+    "schema_version",
+    "num_depths",
+    "num_layers",
+    "mask_token_id",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "held_out_prompts",
+)
+_MAX_DEPTHS: Final = 64  # far above what any drafter drafts per step
+
+
+def metadata_to_json(metadata: DrafterMetadata) -> str:
+    doc = asdict(metadata)
+    doc["aux_layer_ids"] = list(metadata.aux_layer_ids)
+    doc["acceptance_per_position"] = list(metadata.acceptance_per_position)
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def _int_field(doc: dict[str, Any], name: str, low: int) -> int:
+    value = doc.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}: an integer >= {low} is required, got {value!r}")
+    return value
+
+
+def _float_field(value: object, name: str, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name}: a number is required, got {value!r}")
+    if not 0.0 <= float(value) <= high:
+        raise ValueError(f"{name}: must lie in [0, {high:g}], got {value!r}")
+    return float(value)
+
+
+def _str_field(doc: dict[str, Any], name: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: a non-empty string is required, got {value!r}")
+    return value
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: one of {', '.join(allowed)} is required, got {value!r}")
+
+
+def parse_metadata(text: str) -> DrafterMetadata:
+    """The metadata file's content; ValueError (one line naming the field) otherwise."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{METADATA_FILE}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{METADATA_FILE}: a JSON object is required")
+    names = {f.name for f in fields(DrafterMetadata)}
+    unknown = sorted(set(doc) - names)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a field of {METADATA_FILE}")
+    ints = {
+        name: _int_field(doc, name, 1 if name != "mask_token_id" else 0) for name in _INT_FIELDS
+    }
+    if ints["schema_version"] != METADATA_SCHEMA_VERSION:
+        raise ValueError(f"schema_version: {METADATA_SCHEMA_VERSION} is required")
+    if ints["num_depths"] > _MAX_DEPTHS:
+        raise ValueError(f"num_depths: at most {_MAX_DEPTHS}, got {ints['num_depths']}")
+    serving_format = _str_field(doc, "serving_format")
+    _check_choice("serving_format", serving_format, SERVING_FORMATS)
+    aux = doc.get("aux_layer_ids")
+    if not isinstance(aux, list) or not aux or not all(_is_int(x) and x >= 0 for x in aux):
+        raise ValueError(f"aux_layer_ids: a non-empty list of layer indices, got {aux!r}")
+    per_position = doc.get("acceptance_per_position")
+    if not isinstance(per_position, list) or len(per_position) != ints["num_depths"]:
+        raise ValueError("acceptance_per_position: one rate per trained depth (num_depths)")
+    rates = tuple(_float_field(v, "acceptance_per_position", 1.0) for v in per_position)
+    mean = _float_field(
+        doc.get("mean_accepted_per_step"), "mean_accepted_per_step", float(ints["num_depths"])
+    )
+    digest = _str_field(doc, "data_sha256")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError("data_sha256: 64 lower-case hex digits are required")
+    versions = doc.get("versions")
+    if not isinstance(versions, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in versions.items()
+    ):
+        raise ValueError("versions: an object of package name -> version strings is required")
+    return DrafterMetadata(
+        serving_format=serving_format,
+        target_model_type=_str_field(doc, "target_model_type"),
+        aux_layer_ids=tuple(aux),
+        acceptance_per_position=rates,
+        mean_accepted_per_step=mean,
+        data_sha256=digest,
+        versions=dict(versions),
+        **ints,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -86,6 +86,10 @@ BUILT_IN: dict[str, Source] = {
         "peagle_deploy.cli.experiment:register",
         "Try other speculative settings on an endpoint's own traffic; promote the winner.",
     ),
+    "train": Source(
+        "peagle_deploy.cli.train:register",
+        "Train a P-EAGLE drafter for your own model on SageMaker, then deploy it.",
+    ),
     "image": Source(
         "peagle_deploy.cli.image:register",
         "The project's vLLM serving image (Dockerfile): what to build it FROM, per region.",

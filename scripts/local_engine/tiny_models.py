@@ -15,6 +15,13 @@ Weights are random (seeded): such a pair accepts few draft tokens. The "oracle" 
 every final-norm weight at zero, so both models' logits are all zero and both always
 pick token 0: every draft token is accepted, which makes acceptance exactly checkable.
 
+The "rule" target (`write_rule_target`) has the same shape, but its greedy next token is
+a fixed function of the current token (`rule_next`: an affine permutation of the draft
+vocabulary's ids): every attention output and MLP down-projection is zero, so each
+position's hidden state is its token's embedding, and row j of `lm_head` is the sum of
+the embeddings of the tokens the rule sends to j. A drafter can learn that rule from the
+target's hidden states (the CPU proof of training, scripts/local_engine/train_tiny.py).
+
 Standard library only: the safetensors files are written directly (JSON header + raw
 little-endian data), so any Python can make the models.
 """
@@ -182,6 +189,72 @@ def write_target(out: Path, *, oracle: bool = False, seed: int = 0) -> Path:
         tensors.update(_attention_and_mlp(rng, f"model.layers.{layer}", HIDDEN, scale))
     tensors["model.norm.weight"] = _ones(HIDDEN, 0.0 if oracle else 1.0)
     tensors["lm_head.weight"] = _random(rng, (VOCAB, HIDDEN), 1.0)
+    write_safetensors(out / "model.safetensors", tensors)
+    config = _llama_config(architectures=["LlamaForCausalLM"], num_hidden_layers=LAYERS)
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": BOS, "eos_token_id": EOS})
+    )
+    _tokenizer_files(out)
+    return out
+
+
+RULE_MULTIPLIER: Final = 5  # odd: an affine map of Z_DRAFT_VOCAB is then a permutation
+RULE_OFFSET: Final = 1
+
+
+def rule_next(token: int) -> int:
+    """The rule target's greedy next token after `token` (always a draft-vocabulary id)."""
+    return (RULE_MULTIPLIER * token + RULE_OFFSET) % DRAFT_VOCAB
+
+
+def _rule_lm_head(embed: list[float]) -> list[float]:
+    """Row j: the sum of the embeddings of every token t with rule_next(t) == j (rows
+    outside the draft vocabulary stay zero, so the target never emits those ids)."""
+    rows = [0.0] * (VOCAB * HIDDEN)
+    for token in range(VOCAB):
+        base = rule_next(token) * HIDDEN
+        for i in range(HIDDEN):
+            rows[base + i] += embed[token * HIDDEN + i]
+    return rows
+
+
+def rule_margin(embed: list[float], lm_head: list[float]) -> float:
+    """The smallest gap, over all tokens, between the rule's logit and the best other
+    one (final norm ~ identity: embeddings have unit RMS); > 0 means greedy follows the rule."""
+    worst = float("inf")
+    for token in range(VOCAB):
+        e = embed[token * HIDDEN : (token + 1) * HIDDEN]
+        logits = [
+            sum(a * b for a, b in zip(e, lm_head[j * HIDDEN : (j + 1) * HIDDEN], strict=True))
+            for j in range(VOCAB)
+        ]
+        want = rule_next(token)
+        other = max(v for j, v in enumerate(logits) if j != want)
+        worst = min(worst, logits[want] - other)
+    return worst
+
+
+def write_rule_target(out: Path, *, seed: int = 0) -> Path:
+    """The tiny Llama whose greedy next token is `rule_next(current token)`, in `out`."""
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    scale = HIDDEN**-0.5
+    embed = [rng.gauss(0.0, 1.0) for _ in range(VOCAB * HIDDEN)]
+    tensors: dict[str, Tensor] = {"model.embed_tokens.weight": _f32(embed, (VOCAB, HIDDEN))}
+    for layer in range(LAYERS):
+        prefix = f"model.layers.{layer}"
+        block = _attention_and_mlp(rng, prefix, HIDDEN, scale)
+        # Zero outputs: every layer passes its input through unchanged.
+        block[f"{prefix}.self_attn.o_proj.weight"] = _f32(
+            [0.0] * (HIDDEN * HEADS * HEAD_DIM), (HIDDEN, HEADS * HEAD_DIM)
+        )
+        block[f"{prefix}.mlp.down_proj.weight"] = _f32(
+            [0.0] * (HIDDEN * INTERMEDIATE), (HIDDEN, INTERMEDIATE)
+        )
+        tensors.update(block)
+    tensors["model.norm.weight"] = _ones(HIDDEN)
+    tensors["lm_head.weight"] = _f32(_rule_lm_head(embed), (VOCAB, HIDDEN))
     write_safetensors(out / "model.safetensors", tensors)
     config = _llama_config(architectures=["LlamaForCausalLM"], num_hidden_layers=LAYERS)
     (out / "config.json").write_text(json.dumps(config, indent=1))
