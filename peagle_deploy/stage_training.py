@@ -59,8 +59,10 @@ _KEYS = {
     "instance_types",
     "vpc",
 }
-_JOB_PREFIX = re.compile(r"^[a-z0-9](-*[a-z0-9])*-*$")
-_MAX_JOB_PREFIX = 40
+JOB_PREFIX_PATTERN = r"^[a-z0-9](-*[a-z0-9])*-*$"
+_JOB_PREFIX = re.compile(JOB_PREFIX_PATTERN)
+MAX_JOB_PREFIX = 40
+_MAX_JOB_PREFIX = MAX_JOB_PREFIX
 """A training job name has at most 63 characters (botocore, TrainingJobName): the prefix
 leaves 23 or more for the job's own part."""
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

@@ -32,13 +32,14 @@ Examples:
 
   peagle train start --file examples/train-qwen3-8b.yaml --no-wait --json
 
-  peagle train status peagle-qwen3-8b-support-dev-t1a2b3c4d
+  peagle train status peagle-train-dev--qwen3-8b-support-t1a2b3c4d
 
-  peagle train logs peagle-qwen3-8b-support-dev-t1a2b3c4d --follow
+  peagle train logs peagle-train-dev--qwen3-8b-support-t1a2b3c4d --follow
 
-  peagle train stop peagle-qwen3-8b-support-dev-t1a2b3c4d
+  peagle train stop peagle-train-dev--qwen3-8b-support-t1a2b3c4d
 
-  peagle train resume peagle-qwen3-8b-support-dev-t1a2b3c4d   # after a spot interruption or a stop
+  # after a spot interruption or a stop: a new job on the same checkpoints
+  peagle train resume peagle-train-dev--qwen3-8b-support-t1a2b3c4d
 """
 
 train_app = typer.Typer(

@@ -1,11 +1,11 @@
 """ResolvedTraining -> the exact `CreateTrainingJob` request, named by its content.
 
 Pure functions of a checked job (nothing here fills a default or validates). The job is
-named `<head>-t<8 hex>`: `<head>` is `peagle-<name>-<stage>` as naming.py cuts endpoint
-heads (at most 53 characters), the digest is of the request without its name, tags and
-checkpoint location (which contains the name). SageMaker never reuses a training job
-name, so an unchanged spec names the job that already ran (or runs) instead of a second
-one; a changed spec is a new job.
+named `<job prefix><name>-t<8 hex>`: the prefix is the stage's (`peagle-train-<stage>--`
+unless the spec names the stage's own), which its roles are granted on; the digest is of
+the request without its name, tags and checkpoint location (which contains the name).
+SageMaker never reuses a training job name, so an unchanged spec names the job that
+already ran (or runs) instead of a second one; a changed spec is a new job.
 
 The channels, the checkpoint path and the hyperparameter names are the training image's
 contract (peagle_train.contract), so what is sent is what the driver reads.
@@ -25,11 +25,14 @@ from peagle_deploy.naming import (
     MODEL_TAG,
     SPEC_HASH_TAG,
     STAGE_TAG,
-    default_endpoint_name,
-    derived_head,
 )
+from peagle_deploy.stage_training import default_job_prefix
 from peagle_deploy.train.resolve import ResolvedTraining
 
+MAX_JOB_NAME = 63
+"""TrainingJobName: 1-63 characters (botocore 1.44.8)."""
+RESUME_ROOM = len("-r99")
+"""A resumed job is named `<job>-rN` (peagle_deploy.train.job): the digest survives it."""
 TRAINING_INPUT_MODE = "File"
 """Channels are downloaded before the driver starts: vLLM loads the target from a local
 folder and the data is read more than once (regeneration, then training)."""
@@ -37,9 +40,13 @@ JOB_KIND = "t"
 
 
 def job_name(job: ResolvedTraining, body: dict[str, Any]) -> str:
-    """`<head>-t<digest of the request body>` (at most 63 characters)."""
-    head = derived_head(default_endpoint_name(job.spec.name, job.spec.stage))
-    return f"{head}-{JOB_KIND}{_digest([head, body])}"
+    """`<stage's job prefix><name>-t<digest of the request body>` (at most 63 characters,
+    with room for a resume's `-rNN`): the stage's roles are granted on its job prefix
+    (peagle_deploy.stage_training), so the name starts with it whole."""
+    prefix = job.spec.job_prefix or default_job_prefix(job.spec.stage)
+    room = MAX_JOB_NAME - len(prefix) - len(f"-{JOB_KIND}") - DIGEST_LEN - RESUME_ROOM
+    own = job.spec.name[: max(room, 1)].rstrip("-")
+    return f"{prefix}{own}-{JOB_KIND}{_digest([prefix, job.spec.name, body])}"
 
 
 def hyperparameters(job: ResolvedTraining) -> dict[str, str]:

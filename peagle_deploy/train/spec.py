@@ -25,6 +25,7 @@ from peagle_deploy.errors import InputError
 from peagle_deploy.spec.errors import input_error_from
 from peagle_deploy.spec.models import AWS_INT_MAX, refuse_empty
 from peagle_deploy.spec.stage import StageName
+from peagle_deploy.stage_training import JOB_PREFIX_PATTERN, MAX_JOB_PREFIX
 
 TRAIN_KEY = "train"
 """The top-level key of a training spec file."""
@@ -121,6 +122,12 @@ class TrainingSpec(_Strict):
     """Short name of the drafter (1-40 of a-z, 0-9, -): part of the job name and tags."""
     stage: StageName = "dev"
     """Stage the job belongs to (its role and tags)."""
+    job_prefix: str | None = Field(
+        default=None, pattern=JOB_PREFIX_PATTERN, min_length=1, max_length=MAX_JOB_PREFIX
+    )
+    """What the job's name starts with: the stage's `training.job_prefix` in cdk.json,
+    which its CI and training roles are granted on. Default `peagle-train-<stage>--`,
+    the stage's default there."""
     region: str
     """AWS region of the job, its image, buckets and key."""
     role_arn: str

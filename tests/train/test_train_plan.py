@@ -15,6 +15,7 @@ from botocore.validate import validate_parameters
 from peagle_train import contract
 
 from peagle_deploy.errors import InputError
+from peagle_deploy.stage_training import default_job_prefix
 from peagle_deploy.train.plan import build_training_plan, plan_document
 from peagle_deploy.train.spec import (
     DataFormat,
@@ -216,9 +217,15 @@ def test_names_follow_the_content(tmp_path: Path) -> None:
     one, same = _plan(tmp_path), _plan(tmp_path)
     other = _plan(tmp_path, num_depths=6)
     assert one.job_name == same.job_name != other.job_name
-    assert one.job_name.startswith("peagle-support-drafter-dev-t") and len(one.job_name) <= 63
+    assert one.job_name.startswith("peagle-train-dev--support-drafter-t")
+    assert len(one.job_name) <= 63
     long = _plan(tmp_path, name="a" * 40, stage="s" + "x" * 19)
-    assert len(long.job_name) <= 63
+    assert long.job_name.startswith(default_job_prefix("s" + "x" * 19))
+    assert len(long.job_name) <= 63 - len("-r99")  # a resume keeps the digest
+    own = _plan(tmp_path, job_prefix="peagle-drafters-dev-")
+    assert own.job_name.startswith("peagle-drafters-dev-support-drafter-t")
+    # each stage's roles are granted on `training-job/<its job prefix>*` (stage_training)
+    assert one.job_name.split("support-drafter")[0] == default_job_prefix("dev")
     tags = {t["Key"]: t["Value"] for t in one.request["Tags"]}
     assert tags["peagle:managed"] == "true" and tags["peagle:stage"] == "dev"
     assert tags["peagle:model"] == "support-drafter"
