@@ -133,7 +133,12 @@ names) after creating one: read it, set its end, stop it, replace a finished one
 METRIC_READ_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics")
 """`peagle experiment status`: SageMaker's per-variant metrics, and detailed
 observability's PromQL (which needs both)."""
-OWN_TRAINING_JOB_ACTIONS = ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob")
+OWN_TRAINING_JOB_ACTIONS = (
+    "sagemaker:DescribeTrainingJob",
+    "sagemaker:StopTrainingJob",
+    # `peagle train` compares an existing job's tags before adopting or resuming it
+    "sagemaker:ListTags",
+)
 TRAINING_ENCRYPTION = {
     "Bool": {
         "sagemaker:NetworkIsolation": "true",
@@ -238,7 +243,6 @@ WILDCARD_REASONS = {
         "KMS keys are named by generated ids: only keys tagged peagle:stage=<stage>, only "
         "through S3 (reading the stage's own drafter metadata)."
     ),
-    "DoctorReadsTrainingQuotas": "SageMaker's quotas (servicequotas, service code sagemaker).",
     "DescribeRegionExperiments": (
         "Read-only DescribeInferenceExperiment of the region's experiments: `peagle doctor "
         "--stage` finds which one runs on the stage's endpoint, whoever started it (a "
@@ -539,11 +543,6 @@ def training_read_statements(arns: Arns, region: str, t: StageTraining) -> list[
             ["kms:DescribeKey"],
             [f"arn:{arns.partition}:kms:{region}:{arns.account}:key/*"],
             {"StringEquals": {f"aws:ResourceTag/{STAGE_TAG}": t.stage}},
-        ),
-        statement(
-            "DoctorReadsTrainingQuotas",
-            ["servicequotas:GetServiceQuota"],
-            [f"arn:{arns.partition}:servicequotas:{region}:{arns.account}:sagemaker/*"],
         ),
     ]
 

@@ -197,11 +197,12 @@ def ci_calls(stage: Stage) -> list[Call]:
             {"*": {f"aws:ResourceTag/{TRAINING_STAGE_TAG}": stage.name}},
         ),
         (
-            "service-quotas",
-            "GetServiceQuota",
-            {"ServiceCode": "sagemaker", "QuotaCode": "L-1234ABCD"},
+            "sagemaker",
+            "ListTags",
+            {"ResourceArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}"},
             {},
         ),
+        ("service-quotas", "ListServiceQuotas", {"ServiceCode": "sagemaker"}, {}),
     ]
     for read in (t.target, t.data, t.output):
         calls.append(("s3", "ListObjectsV2", {"Bucket": read.bucket, "Prefix": read.key}, bucket))
