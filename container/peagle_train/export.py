@@ -101,7 +101,7 @@ def portable_config(config: dict[str, Any]) -> dict[str, Any]:
 
     def walk(value: Any, where: str) -> Any:
         if isinstance(value, dict):
-            out = {}
+            out: dict[str, Any] = {}
             for key, item in value.items():
                 here = f"{where}.{key}" if where else str(key)
                 if key in PATH_KEYS and isinstance(item, str) and _local_path(item):
