@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.contract]
 
 K = train_tiny.Knobs.num_depths
 # The trained head must accept at least this many draft tokens per step more than the
-# untrained one (observed: see docs/platform-facts.md, "Training on CPU"); the untrained
-# head accepts ~0 of a rule it never saw, a head that learned the rule ~K.
+# untrained one. Observed (benchmarks/train_cpu_proof.py, 8 held-out prompts, K=3):
+# trained 1.86 accepted per step (0.89/0.57/0.40 per position), untrained 0.008; a
+# 150-step head already reached 1.67. Half the observed gap leaves room for seeds and
+# machines; a head that learned nothing stays near 0.
 MARGIN_ACCEPTED_PER_STEP = 1.0
 
 
@@ -112,9 +114,12 @@ def test_one_drafter_pass_per_decoding_step(proof: train_proof.Proof, head: str)
     assert served.probes, "the draft probe saw no proposal"
     assert {p["drafter_passes"] for p in served.probes} == {1}
     assert {p["tokens_per_draft"] for p in served.probes} == {K}
-    # every drafting step vLLM counted is one probed proposal of the single request
-    assert _acceptance(served).drafts == sum(p["batch"] for p in served.probes)
-    assert _acceptance(served).draft_tokens == K * _acceptance(served).drafts
+    # Every drafting step vLLM counted is a probed proposal; a request's last proposal
+    # (after its final token) is never verified, so it is not counted: one per prompt.
+    acc = _acceptance(served)
+    proposed = sum(p["batch"] for p in served.probes)
+    assert acc.drafts <= proposed <= acc.drafts + len(proof.held_out)
+    assert acc.draft_tokens == K * acc.drafts
 
 
 def test_trained_head_accepts_far_more_than_untrained(proof: train_proof.Proof) -> None:
