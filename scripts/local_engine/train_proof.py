@@ -61,6 +61,8 @@ class Proof:
     held_out: list[str]
     training_prompts: list[str]
     drafter_config: dict[str, Any]
+    # The trained head converted to each other serving format, served the same way.
+    converted: dict[str, Served] = field(default_factory=dict)
 
 
 def train_venv() -> Path:
@@ -118,8 +120,9 @@ def serve_and_measure(target: Path, drafter: Path, prompts: list[str], work: Pat
     return Served(asdict(acceptance), probes, round(seconds, 1))
 
 
-def run(work: Path) -> Proof:
-    """The whole proof under `work`."""
+def run(work: Path, *, also: tuple[str, ...] = ()) -> Proof:
+    """The whole proof under `work`; the trained head is also served in each format of
+    `also` (e.g. "eagle3-native")."""
     work.mkdir(parents=True, exist_ok=True)
     target = tiny_models.write_rule_target(work / "target")
     summary = train(target, work / "train", train_venv())
@@ -130,6 +133,13 @@ def run(work: Path) -> Proof:
         drafter = work / "drafters" / name
         config = write_drafter(work / "train" / name, drafter, serving_format=SERVING_FORMAT)
         served[name] = serve_and_measure(target, drafter, held_out, work)
+    converted = {}
+    for serving_format in also:
+        drafter = work / "drafters" / f"trained-{serving_format}"
+        write_drafter(
+            work / "train" / train_tiny.CHECKPOINT_SUBDIR, drafter, serving_format=serving_format
+        )
+        converted[serving_format] = serve_and_measure(target, drafter, held_out, work)
     training_prompts = train_tiny.prompts(
         train_tiny.Knobs.samples, train_tiny.Knobs.seed, train_tiny.Knobs.prompt_words
     )
@@ -140,4 +150,5 @@ def run(work: Path) -> Proof:
         held_out=held_out,
         training_prompts=training_prompts,
         drafter_config=config,
+        converted=converted,
     )

@@ -49,6 +49,7 @@ def proof(tmp_path_factory: pytest.TempPathFactory) -> train_proof.Proof:
             doc = json.loads(done.read_text())
             doc["trained"] = train_proof.Served(**doc["trained"])
             doc["untrained"] = train_proof.Served(**doc["untrained"])
+            doc["converted"] = {k: train_proof.Served(**v) for k, v in doc["converted"].items()}
             return train_proof.Proof(**doc)
         if skipped.exists():
             pytest.skip(skipped.read_text())
