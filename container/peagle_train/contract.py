@@ -174,7 +174,7 @@ def parse_metadata(text: str) -> DrafterMetadata:
     """The metadata file's content; ValueError (one line naming the field) otherwise."""
     try:
         doc = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise ValueError(f"{METADATA_FILE}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{METADATA_FILE}: a JSON object is required")

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from peagle_train.contract import (
     METADATA_FILE,
+    METADATA_SCHEMA_VERSION,
     SERVING_FORMATS,
     DrafterMetadata,
     metadata_to_json,
@@ -101,7 +102,7 @@ def portable_config(config: dict[str, Any]) -> dict[str, Any]:
 
     def walk(value: Any, where: str) -> Any:
         if isinstance(value, dict):
-            out = {}
+            out: dict[str, Any] = {}
             for key, item in value.items():
                 here = f"{where}.{key}" if where else str(key)
                 if key in PATH_KEYS and isinstance(item, str) and _local_path(item):
@@ -215,3 +216,35 @@ def write_metadata(out_dir: Path, metadata: DrafterMetadata) -> None:
     parse_metadata(text)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / METADATA_FILE).write_text(text)
+
+
+def metadata_for(
+    checkpoint_dir: Path,
+    *,
+    serving_format: str,
+    acceptance_per_position: tuple[float, ...],
+    mean_accepted_per_step: float,
+    held_out_prompts: int,
+    data_sha256: str,
+    versions: dict[str, str],
+) -> DrafterMetadata:
+    """The metadata of the head in `checkpoint_dir` (speculators' save), from its config
+    and the acceptance vLLM measured (validate.measure_acceptance)."""
+    config, _tensors = _checkpoint(checkpoint_dir)
+    layer = config["transformer_layer_config"]
+    return DrafterMetadata(
+        schema_version=METADATA_SCHEMA_VERSION,
+        serving_format=serving_format,
+        num_depths=num_depths(config),
+        num_layers=int(layer.get("num_hidden_layers", 1)),
+        mask_token_id=int(config["mask_token_id"]),
+        draft_vocab_size=int(config.get("draft_vocab_size") or layer["vocab_size"]),
+        target_model_type=str(layer.get("model_type", "")),
+        target_hidden_size=int(config.get("target_hidden_size") or layer["hidden_size"]),
+        aux_layer_ids=tuple(int(i) for i in config["eagle_aux_hidden_state_layer_ids"]),
+        acceptance_per_position=tuple(acceptance_per_position),
+        mean_accepted_per_step=mean_accepted_per_step,
+        held_out_prompts=held_out_prompts,
+        data_sha256=data_sha256,
+        versions=dict(versions),
+    )

@@ -14,6 +14,7 @@ from peagle_train import contract
 from peagle_train.contract import DrafterMetadata, metadata_to_json, parse_metadata
 from peagle_train.export import (
     ExportError,
+    metadata_for,
     portable_config,
     read_safetensors,
     write_drafter,
@@ -251,3 +252,19 @@ def test_write_metadata_refuses_what_parse_would(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^acceptance_per_position: "):
         write_metadata(tmp_path, metadata(acceptance_per_position=(0.5,)))
     assert not (tmp_path / contract.METADATA_FILE).exists()
+
+
+def test_metadata_for_reads_the_checkpoint(tmp_path: Path) -> None:
+    m = metadata_for(
+        speculators_checkpoint(tmp_path / "ckpt"),
+        serving_format="eagle3-native",
+        acceptance_per_position=(0.9, 0.6, 0.3),
+        mean_accepted_per_step=1.8,
+        held_out_prompts=8,
+        data_sha256="b" * 64,
+        versions={"speculators": "0.9.0"},
+    )
+    assert (m.num_depths, m.num_layers, m.mask_token_id) == (3, 1, MASK)
+    assert (m.draft_vocab_size, m.target_hidden_size, m.target_model_type) == (16, HIDDEN, "llama")
+    assert m.aux_layer_ids == AUX and m.serving_format == "eagle3-native"
+    assert parse_metadata(metadata_to_json(m)) == m
