@@ -1,0 +1,166 @@
+"""The conversations: read, hashed, split into training and held-out prompts, checked.
+
+The held-out prompts are split off before anything else sees the data (regeneration,
+prepare-data, the trainer), so the acceptance the job records is measured on prompts the
+drafter never trained on. Speculators' own train/validation split (train_data_ratio) is
+taken later from the training part only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from peagle_train.failures import DriverFailure
+
+DATA_SUFFIXES: Final = (".jsonl", ".json")
+ROLE_ALIASES: Final = {"human": "user", "gpt": "assistant"}
+MIN_VOCAB_COVERAGE: Final = 0.95
+"""Share of the trainable tokens the draft vocabulary must hold. A drafter can only
+propose tokens in its vocabulary (d2t maps draft ids to target ids), so every token
+outside it is a guaranteed rejection; below 95% the draft vocabulary is too small for
+the data, which training would not report."""
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[list[dict[str, str]]]
+    held_out_prompts: list[str]
+    sha256: str
+
+
+def data_files(channel: Path) -> list[Path]:
+    files = sorted(p for p in channel.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
+    if not files:
+        raise DriverFailure(f"data: no .jsonl/.json file in the data channel ({channel})")
+    return files
+
+
+def data_sha256(files: Sequence[Path], root: Path) -> str:
+    """One hash over the channel: each file's relative name and bytes, in name order."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _turns(record: object, where: str) -> list[dict[str, str]]:
+    """A conversation from the OpenAI `messages` or ShareGPT `conversations` shape."""
+    raw = None
+    if isinstance(record, dict):
+        raw = record.get("messages", record.get("conversations"))
+    if not isinstance(raw, list) or not raw:
+        raise DriverFailure(f"data: {where} has no messages/conversations list")
+    turns = []
+    for turn in raw:
+        if not isinstance(turn, dict):
+            raise DriverFailure(f"data: {where} has a turn that is not an object")
+        role = turn.get("role", turn.get("from"))
+        content = turn.get("content", turn.get("value"))
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise DriverFailure(f"data: {where} has a turn without role and text content")
+        turns.append({"role": ROLE_ALIASES.get(role, role), "content": content})
+    return turns
+
+
+def read_conversations(files: Sequence[Path], root: Path) -> list[list[dict[str, str]]]:
+    conversations = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{path.relative_to(root)}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DriverFailure(f"data: {where} is not JSON ({e.msg})") from None
+            conversations.append(_turns(record, where))
+    return conversations
+
+
+def _first_user_prompt(conversation: list[dict[str, str]]) -> str | None:
+    return next((t["content"] for t in conversation if t["role"] == "user"), None)
+
+
+def split_held_out(channel: Path, held_out: int, seed: int) -> Split:
+    files = data_files(channel)
+    conversations = read_conversations(files, channel)
+    order = list(range(len(conversations)))
+    random.Random(seed).shuffle(order)
+    held: list[str] = []
+    held_idx: set[int] = set()
+    for i in order:
+        if len(held) == held_out:
+            break
+        prompt = _first_user_prompt(conversations[i])
+        if prompt:
+            held.append(prompt)
+            held_idx.add(i)
+    train = [c for i, c in enumerate(conversations) if i not in held_idx]
+    if len(held) < held_out or not train:
+        raise DriverFailure(
+            f"data: {len(conversations)} conversations cannot give {held_out} held-out "
+            "prompts and still leave some to train on; lower held_out_prompts or add data"
+        )
+    return Split(train=train, held_out_prompts=held, sha256=data_sha256(files, channel))
+
+
+def write_conversations(path: Path, conversations: Iterable[list[dict[str, str]]]) -> None:
+    """prepare-data reads the `conversations` column; regenerate-responses reads it too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for conversation in conversations:
+            f.write(json.dumps({"conversations": conversation}, ensure_ascii=False) + "\n")
+
+
+def trainable_tokens(rows: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(rows, tokens whose loss_mask is 1) over prepare-data's output rows."""
+    count = tokens = 0
+    for row in rows:
+        count += 1
+        tokens += sum(1 for m in row["loss_mask"] if m)
+    return count, tokens
+
+
+def require_trainable(rows: int, tokens: int) -> None:
+    if tokens == 0:
+        raise DriverFailure(
+            f"chat template: prepare-data kept {rows} rows with zero trainable tokens; the "
+            "loss mask covers no assistant token, so the template renders no assistant "
+            "turn boundary (or every answer was cut by max_seq_len)"
+        )
+
+
+def vocab_coverage(
+    token_freq: Mapping[int, int], draft_vocab_size: int, target_vocab_size: int
+) -> float:
+    """Share of trainable tokens in the draft vocabulary speculators builds (the
+    draft_vocab_size most frequent ids, train/vocab_mapping.py)."""
+    outside = sorted(t for t in token_freq if not 0 <= t < target_vocab_size)
+    if outside:
+        raise DriverFailure(
+            f"vocabulary: the data holds token id {outside[0]}, outside the target's "
+            f"vocab_size {target_vocab_size}; the tokenizer does not belong to this target"
+        )
+    total = sum(token_freq.values())
+    if total == 0:
+        require_trainable(0, 0)
+    ranked = sorted(token_freq.values(), reverse=True)
+    return sum(ranked[:draft_vocab_size]) / total
+
+
+def require_coverage(coverage: float, draft_vocab_size: int) -> None:
+    if coverage < MIN_VOCAB_COVERAGE:
+        raise DriverFailure(
+            f"vocabulary: a draft vocabulary of {draft_vocab_size} tokens (d2t/t2d) covers "
+            f"{coverage:.1%} of the trainable tokens, below {MIN_VOCAB_COVERAGE:.0%}; raise "
+            "draft_vocab_size"
+        )
