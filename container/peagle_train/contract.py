@@ -40,6 +40,7 @@ def sm_path(path: str) -> Path:
         return Path(path)
     return Path(root) / Path(path).relative_to(SM_ROOT)
 
+
 # --- Channels (InputDataConfig[].ChannelName) -----------------------------------------
 TARGET_CHANNEL: Final = "target"
 """The target model's weights with its tokenizer and chat template (S3 prefix)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from peagle_train.failures import DriverFailure
+from peagle_train.failures import DriverError
 
 DATA_SUFFIXES: Final = (".jsonl", ".json")
 ROLE_ALIASES: Final = {"human": "user", "gpt": "assistant"}
@@ -37,7 +37,7 @@ class Split:
 def data_files(channel: Path) -> list[Path]:
     files = sorted(p for p in channel.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
     if not files:
-        raise DriverFailure(f"data: no .jsonl/.json file in the data channel ({channel})")
+        raise DriverError(f"data: no .jsonl/.json file in the data channel ({channel})")
     return files
 
 
@@ -58,15 +58,15 @@ def _turns(record: object, where: str) -> list[dict[str, str]]:
     if isinstance(record, dict):
         raw = record.get("messages", record.get("conversations"))
     if not isinstance(raw, list) or not raw:
-        raise DriverFailure(f"data: {where} has no messages/conversations list")
+        raise DriverError(f"data: {where} has no messages/conversations list")
     turns = []
     for turn in raw:
         if not isinstance(turn, dict):
-            raise DriverFailure(f"data: {where} has a turn that is not an object")
+            raise DriverError(f"data: {where} has a turn that is not an object")
         role = turn.get("role", turn.get("from"))
         content = turn.get("content", turn.get("value"))
         if not isinstance(role, str) or not isinstance(content, str):
-            raise DriverFailure(f"data: {where} has a turn without role and text content")
+            raise DriverError(f"data: {where} has a turn without role and text content")
         turns.append({"role": ROLE_ALIASES.get(role, role), "content": content})
     return turns
 
@@ -81,7 +81,7 @@ def read_conversations(files: Sequence[Path], root: Path) -> list[list[dict[str,
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DriverFailure(f"data: {where} is not JSON ({e.msg})") from None
+                raise DriverError(f"data: {where} is not JSON ({e.msg})") from None
             conversations.append(_turns(record, where))
     return conversations
 
@@ -106,7 +106,7 @@ def split_held_out(channel: Path, held_out: int, seed: int) -> Split:
             held_idx.add(i)
     train = [c for i, c in enumerate(conversations) if i not in held_idx]
     if len(held) < held_out or not train:
-        raise DriverFailure(
+        raise DriverError(
             f"data: {len(conversations)} conversations cannot give {held_out} held-out "
             "prompts and still leave some to train on; lower held_out_prompts or add data"
         )
@@ -132,7 +132,7 @@ def trainable_tokens(rows: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
 
 def require_trainable(rows: int, tokens: int) -> None:
     if tokens == 0:
-        raise DriverFailure(
+        raise DriverError(
             f"chat template: prepare-data kept {rows} rows with zero trainable tokens; the "
             "loss mask covers no assistant token, so the template renders no assistant "
             "turn boundary (or every answer was cut by max_seq_len)"
@@ -146,7 +146,7 @@ def vocab_coverage(
     draft_vocab_size most frequent ids, train/vocab_mapping.py)."""
     outside = sorted(t for t in token_freq if not 0 <= t < target_vocab_size)
     if outside:
-        raise DriverFailure(
+        raise DriverError(
             f"vocabulary: the data holds token id {outside[0]}, outside the target's "
             f"vocab_size {target_vocab_size}; the tokenizer does not belong to this target"
         )
@@ -159,7 +159,7 @@ def vocab_coverage(
 
 def require_coverage(coverage: float, draft_vocab_size: int) -> None:
     if coverage < MIN_VOCAB_COVERAGE:
-        raise DriverFailure(
+        raise DriverError(
             f"vocabulary: a draft vocabulary of {draft_vocab_size} tokens (d2t/t2d) covers "
             f"{coverage:.1%} of the trainable tokens, below {MIN_VOCAB_COVERAGE:.0%}; raise "
             "draft_vocab_size"

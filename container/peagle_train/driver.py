@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from peagle_train import checkpoints, commands, contract, data, processes, target
-from peagle_train.failures import DriverFailure
-from peagle_train.hyperparameters import Hyperparameters, HyperparameterError, load_hyperparameters
+from peagle_train.failures import DriverError
+from peagle_train.hyperparameters import HyperparameterError, Hyperparameters, load_hyperparameters
 
 WORK_DIR: Final = "/opt/ml/peagle-work"
 """Scratch for the split data, the prepared dataset and the hidden states: on the
@@ -63,7 +63,7 @@ def preflight() -> Job:
     layer_ids = target.resolve_layer_ids(info, hp.target_layer_ids)
     mask_id = target.resolve_mask_token(info)
     if hp.draft_vocab_size > info.vocab_size:
-        raise DriverFailure(
+        raise DriverError(
             f"hyperparameter {contract.HP_DRAFT_VOCAB}: {hp.draft_vocab_size} is larger than "
             f"the target's vocab_size {info.vocab_size}",
             exit_code=2,
@@ -87,8 +87,16 @@ def preflight() -> Job:
         f"preflight: {len(split.train)} training conversations, {len(split.held_out_prompts)} "
         f"held-out prompts, layers {list(layer_ids)}, mask id {mask_id}, data {split.sha256}"
     )
-    return Job(hp, layout, info, layer_ids, mask_id, split.held_out_prompts, split.sha256,
-               contract.sm_path(contract.MODEL_OUTPUT_DIR))
+    return Job(
+        hp,
+        layout,
+        info,
+        layer_ids,
+        mask_id,
+        split.held_out_prompts,
+        split.sha256,
+        contract.sm_path(contract.MODEL_OUTPUT_DIR),
+    )
 
 
 def count_gpus(dev: Path = Path("/dev")) -> int:
@@ -99,7 +107,7 @@ def count_gpus(dev: Path = Path("/dev")) -> int:
 def require_accelerator() -> int:
     gpus = count_gpus()
     if gpus == 0:
-        raise DriverFailure(
+        raise DriverError(
             "accelerator: no GPU in the container; speculators' trainer needs one (it raises "
             "'No accelerator found' on CPU) and so does hidden-state extraction; choose a GPU "
             "instance type"
@@ -115,7 +123,9 @@ def regenerate(job: Job) -> Path:
     if not done.exists():
         port = processes.free_port()
         job.layout.regenerated.parent.mkdir(parents=True, exist_ok=True)
-        with processes.server("regenerate", commands.generation_server(job.layout, port, job.hp), port):
+        with processes.server(
+            "regenerate", commands.generation_server(job.layout, port, job.hp), port
+        ):
             processes.run("regenerate", commands.regenerate(job.layout, port, job.hp))
         done.write_text("regenerate-responses finished\n")
     return job.layout.regenerated
@@ -153,11 +163,11 @@ def train(job: Job, gpus: int) -> checkpoints.Checkpoint:
     processes.run("train", commands.train(job.layout, job.hp, gpus, job.layer_ids, job.mask_id))
     best = checkpoints.best_checkpoint(job.layout.train_checkpoints)
     if best is None:
-        raise DriverFailure("train: the trainer finished without a complete checkpoint")
+        raise DriverError("train: the trainer finished without a complete checkpoint")
     if job.hp.draft_vocab_size < job.info.vocab_size:
         d2t = job.layout.prepared / f"d2t-{job.hp.draft_vocab_size}.npy"
         if not d2t.exists():
-            raise DriverFailure(
+            raise DriverError(
                 f"vocabulary: the trainer wrote no {d2t.name}, so it trained on the full "
                 "target vocabulary instead of the draft vocabulary asked for"
             )
@@ -187,7 +197,7 @@ def export_validate_record(job: Job, best: checkpoints.Checkpoint) -> None:
     export.write_metadata(out, metadata(job, acceptance, config))
     reason = validate.floor_failure(acceptance, job.hp.acceptance_floor)
     if reason is not None:
-        raise DriverFailure(reason)
+        raise DriverError(reason)
 
 
 def metadata(job: Job, acceptance: Any, config: dict[str, Any]) -> contract.DrafterMetadata:
@@ -231,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         run_job()
     except HyperparameterError as e:
         return fail(str(e), 2)
-    except DriverFailure as e:
+    except DriverError as e:
         return fail(str(e), e.exit_code)
     return 0
 

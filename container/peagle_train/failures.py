@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-class DriverFailure(Exception):
+class DriverError(Exception):
     """A job failure with one line that says why; the driver writes it to
     /opt/ml/output/failure (SageMaker shows it as FailureReason) and exits non-zero."""
 

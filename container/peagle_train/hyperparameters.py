@@ -125,7 +125,9 @@ def parse_hyperparameters(raw: object) -> Hyperparameters:
             allowed = ", ".join([*contract.HYPERPARAMETERS, *sorted(OPTIONAL)])
             raise HyperparameterError(f"hyperparameter {name}: unknown (allowed: {allowed})")
         if not isinstance(value, str):
-            raise HyperparameterError(f"hyperparameter {name}: not a string (SageMaker sends strings)")
+            raise HyperparameterError(
+                f"hyperparameter {name}: not a string (SageMaker sends strings)"
+            )
     missing = [name for name in contract.HYPERPARAMETERS if name not in raw]
     if missing:
         raise HyperparameterError(f"hyperparameter {missing[0]}: missing (every knob is pinned)")

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
-from peagle_train.failures import DriverFailure
+from peagle_train.failures import DriverError
 
 READY_TIMEOUT_SECONDS: Final = 3600.0
 """A 70B-class target loads in tens of minutes from the training volume; an hour bounds a
@@ -40,7 +40,7 @@ def run(step: str, argv: Sequence[str], env: dict[str, str] | None = None) -> No
     log(f"{step}: {' '.join(argv)}")
     code = subprocess.run(list(argv), env=env, check=False).returncode
     if code != 0:
-        raise DriverFailure(f"{step}: {argv[0]} {' '.join(argv[1:4])} ... exited with code {code}")
+        raise DriverError(f"{step}: {argv[0]} {' '.join(argv[1:4])} ... exited with code {code}")
 
 
 def _healthy(port: int) -> bool:
@@ -62,9 +62,13 @@ def server(step: str, argv: Sequence[str], port: int) -> Iterator[None]:
         while not _healthy(port):
             code = proc.poll()
             if code is not None:
-                raise DriverFailure(f"{step}: the vLLM server exited with code {code} before it was ready")
+                raise DriverError(
+                    f"{step}: the vLLM server exited with code {code} before it was ready"
+                )
             if time.monotonic() > deadline:
-                raise DriverFailure(f"{step}: the vLLM server was not ready within {READY_TIMEOUT_SECONDS:.0f} s")
+                raise DriverError(
+                    f"{step}: the vLLM server was not ready within {READY_TIMEOUT_SECONDS:.0f} s"
+                )
             time.sleep(2)
         log(f"{step}: vLLM ready on port {port}")
         yield

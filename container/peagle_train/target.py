@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from peagle_train.failures import DriverFailure
+from peagle_train.failures import DriverError
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ def _json(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise DriverFailure(f"target: cannot read {path.name}: {e.strerror}") from None
+        raise DriverError(f"target: cannot read {path.name}: {e.strerror}") from None
     except json.JSONDecodeError as e:
-        raise DriverFailure(f"target: {path.name} is not JSON ({e.msg})") from None
+        raise DriverError(f"target: {path.name} is not JSON ({e.msg})") from None
     if not isinstance(value, dict):
-        raise DriverFailure(f"target: {path.name} is not a JSON object")
+        raise DriverError(f"target: {path.name} is not a JSON object")
     return value
 
 
@@ -55,7 +55,7 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
 def _positive(config: dict[str, Any], name: str) -> int:
     value = config.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise DriverFailure(f"target: config.json {name} is {value!r}, not a positive integer")
+        raise DriverError(f"target: config.json {name} is {value!r}, not a positive integer")
     return value
 
 
@@ -71,7 +71,7 @@ def _tokenizer(target: Path) -> tuple[dict[str, int], dict[str, Any]]:
     """(token text -> id over vocabulary and added tokens, tokenizer_config)."""
     tok_path = target / "tokenizer.json"
     if not tok_path.exists():
-        raise DriverFailure("target: tokenizer.json is missing (the data is tokenized with it)")
+        raise DriverError("target: tokenizer.json is missing (the data is tokenized with it)")
     tokenizer = _json(tok_path)
     ids: dict[str, int] = {}
     vocab = (tokenizer.get("model") or {}).get("vocab")
@@ -110,7 +110,7 @@ def inspect_target(target: Path) -> TargetInfo:
 
 def require_chat_template(info: TargetInfo) -> None:
     if not info.chat_template:
-        raise DriverFailure(
+        raise DriverError(
             "chat template: the target has none (tokenizer_config.json chat_template or "
             "chat_template.jinja); prepare-data masks the assistant turns by rendering "
             "each conversation with it, so add the template the model was tuned with"
@@ -124,7 +124,7 @@ def resolve_layer_ids(info: TargetInfo, explicit: tuple[int, ...] | None) -> tup
     ids = explicit if explicit is not None else (2, n // 2, n - 3)
     if min(ids) < 0 or max(ids) > n or len(set(ids)) != len(ids):
         where = "target_layer_ids" if explicit is not None else "the default [2, n//2, n-3]"
-        raise DriverFailure(
+        raise DriverError(
             f"target layer ids: {list(ids)} from {where} are not distinct layers within "
             f"0..{n} for a target with num_hidden_layers={n}; set the hyperparameter "
             "target_layer_ids"
@@ -139,7 +139,7 @@ def resolve_mask_token(info: TargetInfo) -> int:
         clashes = [r for r, i in info.special_ids.items() if r != "mask" and i == declared]
         if clashes or declared >= info.vocab_size:
             why = f"is also the {clashes[0]} token" if clashes else "is past vocab_size"
-            raise DriverFailure(
+            raise DriverError(
                 f"mask token: the tokenizer's mask_token (id {declared}) {why} "
                 f"(vocab_size {info.vocab_size}); declare a dedicated unused token"
             )
@@ -147,7 +147,7 @@ def resolve_mask_token(info: TargetInfo) -> int:
     free = max(info.token_ids, default=-1) + 1
     if free < info.vocab_size and free not in info.token_ids:
         return free  # an embedding row no token uses (speculators adds <|MASK|> there)
-    raise DriverFailure(
+    raise DriverError(
         f"mask token: the tokenizer declares no mask_token and its tokens fill all "
         f"{info.vocab_size} embedding rows, so speculators would reuse the pad/eos/unk "
         "token as the mask and the drafter could not tell a masked slot from it; declare "

@@ -47,9 +47,16 @@ def train_python() -> Path:
     venv = os.environ.get("PEAGLE_TRAIN_VENV")
     if not venv and (ROOT / "scripts/train-env.sh").exists():
         done = subprocess.run(
-            ["bash", str(ROOT / "scripts/train-env.sh")], capture_output=True, text=True, check=False
+            ["bash", str(ROOT / "scripts/train-env.sh")],
+            capture_output=True,
+            text=True,
+            check=False,
         )
-        venv = done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else None
+        venv = (
+            done.stdout.strip().splitlines()[-1]
+            if done.returncode == 0 and done.stdout.strip()
+            else None
+        )
     python = Path(venv) / "bin" / "python" if venv else None
     if python is None or not python.exists():
         _missing("the training environment (scripts/train-env.sh / PEAGLE_TRAIN_VENV)")
@@ -94,10 +101,14 @@ PINNED = (
 )  # fmt: skip
 
 
-def test_the_trainer_command_parses_with_every_knob_pinned(layout: commands.Layout, tmp_path: Path) -> None:
+def test_the_trainer_command_parses_with_every_knob_pinned(
+    layout: commands.Layout, tmp_path: Path
+) -> None:
     argv = commands.train(layout, HP, 8, LAYERS, MASK)
     broken = [*argv, "--depths", "3"]  # a flag speculators does not have
-    result = probe(train_python(), "speculators_cli_probe.py", {"train": argv, "broken": broken}, tmp_path)
+    result = probe(
+        train_python(), "speculators_cli_probe.py", {"train": argv, "broken": broken}, tmp_path
+    )
     assert "--depths" in result["broken"]["error"]
     got = result["train"]
     assert "error" not in got, got
@@ -114,7 +125,12 @@ def test_the_trainer_command_parses_with_every_knob_pinned(layout: commands.Layo
     assert (config["num_layers"], config["num_depths"], config["draft_vocab_size"]) == (4, 7, 512)
     assert config["draft_arch"] == "llama" and config["full_attention_indices"] == [0, 1, 2, 3]
     assert config["target_layer_ids"] == list(LAYERS) and config["mask_token_id"] == MASK
-    assert (config["total_seq_len"], config["epochs"], config["lr"], config["seed"]) == (256, 2, 0.0003, 7)
+    assert (config["total_seq_len"], config["epochs"], config["lr"], config["seed"]) == (
+        256,
+        2,
+        0.0003,
+        7,
+    )
     assert config["data_path"] == str(layout.prepared)
     assert config["save_path"] == str(layout.checkpoints / "train")
     assert config["on_missing"] == "raise" and config["checkpoint_freq"] == 1.0
@@ -129,7 +145,9 @@ def test_the_data_commands_parse(layout: commands.Layout, tmp_path: Path) -> Non
         "prepare": commands.prepare_data(layout, 8002, HP, source),
         "hidden": commands.hidden_states(layout, 8002, HP),
         "no-such-dataset": commands.regenerate(
-            commands.Layout("python", layout.target, tmp_path / "nowhere", layout.checkpoints), 8001, HP
+            commands.Layout("python", layout.target, tmp_path / "nowhere", layout.checkpoints),
+            8001,
+            HP,
         ),
     }
     result = probe(train_python(), "speculators_cli_probe.py", cases, tmp_path)
@@ -145,7 +163,9 @@ def test_the_data_commands_parse(layout: commands.Layout, tmp_path: Path) -> Non
     assert (prep["seq_length"], prep["max_samples"], prep["seed"]) == (256, 1000, 7)
     assert prep["skip_token_freq"] is False and prep["allow_empty_output"] is True
     hidden = result["hidden"]["params"]
-    assert hidden["endpoint"] == "http://127.0.0.1:8002/v1" and hidden["model"] == str(layout.target)
+    assert hidden["endpoint"] == "http://127.0.0.1:8002/v1" and hidden["model"] == str(
+        layout.target
+    )
     assert hidden["preprocessed_data"] == str(layout.prepared)
     assert hidden["output"] == str(layout.prepared / "hidden_states")
     assert hidden["validate_outputs"] is True and hidden["fail_on_error"] is True
@@ -163,7 +183,12 @@ def test_the_vllm_servers_parse(layout: commands.Layout, tmp_path: Path) -> None
     result = probe(python, "vllm_serve_probe.py", cases, tmp_path)
     gen, ext = result["generation"], result["extraction"]
     assert "error" not in gen and "error" not in ext, result
-    assert (gen["model_tag"], gen["host"], gen["port"], gen["seed"]) == (str(layout.target), "127.0.0.1", 8001, 7)
+    assert (gen["model_tag"], gen["host"], gen["port"], gen["seed"]) == (
+        str(layout.target),
+        "127.0.0.1",
+        8001,
+        7,
+    )
     assert gen["speculative_config"] is None and gen["kv_transfer_config"] is None
     assert ext["max_model_len"] == 256 and ext["method_known"] is True
     assert ext["speculative_config"] == {

@@ -52,8 +52,8 @@ def pins() -> dict[str, tuple[str, list[str]]]:
     """name -> (version, hashes) from the requirements file."""
     text = REQUIREMENTS.read_text().replace("\\\n", " ")
     found = {}
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)", line)
@@ -126,7 +126,11 @@ def test_the_build_context_holds_what_the_build_mounts() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert ignore[0] == "*"
-    for needed in ("container/peagle_train/", "container/train.pyproject.toml", "container/requirements-train.txt"):
+    for needed in (
+        "container/peagle_train/",
+        "container/train.pyproject.toml",
+        "container/requirements-train.txt",
+    ):
         assert "!" + needed in ignore
         assert (ROOT / needed).exists()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from peagle_train import checkpoints, contract, data, driver
-from peagle_train.failures import DriverFailure
+from peagle_train.failures import DriverError
 from peagle_train.hyperparameters import HyperparameterError, parse_hyperparameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -78,7 +78,9 @@ def make_root(
     tok_cfg = json.loads((target / "tokenizer_config.json").read_text())
     tok_cfg["mask_token"] = "<mask>"
     tok_cfg.update(tokenizer_config or {})
-    (tgt / "tokenizer_config.json").write_text(json.dumps({k: v for k, v in tok_cfg.items() if v is not None}))
+    (tgt / "tokenizer_config.json").write_text(
+        json.dumps({k: v for k, v in tok_cfg.items() if v is not None})
+    )
     if config:
         cfg = json.loads((target / "config.json").read_text())
         (tgt / "config.json").write_text(json.dumps({**cfg, **config}))
@@ -114,19 +116,39 @@ def _no_gpu_here() -> None:
 # --- hyperparameters --------------------------------------------------------------------
 
 BAD_HP = [
-    ({**GOOD_HP, contract.HP_NUM_DEPTHS: "four"}, "hyperparameter num_depths: 'four' is not an integer (1..16)"),
+    (
+        {**GOOD_HP, contract.HP_NUM_DEPTHS: "four"},
+        "hyperparameter num_depths: 'four' is not an integer (1..16)",
+    ),
     ({**GOOD_HP, contract.HP_NUM_DEPTHS: "0"}, "hyperparameter num_depths: 0 is outside 1..16"),
-    ({**GOOD_HP, contract.HP_LEARNING_RATE: "nan"}, "hyperparameter learning_rate: 'nan' is not a number in 1e-08..1"),
-    ({**GOOD_HP, contract.HP_REGENERATE: "True"}, "hyperparameter regenerate: 'True' is not 'true' or 'false'"),
-    ({**GOOD_HP, contract.HP_SERVING_FORMAT: "gguf"}, "hyperparameter serving_format: 'gguf' is not one of speculators, eagle3-native"),
-    ({k: v for k, v in GOOD_HP.items() if k != contract.HP_EPOCHS}, "hyperparameter epochs: missing (every knob is pinned)"),
+    (
+        {**GOOD_HP, contract.HP_LEARNING_RATE: "nan"},
+        "hyperparameter learning_rate: 'nan' is not a number in 1e-08..1",
+    ),
+    (
+        {**GOOD_HP, contract.HP_REGENERATE: "True"},
+        "hyperparameter regenerate: 'True' is not 'true' or 'false'",
+    ),
+    (
+        {**GOOD_HP, contract.HP_SERVING_FORMAT: "gguf"},
+        "hyperparameter serving_format: 'gguf' is not one of speculators, eagle3-native",
+    ),
+    (
+        {k: v for k, v in GOOD_HP.items() if k != contract.HP_EPOCHS},
+        "hyperparameter epochs: missing (every knob is pinned)",
+    ),
     ({**GOOD_HP, "batch_size": "8"}, "hyperparameter batch_size: unknown (allowed: "),
-    ({**GOOD_HP, "target_layer_ids": "1;2"}, "hyperparameter target_layer_ids: '1;2' is not comma-separated"),
+    (
+        {**GOOD_HP, "target_layer_ids": "1;2"},
+        "hyperparameter target_layer_ids: '1;2' is not comma-separated",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("hp", "message"), BAD_HP)
-def test_bad_hyperparameters_are_refused_before_any_work(tmp_path: Path, tiny_target: Path, hp: dict[str, str], message: str) -> None:
+def test_bad_hyperparameters_are_refused_before_any_work(
+    tmp_path: Path, tiny_target: Path, hp: dict[str, str], message: str
+) -> None:
     root = make_root(tmp_path, tiny_target, hp)
     done = run_driver(root)
     assert done.returncode == 2
@@ -136,7 +158,9 @@ def test_bad_hyperparameters_are_refused_before_any_work(tmp_path: Path, tiny_ta
     assert not (root / "peagle-work").exists()  # nothing written before the check
 
 
-def test_a_number_is_not_a_string_and_the_file_must_be_json(tmp_path: Path, tiny_target: Path) -> None:
+def test_a_number_is_not_a_string_and_the_file_must_be_json(
+    tmp_path: Path, tiny_target: Path
+) -> None:
     root = make_root(tmp_path, tiny_target, json.dumps({**GOOD_HP, contract.HP_EPOCHS: 2}))
     assert run_driver(root).returncode == 2
     assert failure(root) == "hyperparameter epochs: not a string (SageMaker sends strings)\n"
@@ -149,7 +173,7 @@ def test_parsed_values() -> None:
     hp = parse_hyperparameters(GOOD_HP)
     assert (hp.num_depths, hp.num_layers, hp.draft_vocab_size, hp.regenerate) == (4, 1, 512, True)
     assert hp.learning_rate == 0.0003 and hp.target_layer_ids == (1, 2, 3)
-    with pytest.raises(HyperparameterError, match="^hyperparameters: not a JSON object"):
+    with pytest.raises(HyperparameterError, match=r"^hyperparameters: not a JSON object"):
         parse_hyperparameters(["num_depths"])
 
 
@@ -167,7 +191,9 @@ def test_a_target_without_chat_template_fails_the_job(tmp_path: Path, tiny_targe
     assert failure(root).startswith("chat template: the target has none")
 
 
-def test_default_layer_ids_of_a_shallow_target_are_caught(tmp_path: Path, tiny_target: Path) -> None:
+def test_default_layer_ids_of_a_shallow_target_are_caught(
+    tmp_path: Path, tiny_target: Path
+) -> None:
     hp = {k: v for k, v in GOOD_HP.items() if k != "target_layer_ids"}
     root = make_root(tmp_path, tiny_target, hp)
     assert run_driver(root).returncode == 1
@@ -190,7 +216,8 @@ def test_no_mask_token_and_no_free_embedding_row(tmp_path: Path, tiny_target: Pa
     root = make_root(tmp_path, tiny_target, tokenizer_config={"mask_token": None})
     assert run_driver(root).returncode == 1
     assert failure(root).startswith(
-        "mask token: the tokenizer declares no mask_token and its tokens fill all 1024 embedding rows"
+        "mask token: the tokenizer declares no mask_token and its tokens fill all 1024 "
+        "embedding rows"
     )
 
 
@@ -198,13 +225,17 @@ def test_a_mask_token_that_is_also_eos(tmp_path: Path, tiny_target: Path) -> Non
     root = make_root(tmp_path, tiny_target, tokenizer_config={"mask_token": "</s>"})
     assert run_driver(root).returncode == 1
     mask = tiny_models.EOS
-    assert failure(root).startswith(f"mask token: the tokenizer's mask_token (id {mask}) is also the eos token")
+    assert failure(root).startswith(
+        f"mask token: the tokenizer's mask_token (id {mask}) is also the eos token"
+    )
 
 
 def test_a_free_embedding_row_becomes_the_mask(tmp_path: Path, tiny_target: Path) -> None:
     """A target whose vocab_size exceeds its tokenizer gets the first unused row (where
     speculators would add <|MASK|>), passed to the trainer explicitly."""
-    root = make_root(tmp_path, tiny_target, tokenizer_config={"mask_token": None}, config={"vocab_size": 1040})
+    root = make_root(
+        tmp_path, tiny_target, tokenizer_config={"mask_token": None}, config={"vocab_size": 1040}
+    )
     done = run_driver(root)
     assert done.returncode == 1
     assert "mask id 1024" in done.stderr
@@ -214,34 +245,49 @@ def test_a_free_embedding_row_becomes_the_mask(tmp_path: Path, tiny_target: Path
 def test_a_draft_vocabulary_larger_than_the_target(tmp_path: Path, tiny_target: Path) -> None:
     root = make_root(tmp_path, tiny_target, {**GOOD_HP, contract.HP_DRAFT_VOCAB: "2048"})
     assert run_driver(root).returncode == 2
-    assert failure(root) == "hyperparameter draft_vocab_size: 2048 is larger than the target's vocab_size 1024\n"
+    assert (
+        failure(root)
+        == "hyperparameter draft_vocab_size: 2048 is larger than the target's vocab_size 1024\n"
+    )
 
 
 def test_zero_trainable_tokens_and_vocabulary_coverage() -> None:
     rows = [{"loss_mask": [0, 0, 0]}, {"loss_mask": [0, 0]}]
     assert data.trainable_tokens(rows) == (2, 0)
-    with pytest.raises(DriverFailure, match="^chat template: prepare-data kept 2 rows with zero trainable"):
+    with pytest.raises(
+        DriverError, match=r"^chat template: prepare-data kept 2 rows with zero trainable"
+    ):
         data.require_trainable(*data.trainable_tokens(rows))
     freq = {5: 90, 6: 6, 7: 4}
     assert data.vocab_coverage(freq, 1, 1024) == pytest.approx(0.90)
     assert data.vocab_coverage(freq, 2, 1024) == pytest.approx(0.96)
-    with pytest.raises(DriverFailure, match=r"^vocabulary: a draft vocabulary of 1 tokens \(d2t/t2d\) covers 90.0%"):
+    with pytest.raises(
+        DriverError, match=r"^vocabulary: a draft vocabulary of 1 tokens \(d2t/t2d\) covers 90.0%"
+    ):
         data.require_coverage(data.vocab_coverage(freq, 1, 1024), 1)
     data.require_coverage(data.vocab_coverage(freq, 2, 1024), 2)
-    with pytest.raises(DriverFailure, match="^vocabulary: the data holds token id 2000, outside"):
+    with pytest.raises(DriverError, match=r"^vocabulary: the data holds token id 2000, outside"):
         data.vocab_coverage({2000: 1}, 2, 1024)
 
 
 # --- the data split ----------------------------------------------------------------------
 
 
-def test_preflight_passes_and_the_held_out_prompts_are_never_trained_on(tmp_path: Path, tiny_target: Path) -> None:
+def test_preflight_passes_and_the_held_out_prompts_are_never_trained_on(
+    tmp_path: Path, tiny_target: Path
+) -> None:
     root = make_root(tmp_path, tiny_target, conversations=12)
     done = run_driver(root)
     assert done.returncode == 1
-    assert failure(root).startswith("accelerator: no GPU in the container; speculators' trainer needs one")
-    assert f"preflight: 9 training conversations, 3 held-out prompts, layers [1, 2, 3], mask id {tiny_models.MASK}" in done.stderr
-    train = [json.loads(x)["conversations"] for x in (root / "peagle-work/train.jsonl").read_text().splitlines()]
+    assert failure(root).startswith(
+        "accelerator: no GPU in the container; speculators' trainer needs one"
+    )
+    preflight = "preflight: 9 training conversations, 3 held-out prompts, layers [1, 2, 3]"
+    assert f"{preflight}, mask id {tiny_models.MASK}" in done.stderr
+    train = [
+        json.loads(x)["conversations"]
+        for x in (root / "peagle-work/train.jsonl").read_text().splitlines()
+    ]
     assert len(train) == 9 and all(t[0]["role"] == "user" for t in train)
     split = data.split_held_out(root / "input/data/data", 3, 7)
     trained = {t[0]["content"] for t in train}
@@ -249,7 +295,10 @@ def test_preflight_passes_and_the_held_out_prompts_are_never_trained_on(tmp_path
     assert split.sha256 in done.stderr
     again = data.split_held_out(root / "input/data/data", 3, 7)
     assert again == split  # the seed fixes the split, so a restarted job holds out the same
-    assert data.split_held_out(root / "input/data/data", 3, 8).held_out_prompts != split.held_out_prompts
+    assert (
+        data.split_held_out(root / "input/data/data", 3, 8).held_out_prompts
+        != split.held_out_prompts
+    )
 
 
 def test_data_problems_name_the_file_and_line(tmp_path: Path, tiny_target: Path) -> None:
@@ -276,13 +325,17 @@ def test_the_data_hash_covers_names_and_bytes(tmp_path: Path) -> None:
 
 
 def _safetensors(path: Path, n_floats: int, *, truncate: int = 0) -> None:
-    header = json.dumps({"w": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]}}).encode()
+    header = json.dumps(
+        {"w": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]}}
+    ).encode()
     header += b" " * (-len(header) % 8)
     blob = struct.pack("<Q", len(header)) + header + b"\0" * (4 * n_floats)
     path.write_bytes(blob[: len(blob) - truncate])
 
 
-def epoch(root: Path, n: int, *, loss: float | None = None, drop: str | None = None, truncate: int = 0) -> Path:
+def epoch(
+    root: Path, n: int, *, loss: float | None = None, drop: str | None = None, truncate: int = 0
+) -> Path:
     folder = root / str(n)
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")
@@ -323,7 +376,9 @@ def test_best_is_the_newest_when_no_epoch_was_validated(tmp_path: Path) -> None:
     assert best is not None and best.epoch == 1
 
 
-def test_a_restarted_job_sets_incomplete_checkpoints_aside_first(tmp_path: Path, tiny_target: Path) -> None:
+def test_a_restarted_job_sets_incomplete_checkpoints_aside_first(
+    tmp_path: Path, tiny_target: Path
+) -> None:
     root = make_root(tmp_path, tiny_target)
     ckpt = root / "checkpoints/train"
     epoch(ckpt, 0, loss=1.0)

@@ -54,9 +54,8 @@ def parse_speculators(argv: list[str]) -> dict[str, Any]:
 
 
 def parse_train(argv: list[str]) -> dict[str, Any]:
-    from torch.distributed.run import get_args_parser
-
     from speculators.train.config import TrainConfig
+    from torch.distributed.run import get_args_parser
 
     assert argv[0] == "torchrun", argv[0]
     runner = get_args_parser().parse_args(argv[1:])
