@@ -23,9 +23,10 @@ HP_TARGET_LAYER_IDS: Final = "target_layer_ids"
 whose hidden states feed the drafter. Absent: speculators' rule [2, n//2, n-3], which is
 invalid for targets with few layers (the driver says so)."""
 
-MAX_DEPTHS: Final = 16
+MAX_DEPTHS: Final = 32
 """K trained. vLLM only requires num_speculative_tokens > 0 (config/speculative.py);
-16 bounds a drafter's memory per step well above the K the project deploys (<= 11)."""
+AWS's Qwen3-Coder head was trained for 18 (its model card, docs/platform-facts.md
+"Published results"); 32 leaves room above that while bounding a step's memory."""
 
 OPTIONAL: Final = frozenset({HP_TARGET_LAYER_IDS})
 

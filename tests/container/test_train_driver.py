@@ -118,9 +118,9 @@ def _no_gpu_here() -> None:
 BAD_HP = [
     (
         {**GOOD_HP, contract.HP_NUM_DEPTHS: "four"},
-        "hyperparameter num_depths: 'four' is not an integer (1..16)",
+        "hyperparameter num_depths: 'four' is not an integer (1..32)",
     ),
-    ({**GOOD_HP, contract.HP_NUM_DEPTHS: "0"}, "hyperparameter num_depths: 0 is outside 1..16"),
+    ({**GOOD_HP, contract.HP_NUM_DEPTHS: "0"}, "hyperparameter num_depths: 0 is outside 1..32"),
     (
         {**GOOD_HP, contract.HP_LEARNING_RATE: "nan"},
         "hyperparameter learning_rate: 'nan' is not a number in 1e-08..1",
