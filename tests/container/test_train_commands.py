@@ -6,7 +6,8 @@ builds (peagle_train.commands) goes through
   the trainer's TrainConfig.resolve, the call `python -m speculators.train` makes) and
   torch's torchrun parser: data/speculators_cli_probe.py in the training environment
   (scripts/train-env.sh, or PEAGLE_TRAIN_VENV);
-- vLLM 0.30.0's `vllm serve` parser and serve-argument validation:
+- vLLM 0.30.0's server parser (the one `python3 -m vllm.entrypoints.openai.api_server`
+  runs) and its serve-argument validation:
   data/vllm_serve_probe.py in the vLLM CPU environment (PEAGLE_VLLM_VENV).
 and the test reads back what those parsers made of it. None of these steps runs here
 (no GPU); their arguments are what is proven.
@@ -183,7 +184,7 @@ def test_the_vllm_servers_parse(layout: commands.Layout, tmp_path: Path) -> None
     result = probe(python, "vllm_serve_probe.py", cases, tmp_path)
     gen, ext = result["generation"], result["extraction"]
     assert "error" not in gen and "error" not in ext, result
-    assert (gen["model_tag"], gen["host"], gen["port"], gen["seed"]) == (
+    assert (gen["model"], gen["host"], gen["port"], gen["seed"]) == (
         str(layout.target),
         "127.0.0.1",
         8001,

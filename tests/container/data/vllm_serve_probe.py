@@ -1,11 +1,12 @@
-"""Parse the training driver's `vllm serve` argv with vLLM 0.30.0's own CLI parser.
+"""Parse the training driver's vLLM server argv with vLLM 0.30.0's own parser.
 
 Run by tests/container/test_train_commands.py in the vLLM CPU environment. Reads
-{"name": argv} on stdin, prints {"name": namespace-or-error}. It builds the parser the
-way vllm/entrypoints/cli/main.py does (a FlexibleArgumentParser with the `serve`
-subcommand from vllm.entrypoints.cli.serve.ServeSubcommand.subparser_init), parses
-`serve MODEL ...`, then runs ServeSubcommand.validate (validate_parsed_serve_args) and
-vLLM's SpeculativeConfig/KVTransferConfig field validation of the two JSON flags.
+{"name": argv} on stdin, prints {"name": namespace-or-error}. The parser is the one
+`python3 -m vllm.entrypoints.openai.api_server` runs (tests/container/data/
+vllm_contract_probe.py uses it too): vllm.entrypoints.launchers.cli_args.make_arg_parser
+over a FlexibleArgumentParser, then validate_parsed_serve_args; the KV-transfer flag is
+parsed into vLLM's KVTransferConfig and the speculative method looked up in vLLM's
+SpeculativeMethod.
 """
 
 from __future__ import annotations
@@ -32,23 +33,20 @@ def literal_values(annotation: Any) -> set[str]:
 
 def parse(argv: list[str]) -> dict[str, Any]:
     from vllm.config import KVTransferConfig
-    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    assert argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"], argv[:4]
-    parser = FlexibleArgumentParser(description="vLLM CLI")
-    subparsers = parser.add_subparsers(required=False, dest="subparser")
-    command = ServeSubcommand()
-    command.subparser_init(subparsers)
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"], argv[:3]
+    parser = make_arg_parser(FlexibleArgumentParser(prog="api_server"))
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
             args = parser.parse_args(argv[3:])
     except SystemExit as e:
         return {"error": f"exit {e.code}: {err.getvalue().strip()[-400:]}"}
-    command.validate(args)
+    validate_parsed_serve_args(args)
     out = {
-        "model_tag": args.model_tag,
+        "model": args.model,
         "host": args.host,
         "port": args.port,
         "seed": args.seed,
