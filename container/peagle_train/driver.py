@@ -193,10 +193,16 @@ def export_validate_record(job: Job, best: checkpoints.Checkpoint) -> None:
     from peagle_train import export, validate  # torch-side modules of the image
 
     out = job.model_dir / contract.DRAFTER_SUBDIR
-    config = export.write_drafter(best.path, out, serving_format=job.hp.serving_format)
-    acceptance = validate.measure_acceptance(
-        job.layout.target, out, job.held_out, num_speculative_tokens=job.hp.num_depths
-    )
+    try:
+        config = export.write_drafter(best.path, out, serving_format=job.hp.serving_format)
+    except export.ExportError as e:
+        raise DriverError(f"export: {e}") from None
+    try:
+        acceptance = validate.measure_acceptance(
+            job.layout.target, out, job.held_out, num_speculative_tokens=job.hp.num_depths
+        )
+    except validate.ValidationError as e:
+        raise DriverError(f"validate: {e}") from None
     processes.log(f"validate: acceptance per position {list(acceptance.per_position)}")
     export.write_metadata(out, metadata(job, acceptance, config))
     reason = validate.floor_failure(acceptance, job.hp.acceptance_floor)
@@ -247,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(e), 2)
     except DriverError as e:
         return fail(str(e), e.exit_code)
+    except Exception as e:
+        # Not one of the failures above: still one line for FailureReason, and the
+        # traceback in the log for whoever fixes it.
+        fail(f"driver: unexpected {type(e).__name__}: {e}".splitlines()[0], 1)
+        raise
     return 0
 
 
