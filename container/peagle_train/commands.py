@@ -119,6 +119,11 @@ def extraction_server(
     ]
 
 
+def _cap(flag: str, hp: Hyperparameters) -> list[str]:
+    """The sample cap, when the spec sets one (none: every conversation)."""
+    return [] if hp.max_samples is None else [flag, str(hp.max_samples)]
+
+
 def regenerate(layout: Layout, port: int, hp: Hyperparameters) -> list[str]:
     return [
         layout.python,
@@ -133,8 +138,7 @@ def regenerate(layout: Layout, port: int, hp: Hyperparameters) -> list[str]:
         str(layout.train_file),
         "--outfile",
         str(layout.regenerated),
-        "--limit",
-        str(hp.max_samples),
+        *_cap("--limit", hp),
         "--max-tokens",
         str(hp.max_seq_len),
         "--concurrency",
@@ -163,8 +167,7 @@ def prepare_data(layout: Layout, port: int, hp: Hyperparameters, source: Path) -
         f"http://{LOCAL_HOST}:{port}",
         "--seq-length",
         str(hp.max_seq_len),
-        "--max-samples",
-        str(hp.max_samples),
+        *_cap("--max-samples", hp),
         "--seed",
         str(hp.seed),
         # An empty result is the driver's to explain (zero trainable tokens: the chat
@@ -190,8 +193,7 @@ def hidden_states(layout: Layout, port: int, hp: Hyperparameters) -> list[str]:
         str(layout.prepared),
         "--output",
         str(layout.hidden_states),
-        "--max-samples",
-        str(hp.max_samples),
+        *_cap("--max-samples", hp),
         "--concurrency",
         str(HIDDEN_STATES_CONCURRENCY),
         "--validate-outputs",

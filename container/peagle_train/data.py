@@ -52,26 +52,39 @@ def data_sha256(files: Sequence[Path], root: Path) -> str:
     return digest.hexdigest()
 
 
-def _turns(record: object, where: str) -> list[dict[str, str]]:
-    """A conversation from the OpenAI `messages` or ShareGPT `conversations` shape."""
-    raw = None
-    if isinstance(record, dict):
-        raw = record.get("messages", record.get("conversations"))
+# Per format (contract.DATA_FORMATS): the list key and each turn's role and text keys.
+_CHAT_KEYS: Final = {
+    "openai-chat": ("messages", "role", "content"),
+    "sharegpt": ("conversations", "from", "value"),
+}
+
+
+def _turns(record: object, where: str, data_format: str) -> list[dict[str, str]]:
+    """One conversation as role/content turns, read strictly in the declared format."""
+    if not isinstance(record, dict):
+        raise DriverError(f"data: {where} is not a JSON object")
+    if data_format == "openai-completions":
+        prompt, completion = record.get("prompt"), record.get("completion")
+        if not isinstance(prompt, str) or not isinstance(completion, str):
+            raise DriverError(f"data: {where} has no prompt and completion strings ({data_format})")
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
+    key, role_key, text_key = _CHAT_KEYS[data_format]
+    raw = record.get(key)
     if not isinstance(raw, list) or not raw:
-        raise DriverError(f"data: {where} has no messages/conversations list")
+        raise DriverError(f"data: {where} has no {key} list ({data_format})")
     turns = []
     for turn in raw:
-        if not isinstance(turn, dict):
-            raise DriverError(f"data: {where} has a turn that is not an object")
-        role = turn.get("role", turn.get("from"))
-        content = turn.get("content", turn.get("value"))
-        if not isinstance(role, str) or not isinstance(content, str):
-            raise DriverError(f"data: {where} has a turn without role and text content")
-        turns.append({"role": ROLE_ALIASES.get(role, role), "content": content})
+        role = turn.get(role_key) if isinstance(turn, dict) else None
+        text = turn.get(text_key) if isinstance(turn, dict) else None
+        if not isinstance(role, str) or not isinstance(text, str):
+            raise DriverError(f"data: {where} has a turn without {role_key} and {text_key} strings")
+        turns.append({"role": ROLE_ALIASES.get(role, role), "content": text})
     return turns
 
 
-def read_conversations(files: Sequence[Path], root: Path) -> list[list[dict[str, str]]]:
+def read_conversations(
+    files: Sequence[Path], root: Path, data_format: str
+) -> list[list[dict[str, str]]]:
     conversations = []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -82,7 +95,7 @@ def read_conversations(files: Sequence[Path], root: Path) -> list[list[dict[str,
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DriverError(f"data: {where} is not JSON ({e.msg})") from None
-            conversations.append(_turns(record, where))
+            conversations.append(_turns(record, where, data_format))
     return conversations
 
 
@@ -90,9 +103,9 @@ def _first_user_prompt(conversation: list[dict[str, str]]) -> str | None:
     return next((t["content"] for t in conversation if t["role"] == "user"), None)
 
 
-def split_held_out(channel: Path, held_out: int, seed: int) -> Split:
+def split_held_out(channel: Path, held_out: int, seed: int, data_format: str) -> Split:
     files = data_files(channel)
-    conversations = read_conversations(files, channel)
+    conversations = read_conversations(files, channel, data_format)
     order = list(range(len(conversations)))
     random.Random(seed).shuffle(order)
     held: list[str] = []

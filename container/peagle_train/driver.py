@@ -61,7 +61,7 @@ def preflight() -> Job:
     info = target.inspect_target(target_dir)
     target.require_chat_template(info)
     layer_ids = target.resolve_layer_ids(info, hp.target_layer_ids)
-    mask_id = target.resolve_mask_token(info)
+    mask_id = target.resolve_mask_token(info, hp.mask_token_id)
     if hp.draft_vocab_size > info.vocab_size:
         raise DriverError(
             f"hyperparameter {contract.HP_DRAFT_VOCAB}: {hp.draft_vocab_size} is larger than "
@@ -69,7 +69,7 @@ def preflight() -> Job:
             exit_code=2,
         )
     channel = contract.sm_path(contract.channel_path(contract.DATA_CHANNEL))
-    split = data.split_held_out(channel, hp.held_out_prompts, hp.seed)
+    split = data.split_held_out(channel, hp.held_out_prompts, hp.seed, hp.data_format)
     layout = commands.Layout(
         python=sys.executable,
         target=target_dir,

@@ -23,12 +23,10 @@ HP_TARGET_LAYER_IDS: Final = "target_layer_ids"
 whose hidden states feed the drafter. Absent: speculators' rule [2, n//2, n-3], which is
 invalid for targets with few layers (the driver says so)."""
 
-MAX_DEPTHS: Final = 32
-"""K trained. vLLM only requires num_speculative_tokens > 0 (config/speculative.py);
-AWS's Qwen3-Coder head was trained for 18 (its model card, docs/platform-facts.md
-"Published results"); 32 leaves room above that while bounding a step's memory."""
-
-OPTIONAL: Final = frozenset({HP_TARGET_LAYER_IDS})
+MAX_DEPTHS: Final = 128
+"""K trained: at most the 128 draft tokens vLLM verifies per step (MAX_SPEC_LEN, see
+docs/platform-facts.md "Training jobs: the request"), and at most max_seq_len - 3."""
+INT_MAX: Final = 2**31 - 1  # the planner's bound (AWS's Integer)
 
 
 class HyperparameterError(ValueError):
@@ -43,12 +41,14 @@ class Hyperparameters:
     max_seq_len: int
     epochs: int
     learning_rate: float
-    max_samples: int
     regenerate: bool
     serving_format: str
     acceptance_floor: float
     held_out_prompts: int
     seed: int
+    data_format: str
+    max_samples: int | None = None
+    mask_token_id: int | None = None
     target_layer_ids: tuple[int, ...] | None = None
 
 
@@ -64,15 +64,15 @@ def _int(name: str, raw: str, low: int, high: int) -> int:
     return value
 
 
-def _float(name: str, raw: str, low: float, high: float) -> float:
+def _float(name: str, raw: str, low: float, high: float, *, above_low: bool = False) -> float:
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and low <= value <= high):
-        raise HyperparameterError(
-            f"hyperparameter {name}: {raw!r} is not a number in {low:g}..{high:g}"
-        )
+    inside = low < value <= high if above_low else low <= value <= high
+    if not (math.isfinite(value) and inside):
+        bound = f"({low:g}, {high:g}]" if above_low else f"[{low:g}, {high:g}]"
+        raise HyperparameterError(f"hyperparameter {name}: {raw!r} is not a number in {bound}")
     return value
 
 
@@ -100,20 +100,27 @@ def _layer_ids(raw: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-# name -> parser of its string. Ranges: sizes a single training instance can hold.
+# name -> parser of its string. The planner checked the values against the target and
+# the instance already; these ranges only keep a hand-made request from going further.
 _PARSERS: Final[dict[str, Callable[[str, str], object]]] = {
     contract.HP_NUM_DEPTHS: lambda n, r: _int(n, r, 1, MAX_DEPTHS),
-    contract.HP_NUM_LAYERS: lambda n, r: _int(n, r, 1, 8),
-    contract.HP_DRAFT_VOCAB: lambda n, r: _int(n, r, 1, 1_048_576),
-    contract.HP_MAX_SEQ_LEN: lambda n, r: _int(n, r, 16, 262_144),
+    contract.HP_NUM_LAYERS: lambda n, r: _int(n, r, 1, 64),
+    contract.HP_DRAFT_VOCAB: lambda n, r: _int(n, r, 1, INT_MAX),
+    contract.HP_MAX_SEQ_LEN: lambda n, r: _int(n, r, 16, INT_MAX),
     contract.HP_EPOCHS: lambda n, r: _int(n, r, 1, 1000),
-    contract.HP_LEARNING_RATE: lambda n, r: _float(n, r, 1e-8, 1.0),
-    contract.HP_MAX_SAMPLES: lambda n, r: _int(n, r, 1, 100_000_000),
+    contract.HP_LEARNING_RATE: lambda n, r: _float(n, r, 0.0, 1.0, above_low=True),
     contract.HP_REGENERATE: _bool,
     contract.HP_SERVING_FORMAT: lambda n, r: _choice(n, r, contract.SERVING_FORMATS),
-    contract.HP_ACCEPTANCE_FLOOR: lambda n, r: _float(n, r, 0.0, float(MAX_DEPTHS)),
+    contract.HP_ACCEPTANCE_FLOOR: lambda n, r: _float(n, r, 0.0, float(MAX_DEPTHS + 1)),
     contract.HP_HELD_OUT: lambda n, r: _int(n, r, 1, 100_000),
-    contract.HP_SEED: lambda n, r: _int(n, r, 0, 2**31 - 1),
+    contract.HP_SEED: lambda n, r: _int(n, r, 0, INT_MAX),
+    contract.HP_DATA_FORMAT: lambda n, r: _choice(n, r, contract.DATA_FORMATS),
+}
+# Sent only when the training spec states them (peagle_deploy/train/render.py).
+_OPTIONAL_PARSERS: Final[dict[str, Callable[[str, str], object]]] = {
+    contract.HP_MAX_SAMPLES: lambda n, r: _int(n, r, 1, INT_MAX),
+    contract.HP_MASK_TOKEN_ID: lambda n, r: _int(n, r, 0, INT_MAX),
+    HP_TARGET_LAYER_IDS: lambda n, r: _layer_ids(r),
 }
 
 
@@ -121,21 +128,26 @@ def parse_hyperparameters(raw: object) -> Hyperparameters:
     """The pinned knobs from the decoded hyperparameters.json (a JSON object of strings)."""
     if not isinstance(raw, Mapping):
         raise HyperparameterError("hyperparameters: not a JSON object of strings")
+    known = {**_PARSERS, **_OPTIONAL_PARSERS}
     for name, value in raw.items():
-        if name not in _PARSERS and name not in OPTIONAL:
-            allowed = ", ".join([*contract.HYPERPARAMETERS, *sorted(OPTIONAL)])
+        if name not in known:
+            allowed = ", ".join([*contract.HYPERPARAMETERS, HP_TARGET_LAYER_IDS])
             raise HyperparameterError(f"hyperparameter {name}: unknown (allowed: {allowed})")
         if not isinstance(value, str):
             raise HyperparameterError(
                 f"hyperparameter {name}: not a string (SageMaker sends strings)"
             )
-    missing = [name for name in contract.HYPERPARAMETERS if name not in raw]
+    missing = [name for name in _PARSERS if name not in raw]
     if missing:
         raise HyperparameterError(f"hyperparameter {missing[0]}: missing (every knob is pinned)")
-    values = {name: parse(name, raw[name]) for name, parse in _PARSERS.items()}
-    layer_raw = raw.get(HP_TARGET_LAYER_IDS)
-    layers = _layer_ids(layer_raw) if isinstance(layer_raw, str) else None
-    return Hyperparameters(**values, target_layer_ids=layers)  # type: ignore[arg-type]
+    values = {name: parse(name, raw[name]) for name, parse in known.items() if name in raw}
+    hp = Hyperparameters(**values)  # type: ignore[arg-type]
+    if hp.num_depths > hp.max_seq_len - 3:
+        raise HyperparameterError(
+            f"hyperparameter {contract.HP_NUM_DEPTHS}: {hp.num_depths} is more than "
+            f"max_seq_len - 3 ({hp.max_seq_len - 3})"
+        )
+    return hp
 
 
 def load_hyperparameters(path: Path) -> Hyperparameters:

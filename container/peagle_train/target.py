@@ -132,8 +132,28 @@ def resolve_layer_ids(info: TargetInfo, explicit: tuple[int, ...] | None) -> tup
     return ids
 
 
-def resolve_mask_token(info: TargetInfo) -> int:
+def _explicit_mask(info: TargetInfo, mask_id: int) -> int:
+    """A mask id the spec states: an embedding row that is the tokenizer's own mask token
+    or that no token uses."""
+    if mask_id >= info.vocab_size:
+        raise DriverError(
+            f"mask token: mask_token_id {mask_id} is past the target's vocab_size "
+            f"{info.vocab_size} (no embedding row)"
+        )
+    if mask_id in info.token_ids and info.special_ids.get("mask") != mask_id:
+        role = next((r for r, i in info.special_ids.items() if i == mask_id), None)
+        what = f"the {role} token" if role else "a token of the tokenizer"
+        raise DriverError(
+            f"mask token: mask_token_id {mask_id} is {what}; the drafter could not tell a "
+            "masked slot from it (choose an unused row or the tokenizer's mask token)"
+        )
+    return mask_id
+
+
+def resolve_mask_token(info: TargetInfo, explicit: int | None = None) -> int:
     """The mask id passed to the trainer explicitly, so speculators never falls back."""
+    if explicit is not None:
+        return _explicit_mask(info, explicit)
     declared = info.special_ids.get("mask")
     if declared is not None:
         clashes = [r for r, i in info.special_ids.items() if r != "mask" and i == declared]

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 HP = parse_hyperparameters({**GOOD_HP, "num_layers": "4", "num_depths": "7"})
+UNCAPPED = parse_hyperparameters({k: v for k, v in GOOD_HP.items() if k != "max_samples"})
 LAYERS = (1, 2, 3)
 MASK = 1020
 
@@ -145,6 +146,7 @@ def test_the_data_commands_parse(layout: commands.Layout, tmp_path: Path) -> Non
         "regenerate": commands.regenerate(layout, 8001, HP),
         "prepare": commands.prepare_data(layout, 8002, HP, source),
         "hidden": commands.hidden_states(layout, 8002, HP),
+        "uncapped": commands.prepare_data(layout, 8002, UNCAPPED, source),
         "no-such-dataset": commands.regenerate(
             commands.Layout("python", layout.target, tmp_path / "nowhere", layout.checkpoints),
             8001,
@@ -163,6 +165,7 @@ def test_the_data_commands_parse(layout: commands.Layout, tmp_path: Path) -> Non
     assert prep["render_endpoint"] == "http://127.0.0.1:8002"
     assert (prep["seq_length"], prep["max_samples"], prep["seed"]) == (256, 1000, 7)
     assert prep["skip_token_freq"] is False and prep["allow_empty_output"] is True
+    assert result["uncapped"]["params"]["max_samples"] is None  # no cap: every row
     hidden = result["hidden"]["params"]
     assert hidden["endpoint"] == "http://127.0.0.1:8002/v1" and hidden["model"] == str(
         layout.target

@@ -39,6 +39,7 @@ GOOD_HP: dict[str, str] = {
     contract.HP_ACCEPTANCE_FLOOR: "1.5",
     contract.HP_HELD_OUT: "3",
     contract.HP_SEED: "7",
+    contract.HP_DATA_FORMAT: "openai-chat",
     "target_layer_ids": "1,2,3",
 }
 
@@ -118,12 +119,12 @@ def _no_gpu_here() -> None:
 BAD_HP = [
     (
         {**GOOD_HP, contract.HP_NUM_DEPTHS: "four"},
-        "hyperparameter num_depths: 'four' is not an integer (1..32)",
+        "hyperparameter num_depths: 'four' is not an integer (1..128)",
     ),
-    ({**GOOD_HP, contract.HP_NUM_DEPTHS: "0"}, "hyperparameter num_depths: 0 is outside 1..32"),
+    ({**GOOD_HP, contract.HP_NUM_DEPTHS: "0"}, "hyperparameter num_depths: 0 is outside 1..128"),
     (
         {**GOOD_HP, contract.HP_LEARNING_RATE: "nan"},
-        "hyperparameter learning_rate: 'nan' is not a number in 1e-08..1",
+        "hyperparameter learning_rate: 'nan' is not a number in (0, 1]",
     ),
     (
         {**GOOD_HP, contract.HP_REGENERATE: "True"},
@@ -136,6 +137,23 @@ BAD_HP = [
     (
         {k: v for k, v in GOOD_HP.items() if k != contract.HP_EPOCHS},
         "hyperparameter epochs: missing (every knob is pinned)",
+    ),
+    (
+        {**GOOD_HP, contract.HP_LEARNING_RATE: "0"},
+        "hyperparameter learning_rate: '0' is not a number in (0, 1]",
+    ),
+    (
+        {**GOOD_HP, contract.HP_DATA_FORMAT: "alpaca"},
+        "hyperparameter data_format: 'alpaca' is not one of openai-chat, sharegpt, "
+        "openai-completions",
+    ),
+    (
+        {**GOOD_HP, contract.HP_NUM_DEPTHS: "30", contract.HP_MAX_SEQ_LEN: "32"},
+        "hyperparameter num_depths: 30 is more than max_seq_len - 3 (29)",
+    ),
+    (
+        {**GOOD_HP, contract.HP_MASK_TOKEN_ID: "-1"},
+        "hyperparameter mask_token_id: -1 is outside 0..2147483647",
     ),
     ({**GOOD_HP, "batch_size": "8"}, "hyperparameter batch_size: unknown (allowed: "),
     (
@@ -175,6 +193,15 @@ def test_parsed_values() -> None:
     assert hp.learning_rate == 0.0003 and hp.target_layer_ids == (1, 2, 3)
     with pytest.raises(HyperparameterError, match=r"^hyperparameters: not a JSON object"):
         parse_hyperparameters(["num_depths"])
+
+
+def test_the_sample_cap_and_the_mask_id_are_optional() -> None:
+    hp = parse_hyperparameters(
+        {k: v for k, v in GOOD_HP.items() if k not in {contract.HP_MAX_SAMPLES, "target_layer_ids"}}
+    )
+    assert (hp.max_samples, hp.mask_token_id, hp.target_layer_ids) == (None, None, None)
+    hp = parse_hyperparameters({**GOOD_HP, contract.HP_MASK_TOKEN_ID: "1024"})
+    assert hp.mask_token_id == 1024 and hp.max_samples == 1000
 
 
 def test_only_train_is_a_command(tmp_path: Path, tiny_target: Path) -> None:
@@ -242,6 +269,49 @@ def test_a_free_embedding_row_becomes_the_mask(tmp_path: Path, tiny_target: Path
     assert failure(root).startswith("accelerator: no GPU in the container")
 
 
+@pytest.mark.parametrize(
+    ("mask", "vocab", "message"),
+    [
+        ("1040", 1040, "mask token: mask_token_id 1040 is past the target's vocab_size 1040"),
+        (
+            str(tiny_models.EOS),
+            1040,
+            f"mask token: mask_token_id {tiny_models.EOS} is the eos token",
+        ),
+        ("5", 1040, "mask token: mask_token_id 5 is a token of the tokenizer"),
+    ],
+)
+def test_a_stated_mask_id_must_be_a_free_row(
+    tmp_path: Path, tiny_target: Path, mask: str, vocab: int, message: str
+) -> None:
+    hp = {**GOOD_HP, contract.HP_MASK_TOKEN_ID: mask}
+    root = make_root(
+        tmp_path,
+        tiny_target,
+        hp,
+        tokenizer_config={"mask_token": None},
+        config={"vocab_size": vocab},
+    )
+    assert run_driver(root).returncode == 1
+    assert failure(root).startswith(message)
+
+
+def test_a_stated_mask_id_on_a_free_row_or_the_mask_token_is_used(
+    tmp_path: Path, tiny_target: Path
+) -> None:
+    root = make_root(
+        tmp_path,
+        tiny_target,
+        {**GOOD_HP, contract.HP_MASK_TOKEN_ID: "1030"},
+        config={"vocab_size": 1040},
+    )
+    assert "mask id 1030" in run_driver(root).stderr
+    root = make_root(
+        tmp_path / "b", tiny_target, {**GOOD_HP, contract.HP_MASK_TOKEN_ID: str(tiny_models.MASK)}
+    )
+    assert f"mask id {tiny_models.MASK}" in run_driver(root).stderr
+
+
 def test_a_draft_vocabulary_larger_than_the_target(tmp_path: Path, tiny_target: Path) -> None:
     root = make_root(tmp_path, tiny_target, {**GOOD_HP, contract.HP_DRAFT_VOCAB: "2048"})
     assert run_driver(root).returncode == 2
@@ -289,14 +359,14 @@ def test_preflight_passes_and_the_held_out_prompts_are_never_trained_on(
         for x in (root / "peagle-work/train.jsonl").read_text().splitlines()
     ]
     assert len(train) == 9 and all(t[0]["role"] == "user" for t in train)
-    split = data.split_held_out(root / "input/data/data", 3, 7)
+    split = data.split_held_out(root / "input/data/data", 3, 7, "openai-chat")
     trained = {t[0]["content"] for t in train}
     assert len(split.held_out_prompts) == 3 and not trained & set(split.held_out_prompts)
     assert split.sha256 in done.stderr
-    again = data.split_held_out(root / "input/data/data", 3, 7)
+    again = data.split_held_out(root / "input/data/data", 3, 7, "openai-chat")
     assert again == split  # the seed fixes the split, so a restarted job holds out the same
     assert (
-        data.split_held_out(root / "input/data/data", 3, 8).held_out_prompts
+        data.split_held_out(root / "input/data/data", 3, 8, "openai-chat").held_out_prompts
         != split.held_out_prompts
     )
 
@@ -305,10 +375,36 @@ def test_data_problems_name_the_file_and_line(tmp_path: Path, tiny_target: Path)
     root = make_root(tmp_path, tiny_target)
     (root / "input/data/data/part/bad.jsonl").write_text('{"messages": []}\n')
     assert run_driver(root).returncode == 1
-    assert failure(root) == "data: part/bad.jsonl:1 has no messages/conversations list\n"
+    assert failure(root) == "data: part/bad.jsonl:1 has no messages list (openai-chat)\n"
     root2 = make_root(tmp_path / "b", tiny_target, conversations=3)
     assert run_driver(root2).returncode == 1
     assert failure(root2).startswith("data: 3 conversations cannot give 3 held-out prompts")
+
+
+@pytest.mark.parametrize(
+    ("data_format", "record"),
+    [
+        (
+            "sharegpt",
+            {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},
+        ),
+        ("openai-completions", {"prompt": "hi", "completion": "yo"}),
+    ],
+)
+def test_each_data_format_reads_as_turns(
+    tmp_path: Path, data_format: str, record: dict[str, Any]
+) -> None:
+    channel = tmp_path / "data"
+    channel.mkdir()
+    (channel / "a.jsonl").write_text((json.dumps(record) + "\n") * 4)
+    split = data.split_held_out(channel, 1, 0, data_format)
+    assert split.held_out_prompts == ["hi"]
+    assert (
+        split.train
+        == [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]] * 3
+    )
+    with pytest.raises(DriverError, match=r"^data: a.jsonl:1 has no "):
+        data.split_held_out(channel, 1, 0, "openai-chat")  # declared format is enforced
 
 
 def test_the_data_hash_covers_names_and_bytes(tmp_path: Path) -> None:
