@@ -483,3 +483,21 @@ def test_a_restarted_job_sets_incomplete_checkpoints_aside_first(
     assert "checkpoints: set aside incomplete epoch folders 1" in done.stderr
     assert "checkpoints: the trainer resumes after epoch 0" in done.stderr
     assert sorted(p.name for p in ckpt.iterdir()) == ["0", "incomplete-1"]
+
+
+def test_the_planner_s_hyperparameters_are_what_the_driver_reads() -> None:
+    """The request `peagle plan` renders for the example spec (peagle_deploy.train) parses
+    here as it is, every rendered knob lands in its field, and nothing is left over."""
+    from peagle_deploy.train.plan import build_training_plan
+    from peagle_deploy.train.spec import load_training_spec
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train-qwen3-8b.yaml"
+    sent = build_training_plan(load_training_spec(example)).request["HyperParameters"]
+    hp = parse_hyperparameters(sent)
+    assert set(sent) <= set(contract.HYPERPARAMETERS)
+    assert str(hp.num_depths) == sent[contract.HP_NUM_DEPTHS]
+    assert str(hp.num_layers) == sent[contract.HP_NUM_LAYERS]
+    assert hp.serving_format == sent[contract.HP_SERVING_FORMAT]
+    assert hp.data_format == sent[contract.HP_DATA_FORMAT]
+    assert hp.learning_rate == float(sent[contract.HP_LEARNING_RATE])
+    assert hp.regenerate == (sent[contract.HP_REGENERATE] == "true")
