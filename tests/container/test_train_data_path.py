@@ -5,7 +5,10 @@ target, and speculators 0.9.0's `prepare-data` rendering conversations through t
 server's /v1/chat/completions/render. Then the driver's own check on the result
 (driver.check_prepared, in the training environment where torch and datasets live).
 
-The target's chat template drops assistant turns, the silent failure the check exists
+A second test regenerates answers with the target (`regenerate-responses` against the
+generation server the driver starts) and passes them through prepare-data.
+
+In the first, the target's chat template drops assistant turns, the silent failure the check exists
 for: prepare-data renders, finds no assistant boundary, writes an empty dataset
 (--allow-empty-output), and the driver says "chat template". The same server passes
 pre-tokenized rows (the shape regenerate-responses writes) through, and the check
@@ -18,6 +21,7 @@ backend" for extract_hidden_states), and so does speculators' trainer.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -113,3 +117,38 @@ def test_prepare_data_through_the_extraction_server(tmp_path: Path, tiny_target:
     assert check(spec, passthrough.prepared, 1).startswith(
         "vocabulary: a draft vocabulary of 1 tokens (d2t/t2d) covers 50.0%"
     )
+
+
+def test_regenerated_answers_pass_through_prepare_data(tmp_path: Path, tiny_target: Path) -> None:  # noqa: F811
+    """regenerate-responses as the driver runs it, against vLLM serving the target as the
+    driver starts it (plus the CPU flags): the target's own answers come back as
+    input_ids + loss_mask rows, prepare-data passes them through, and the driver's check
+    finds trainable tokens. The sample cap and answer length are the hyperparameters'."""
+    vllm = vllm_python()
+    if vllm is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the vLLM CPU environment is required under CI")
+        pytest.skip("the vLLM CPU environment (scripts/vllm-env.sh) is not built here")
+    spec = train_python()
+    hp = dataclasses.replace(HP, max_samples=3, max_seq_len=48)
+    served = commands.Layout(str(vllm), tiny_target, tmp_path / "work", tmp_path / "ckpt")
+    run = commands.Layout(str(spec), tiny_target, tmp_path / "work", tmp_path / "ckpt")
+    words = tiny_models.words()[1:12]
+    conversations = [
+        [{"role": "user", "content": " ".join(words[i : i + 3])},
+         {"role": "assistant", "content": "the"}]
+        for i in range(5)
+    ]  # fmt: skip
+    data.write_conversations(served.train_file, conversations)
+    run.regenerated.parent.mkdir(parents=True)
+    port = processes.free_port()
+    with processes.server(
+        "regenerate", commands.generation_server(served, port, hp) + CPU_ENGINE, port
+    ):
+        processes.run("regenerate", commands.regenerate(run, port, hp))
+        processes.run("prepare-data", commands.prepare_data(run, port, hp, run.regenerated))
+    rows = [json.loads(line) for line in run.regenerated.read_text().splitlines()]
+    assert len(rows) == 3  # --limit: the sample cap
+    for row in rows:
+        assert len(row["input_ids"]) == len(row["loss_mask"]) and 0 < sum(row["loss_mask"]) <= 48
+    assert check(spec, run.prepared, 512) == "1.0"
