@@ -17,7 +17,9 @@ FailureReason.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Final
 
 # --- SageMaker's paths inside a training container -----------------------------------
@@ -26,6 +28,20 @@ HYPERPARAMETERS_PATH: Final = "/opt/ml/input/config/hyperparameters.json"
 MODEL_OUTPUT_DIR: Final = "/opt/ml/model"
 CHECKPOINT_DIR: Final = "/opt/ml/checkpoints"
 FAILURE_PATH: Final = "/opt/ml/output/failure"
+
+SM_ROOT: Final = "/opt/ml"
+SM_ROOT_ENV: Final = "PEAGLE_SM_ROOT"
+"""Tests and local runs stand a directory in for /opt/ml by setting this variable;
+SageMaker never sets it, so in a training job every path is the real one."""
+
+
+def sm_path(path: str) -> Path:
+    """`path` (one of the /opt/ml paths above) under $PEAGLE_SM_ROOT when it is set."""
+    root = os.environ.get(SM_ROOT_ENV)
+    if not root:
+        return Path(path)
+    return Path(root) / Path(path).relative_to(SM_ROOT)
+
 
 # --- Channels (InputDataConfig[].ChannelName) -----------------------------------------
 TARGET_CHANNEL: Final = "target"
