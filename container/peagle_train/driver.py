@@ -199,7 +199,11 @@ def export_validate_record(job: Job, best: checkpoints.Checkpoint) -> None:
         raise DriverError(f"export: {e}") from None
     try:
         acceptance = validate.measure_acceptance(
-            job.layout.target, out, job.held_out, num_speculative_tokens=job.hp.num_depths
+            job.layout.target,
+            out,
+            job.held_out,
+            num_speculative_tokens=job.hp.num_depths,
+            chat=True,  # the held-out prompts are first user turns: sent as users send them
         )
     except validate.ValidationError as e:
         raise DriverError(f"validate: {e}") from None

@@ -147,6 +147,14 @@ def vllm_command(
     ]
 
 
+def _request(prompt: str, max_tokens: int, chat: bool) -> tuple[str, dict[str, object]]:
+    """A greedy completion of one held-out prompt: as a user turn, or as raw text."""
+    body: dict[str, object] = {"model": SERVED_NAME, "max_tokens": max_tokens, "temperature": 0}
+    if chat:
+        return "/v1/chat/completions", {**body, "messages": [{"role": "user", "content": prompt}]}
+    return "/v1/completions", {**body, "prompt": prompt}
+
+
 def measure_acceptance(
     target_dir: Path,
     drafter_dir: Path,
@@ -158,11 +166,14 @@ def measure_acceptance(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     log_path: Path | None = None,
+    chat: bool = False,
 ) -> Acceptance:
     """Serve target + drafter with vLLM, complete each prompt greedily, read the counters.
 
     `extra_args` go to `vllm serve` (e.g. `--dtype float32` on a CPU), `env` is added to
     the environment, and vLLM's output lands in `log_path` (a temporary file otherwise).
+    `chat`: each prompt is a user turn sent through the target's chat template
+    (/v1/chat/completions), as the endpoint's users send it; else raw text (/v1/completions).
     """
     if not prompts:
         raise ValidationError("held_out_prompts: at least one prompt is required")
@@ -191,9 +202,9 @@ def measure_acceptance(
         stack.callback(_stop, proc)
         _wait_ready(proc, url, log_path)
         for prompt in prompts:
-            body = {"model": SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens}
+            path, body = _request(prompt, max_tokens, chat)
             try:
-                _http(url + "/v1/completions", {**body, "temperature": 0}, REQUEST_TIMEOUT_S)
+                _http(url + path, body, REQUEST_TIMEOUT_S)
             except (OSError, urllib.error.HTTPError) as e:
                 raise ValidationError(f"vLLM refused a held-out prompt: {e}") from None
         return acceptance_from_metrics(_http(url + "/metrics").decode())

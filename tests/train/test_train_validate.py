@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from peagle_train import validate
 from peagle_train.validate import (
     Acceptance,
     ValidationError,
@@ -89,3 +90,12 @@ def test_an_engine_that_exits_is_reported_with_its_last_lines(tmp_path: Path) ->
     fake.chmod(0o755)
     with pytest.raises(ValidationError, match=r"vLLM exited 1 before serving: .*mask_hidden"):
         measure_acceptance(tmp_path, tmp_path, ["a b"], num_speculative_tokens=3, python=str(fake))
+
+
+def test_held_out_prompts_go_as_user_turns_through_the_chat_template_when_asked() -> None:
+    path, body = validate._request("hello", 8, chat=True)
+    assert path == "/v1/chat/completions"
+    assert body["messages"] == [{"role": "user", "content": "hello"}]
+    assert body["temperature"] == 0 and body["max_tokens"] == 8 and "prompt" not in body
+    path, body = validate._request("hello", 8, chat=False)
+    assert (path, body["prompt"]) == ("/v1/completions", "hello")
