@@ -38,7 +38,9 @@ def test_workflow_jobs_run_doctor_before_cdk_deploy() -> None:
 
 def test_docs_run_doctor_before_cdk_deploy() -> None:
     for path in (ROOT / "docs").glob("*.md"):
-        blocks = re.findall(r"```(?:bash|sh|yaml)?\n(.*?)```", path.read_text(), re.DOTALL)
+        # every fence pairs with its own closer (a ```json block must not shift the pairs)
+        fenced = re.findall(r"```([\w-]*)\n(.*?)```", path.read_text(), re.DOTALL)
+        blocks = [body for lang, body in fenced if lang in ("", "bash", "sh", "yaml", "console")]
         assert _deploys_without_doctor(blocks) == [], path.name
 
 
