@@ -154,7 +154,11 @@ def _safetensors(tensors: Sequence[tuple[str, str, tuple[int, ...], bytes | None
         blob = data if data is not None else b"\0" * size
         if len(blob) != size:
             raise ValueError(f"tensor {name}: {len(blob)} bytes for shape {list(shape)}")
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
+        }
         blobs.append(blob)
         offset += size
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -277,7 +281,9 @@ def _s3_files(account_id: str, uri: str) -> tuple[str, bytes, bytes] | None:
     return f"{config.etag}/{weights.etag}", config.value, weights.value
 
 
-def endpoint_drafter(account_id: str, region: str, endpoint_name: str) -> tuple[TableDrafter, int] | None:
+def endpoint_drafter(
+    account_id: str, region: str, endpoint_name: str
+) -> tuple[TableDrafter, int] | None:
     """The emulator's drafter an endpoint's (first) production variant serves, with the
     K it drafts (SM_VLLM_SPECULATIVE_CONFIG); None for any other model."""
     from moto.sagemaker.models import sagemaker_backends

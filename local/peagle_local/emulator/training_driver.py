@@ -206,7 +206,9 @@ def run(account_id: str, request: Mapping[str, Any]) -> DriverResult | DriverFai
     channels = _channels(request)
     missing = [c for c in contract.CHANNELS if c not in channels]
     if missing:
-        reason = f"channel {missing[0]} missing: the job needs channels {', '.join(contract.CHANNELS)}"
+        reason = (
+            f"channel {missing[0]} missing: the job needs channels {', '.join(contract.CHANNELS)}"
+        )
         return DriverFailure(reason, [f"peagle-train: {reason}"])
     target_files = _objects(account_id, channels[contract.TARGET_CHANNEL])
     _, target_prefix = _split(channels[contract.TARGET_CHANNEL])
@@ -239,9 +241,7 @@ def _train(
         reason = f"{len(records)} records leave none to train on after {held_out} held out"
         return DriverFailure(reason, [f"peagle-train: {reason}"])
     regenerate = hp[contract.HP_REGENERATE] == "true"
-    answers = [
-        _answer(_prompt(r), max_tokens) if regenerate else _written_answer(r) for r in train
-    ]
+    answers = [_answer(_prompt(r), max_tokens) if regenerate else _written_answer(r) for r in train]
     start = TableDrafter.untrained(depth, int(hp[contract.HP_SEED]))
     drafter = TableDrafter.fit(answers, start)
     truth = [_answer(_prompt(r), max_tokens) for r in records[:held_out]]
@@ -265,7 +265,9 @@ def _train(
         return DriverFailure(reason, [*log, f"peagle-train: {reason}"])
     fields = _metadata(hp, target_config, trained, held_out, data_files)
     files = _files(drafter, hp, target_config, fields)
-    uri = contract.drafter_uri(request["OutputDataConfig"]["S3OutputPath"], request["TrainingJobName"])
+    uri = contract.drafter_uri(
+        request["OutputDataConfig"]["S3OutputPath"], request["TrainingJobName"]
+    )
     return DriverResult(uri, files, trained, untrained, log)
 
 
@@ -305,9 +307,7 @@ def metadata_text(fields: Mapping[str, Any]) -> str:
     cls = getattr(contract, "DrafterMetadata", None)
     to_json = getattr(contract, "metadata_to_json", None)
     if cls is not None and to_json is not None:
-        values = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()
-        }
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
         return str(to_json(cls(**values)))
     return json.dumps(fields, indent=2, sort_keys=True) + "\n"
 

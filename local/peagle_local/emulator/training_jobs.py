@@ -418,7 +418,9 @@ def install(ext: MotoExtensions) -> None:
 
     def describe_(r: Any) -> Any:
         with ext._lock:
-            return ActionResult(describe(store.get(ext, *where(r), r._get_param("TrainingJobName"))))
+            return ActionResult(
+                describe(store.get(ext, *where(r), r._get_param("TrainingJobName")))
+            )
 
     def stop(r: Any) -> Any:
         with ext._lock:
