@@ -293,7 +293,7 @@ def endpoint_drafter(
     config = backend.endpoint_configs.get(getattr(endpoint, "endpoint_config_name", ""))
     if config is None or not config.production_variants:
         return None
-    model = backend._models.get(config.production_variants[0].get("ModelName"))
+    model = backend._models.get(str(config.production_variants[0].get("ModelName", "")))
     container = (model.primary_container or {}) if model is not None else {}
     sources = container.get("AdditionalModelDataSources") or []
     env = container.get("Environment") or {}
