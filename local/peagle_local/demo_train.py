@@ -104,7 +104,8 @@ def run_training(
     import boto3
     from peagle_train import contract
 
-    sm = boto3.client("sagemaker", region_name=region)
+    session = boto3.Session(region_name=region)  # fresh: reads the emulator's keys now
+    sm = session.client("sagemaker")
     name = request["TrainingJobName"]
     sm.create_training_job(**request)
     said = 0
@@ -124,9 +125,9 @@ def run_training(
         )
     uri = contract.drafter_uri(request["OutputDataConfig"]["S3OutputPath"], name)
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    body = boto3.client("s3", region_name=region).get_object(
-        Bucket=bucket, Key=prefix + contract.METADATA_FILE
-    )["Body"]
+    body = session.client("s3").get_object(Bucket=bucket, Key=prefix + contract.METADATA_FILE)[
+        "Body"
+    ]
     metadata = json.loads(body.read())
     return TrainedDrafter(
         job_name=name,

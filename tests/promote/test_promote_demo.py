@@ -61,7 +61,7 @@ def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
     summary = run_demo(_fast(acceptance_rate=0.1, experiment=False), console=console)
     assert not summary.ok
     assert summary.promotions and summary.promotions[0]["status"] == "refused"
-    assert summary.steps[-1].name == "7. clean up" and summary.steps[-1].ok
+    assert summary.steps[-1].name == "8. clean up" and summary.steps[-1].ok
     assert "rehearsal FAILED" in console.export_text()
 
 
@@ -78,6 +78,7 @@ def test_cli_demo_json_summary_and_exit_code(
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True and summary["emulated"] is True
     assert [p["status"] for p in summary["promotions"]] == ["promoted", "refused"]
+    assert summary["training"]["peagle-demo-drafter"]["status"] == "Completed"
 
 
 def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 LOG_GROUP: Final = "/aws/sagemaker/TrainingJobs"
 PHASES: Final = (
-    ("Starting", "Preparing the instances for training"),
+    ("Starting", "Preparing the instances for training."),
     ("Downloading", "Downloading input data"),
     ("Training", "Training image download completed. Training in progress."),
     ("Uploading", "Uploading generated training model"),
