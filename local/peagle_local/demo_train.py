@@ -176,10 +176,11 @@ def _stage(aws: Any, settings: Any) -> Any:
     from peagle_local.emulator.world import SAGEMAKER_TRUST, clear_prefix, put_files
 
     k = settings.num_speculative_tokens
-    plan = build_plan(own_model_spec(settings, contract.drafter_uri(OUTPUT_URI, JOB), k))
+    drafter = contract.drafter_uri(OUTPUT_URI, JOB)
+    plan = build_plan(own_model_spec(settings, drafter, k))
     aws.stage_world(plan, endpoint_quota=8)
     s3 = aws.client("s3")
-    clear_prefix(s3, plan.drafter_uri)
+    clear_prefix(s3, drafter)
     template = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
     put_files(s3, MODEL_URI, {"tokenizer_config.json": json.dumps(template).encode()})
     put_files(s3, DATA_URI, {"conversations.jsonl": conversations()})

@@ -527,3 +527,15 @@ def test_off_policy_answers_train_a_drafter_the_target_does_not_follow(
         out = files(local_aws, drafter_prefix(name))
         figures[name] = json.loads(out[contract.METADATA_FILE])["mean_accepted_per_step"]
     assert figures["on"] > 2.5 and figures["off"] < 0.5
+
+
+def test_as_peagle_emulator_start_serves_it_the_drafter_still_decides() -> None:
+    """With variants served as their models say (`peagle emulator start`), an endpoint
+    with the emulator's trained drafter reports that drafter's acceptance, not the
+    default variant's scripted rate (0.6)."""
+    with LocalAWS(variants_from_models=True) as aws:
+        stage(aws, data=conversations())
+        aws.client("sagemaker").create_training_job(**request())
+        assert status(aws)["TrainingJobStatus"] == "Completed"
+        endpoint = serve(aws, "start", contract.drafter_uri(OUTPUT, "peagle-job"), k=3)
+        assert mean_acceptance_length(aws, endpoint) > 3.5

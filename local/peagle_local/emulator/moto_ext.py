@@ -806,6 +806,9 @@ class MotoExtensions(Installable):
     def _behaviour(self, backend: Any, endpoint: Any, variant: str) -> VariantBehaviour | None:
         found = self._variants.get((endpoint.endpoint_name, variant))
         if found is None and self.variants_from_models:
+            where = (backend.account_id, backend.region_name, endpoint.endpoint_name)
+            if endpoint_drafter(*where) is not None:
+                return None  # it reports what its trained drafter accepts, per answer
             found = behaviour_from_model(backend, endpoint, variant)
         return found
 
