@@ -80,6 +80,7 @@ def request(name: str = "peagle-job", **changes: Any) -> dict[str, Any]:
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         "EnableNetworkIsolation": True,
+        "Tags": [{"Key": "peagle:stage", "Value": "dev"}],
     }
     out.update(changes)
     return out
@@ -140,6 +141,8 @@ def test_a_job_goes_through_every_secondary_status_to_completed(
     assert described["TrainingEndTime"] == transitions[-1]["StartTime"]
     assert described["EnableNetworkIsolation"] is True
     assert "FailureReason" not in described
+    tags = local_aws.client("sagemaker").list_tags(ResourceArn=described["TrainingJobArn"])
+    assert tags["Tags"] == [{"Key": "peagle:stage", "Value": "dev"}]
 
 
 def test_the_output_holds_a_trained_drafter_and_its_metadata(

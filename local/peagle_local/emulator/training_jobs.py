@@ -90,6 +90,9 @@ class TrainingJob:
     ended: float | None = None
     trained: training_driver.DriverResult | None = None
     log_stream: str = ""
+    tags: list[dict[str, str]] = field(default_factory=list)
+    """AddTags / ListTags / DeleteTags act on this (moto's, once the job is in its
+    backend's `training_jobs`)."""
 
     def wall_at(self, clock_time: float) -> datetime:
         return datetime.fromtimestamp(self.created_wall + (clock_time - self.created), UTC)
@@ -112,6 +115,7 @@ class TrainingJobs:
     def create(
         self, ext: MotoExtensions, account_id: str, region: str, params: dict[str, Any]
     ) -> TrainingJob:
+        from moto.sagemaker.models import sagemaker_backends
         from moto.sagemaker.utils import arn_formatter
 
         check_request(account_id, params)
@@ -127,7 +131,10 @@ class TrainingJobs:
             name, arn, account_id, region, params, self.script_for(name), now, ext.wall()
         )
         job.log_stream = f"{name}/algo-1-{int(job.created_wall)}"
+        job.tags = [dict(t) for t in params.get("Tags") or []]
         self.jobs[(account_id, region, name)] = job
+        # moto's tagging finds a training job by ARN in this dict
+        sagemaker_backends[account_id][region].training_jobs[name] = job
         _enter(job, "Starting", now)
         return job
 
