@@ -134,7 +134,8 @@ class TrainingJobs:
         job.tags = [dict(t) for t in params.get("Tags") or []]
         self.jobs[(account_id, region, name)] = job
         # moto's tagging finds a training job by ARN in this dict
-        sagemaker_backends[account_id][region].training_jobs[name] = job
+        moto_jobs: dict[str, Any] = sagemaker_backends[account_id][region].training_jobs
+        moto_jobs[name] = job
         _enter(job, "Starting", now)
         return job
 
