@@ -113,7 +113,7 @@ class DemoSettings(BaseModel):
     """Requests per second sent during the experiment."""
     train: bool = True
     """Run step 7: train a drafter for a model of your own, deploy it, bench it."""
-    training_phase_s: float = Field(default=0.5, ge=0.0)
+    training_phase_s: float = Field(default=0.25, ge=0.0)
     """Emulated seconds of each of a training job's phases (Starting, Downloading,
     Training, Uploading): hours on SageMaker."""
 
