@@ -405,7 +405,9 @@ def test_list_filters_sorts_and_pages(local_aws: LocalAWS, clock: Any) -> None:
         local_aws.script_training_job(f"job-{i}", **(PHASE_S if i == 2 else {}))
         sm.create_training_job(**request(f"job-{i}"))
         clock.advance(1)
-    listed = sm.list_training_jobs(SortBy="Name", SortOrder="Ascending")
+    newest_first = sm.list_training_jobs(SortOrder="Descending")["TrainingJobSummaries"]
+    assert [j["TrainingJobName"] for j in newest_first] == ["job-2", "job-1", "job-0"]
+    listed = sm.list_training_jobs(SortBy="Name")  # Ascending by default
     assert [j["TrainingJobName"] for j in listed["TrainingJobSummaries"]] == [
         "job-0",
         "job-1",
@@ -417,6 +419,7 @@ def test_list_filters_sorts_and_pages(local_aws: LocalAWS, clock: Any) -> None:
     rest = sm.list_training_jobs(MaxResults=2, NextToken=first["NextToken"])
     assert len(first["TrainingJobSummaries"]) == 2 and len(rest["TrainingJobSummaries"]) == 1
     assert "NextToken" not in rest
+    assert first["TrainingJobSummaries"][0]["TrainingJobName"] == "job-0"  # oldest first
     assert (
         sm.list_training_jobs(NameContains="job-1")["TrainingJobSummaries"][0]["TrainingJobStatus"]
         == "Completed"

@@ -7,7 +7,8 @@ target (`chat.generate`) and drafter (`table_drafter`, not a P-EAGLE network):
 
 1. the `target` and `data` channels (contract.CHANNELS) and the target's config.json;
 2. the chat JSONL records of `data` (one JSON object with a `messages` list a line),
-   shuffled with `seed`; `held_out_prompts` of them kept aside, `max_samples` trained on;
+   shuffled with `seed`; `held_out_prompts` of them kept aside (at most a fifth of the
+   records), up to `max_samples` of the rest trained on;
 3. answers: the target regenerates them from the prompts (`regenerate` true: on-policy)
    or the records' own assistant answers are read in the emulator's vocabulary;
 4. the table fitted for `num_depths` positions, its acceptance per position measured
@@ -15,6 +16,10 @@ target (`chat.generate`) and drafter (`table_drafter`, not a P-EAGLE network):
    untrained; below `acceptance_floor` (accepted tokens per step) the job fails;
 5. Uploading writes config.json, model.safetensors and contract.METADATA_FILE to
    `contract.drafter_uri(S3OutputPath, job)`.
+
+`epochs`, `learning_rate`, `num_layers` and `draft_vocab_size` shape nothing a table fit
+(counting) does; the last two are written into the drafter's config and metadata as the
+job asked, so what the SDK reads back is what it requested.
 """
 
 from __future__ import annotations

@@ -172,8 +172,12 @@ class TrainingJobs:
             "Name": lambda j: j.name,
             "Status": lambda j: j.status,
         }.get(str(params.get("SortBy")), lambda j: j.created)
-        found.sort(key=key, reverse=params.get("SortOrder", "Descending") == "Descending")
-        start = int(params.get("NextToken") or 0)
+        # botocore's model: CreationTime and Ascending by default
+        found.sort(key=key, reverse=params.get("SortOrder") == "Descending")
+        token = str(params.get("NextToken") or "0")
+        if not token.isdigit():
+            raise _errors().ValidationError(message=f"Invalid pagination token: {token}")
+        start = int(token)
         size = int(params.get("MaxResults") or 10)
         page = found[start : start + size]
         more = start + size < len(found)
