@@ -319,9 +319,9 @@ def test_the_driver_logs_to_the_training_log_group(local_aws: LocalAWS) -> None:
     ("changes", "data", "reason"),
     [
         ({}, None, "ClientError: No S3 objects found under S3 URL"),
-        ({"hp": {"acceptance_floor": "9"}}, conversations(), "below the acceptance floor 9"),
+        ({"hp": {"acceptance_floor": "9"}}, conversations(), "below the floor 9"),
         ({"hp": {"num_depths": "three"}}, conversations(), "num_depths must be a whole number"),
-        ({}, b'{"prompt": "no messages"}\n', "line 1 is not a chat record"),
+        ({}, b'{"prompt": "no messages"}\n', "line 1 is not a record in the openai-chat format"),
     ],
     ids=["empty-data-prefix", "acceptance-floor", "bad-hyperparameter", "not-chat"],
 )
@@ -545,3 +545,57 @@ def test_as_peagle_emulator_start_serves_it_the_drafter_still_decides() -> None:
         assert status(aws)["TrainingJobStatus"] == "Completed"
         endpoint = serve(aws, "start", contract.drafter_uri(OUTPUT, "peagle-job"), k=3)
         assert mean_acceptance_length(aws, endpoint) > 3.5
+
+
+@pytest.mark.parametrize(
+    ("data_format", "record"),
+    [
+        (
+            "sharegpt",
+            lambda i: {
+                "conversations": [
+                    {"from": "human", "value": f"How do I sort list number {i}?"},
+                    {"from": "gpt", "value": "Use sorted()."},
+                ]
+            },
+        ),
+        (
+            "openai-completions",
+            lambda i: {"prompt": f"How do I sort list number {i}?", "completion": "Use sorted()."},
+        ),
+    ],
+)
+def test_the_other_data_formats_train_the_same_drafter(
+    local_aws: LocalAWS, data_format: str, record: Any
+) -> None:
+    """The same prompts in another of contract.DATA_FORMATS: the target regenerates the
+    same answers, so the drafter and its held-out figures are the chat format's."""
+    stage(local_aws, data=b"\n".join(json.dumps(record(i)).encode() for i in range(40)))
+    put_files(local_aws.client("s3"), f"s3://{BUCKET}/chat/", {"chat.jsonl": conversations()})
+    sm = local_aws.client("sagemaker")
+    sm.create_training_job(**request("other", hp={"data_format": data_format}))
+    chat = request("chat")
+    chat["InputDataConfig"][1]["DataSource"]["S3DataSource"]["S3Uri"] = f"s3://{BUCKET}/chat/"
+    sm.create_training_job(**chat)
+    metadata = {}
+    for name in ("other", "chat"):
+        assert status(local_aws, name)["TrainingJobStatus"] == "Completed"
+        metadata[name] = json.loads(files(local_aws, drafter_prefix(name))[contract.METADATA_FILE])
+    keys = ("acceptance_per_position", "mean_accepted_per_step", "held_out_prompts")
+    assert [metadata["other"][k] for k in keys] == [metadata["chat"][k] for k in keys]
+    assert metadata["other"]["data_sha256"] != metadata["chat"]["data_sha256"]
+
+
+def test_the_metadata_names_the_mask_token_and_layers_a_head_for_this_target_uses(
+    local_aws: LocalAWS,
+) -> None:
+    stage(local_aws, data=conversations())
+    local_aws.client("sagemaker").create_training_job(**request(hp={"mask_token_id": "254"}))
+    assert status(local_aws)["TrainingJobStatus"] == "Completed"
+    out = files(local_aws, drafter_prefix())
+    metadata = json.loads(out[contract.METADATA_FILE])
+    assert metadata["mask_token_id"] == 254
+    assert metadata["aux_layer_ids"] == [2, 2, 1]  # vLLM's (2, L // 2, L - 3), L = 4
+    config = json.loads(out["config.json"])
+    assert drafter_rules.find_mask_token(config) == ("mask_token_id", 254)
+    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 2, 1]

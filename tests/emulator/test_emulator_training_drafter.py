@@ -63,6 +63,7 @@ def test_the_files_round_trip_and_other_checkpoints_are_not_read_as_tables() -> 
         target_config=target,
         draft_vocab_size=32,
         num_layers=1,
+        mask_token_id=255,
     )
     files = drafter_files(drafter, config, draft_vocab_size=32)
     assert read_drafter(files["config.json"], files["model.safetensors"]) == drafter

@@ -192,6 +192,8 @@ def drafter_config(
     target_config: Mapping[str, Any],
     draft_vocab_size: int,
     num_layers: int,
+    mask_token_id: int,
+    aux_layer_ids: Sequence[int] = (),
 ) -> dict[str, Any]:
     """config.json in the keys of `serving_format` (what vLLM and `peagle doctor` read)."""
     hidden = int(target_config.get("hidden_size", 0))
@@ -206,7 +208,8 @@ def drafter_config(
             "speculators_model_type": "peagle",
             "transformer_layer_config": {"hidden_size": hidden, "num_hidden_layers": num_layers},
             "draft_vocab_size": draft_vocab_size,
-            "mask_token_id": vocab - 1,
+            "mask_token_id": mask_token_id,
+            "eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
             "speculators_config": {"proposal_methods": [{"speculative_tokens": drafter.depth}]},
             EMULATOR_KEY: marker,
         }
@@ -218,7 +221,7 @@ def drafter_config(
         "num_hidden_layers": num_layers,
         "vocab_size": vocab,
         "draft_vocab_size": draft_vocab_size,
-        "ptd_token_id": vocab - 1,
+        "ptd_token_id": mask_token_id,
         EMULATOR_KEY: marker,
     }
 

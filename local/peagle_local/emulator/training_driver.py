@@ -53,6 +53,7 @@ DEFAULTS: dict[str, str] = {
     contract.HP_ACCEPTANCE_FLOOR: "0",
     contract.HP_HELD_OUT: "8",
     contract.HP_SEED: "0",
+    contract.HP_DATA_FORMAT: "openai-chat",
 }
 """What the emulated driver assumes for a hyperparameter the job does not set
 (`max_samples` 0: every record)."""
@@ -147,10 +148,44 @@ def _hyperparameters(request: Mapping[str, Any]) -> dict[str, str] | str:
         )
     if values[contract.HP_REGENERATE] not in ("true", "false"):
         return f"hyperparameter {contract.HP_REGENERATE} must be true or false"
+    if values[contract.HP_DATA_FORMAT] not in contract.DATA_FORMATS:
+        return (
+            f"hyperparameter {contract.HP_DATA_FORMAT} must be one of "
+            f"{', '.join(contract.DATA_FORMATS)}"
+        )
+    if not values.get(contract.HP_MASK_TOKEN_ID, "0").isdigit():
+        return f"hyperparameter {contract.HP_MASK_TOKEN_ID} must be a token id"
     return values
 
 
-def _records(files: Mapping[str, bytes]) -> list[list[dict[str, Any]]] | str:
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "system": "system"}
+
+
+def _conversation(doc: object, data_format: str) -> list[dict[str, Any]] | None:
+    """One record as chat messages (None: not a record of `data_format`)."""
+    if not isinstance(doc, dict):
+        return None
+    if data_format == "openai-completions":
+        prompt, completion = doc.get("prompt"), doc.get("completion")
+        if not isinstance(prompt, str) or not isinstance(completion, str):
+            return None
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
+    if data_format == "sharegpt":
+        turns = doc.get("conversations")
+        if not isinstance(turns, list) or not turns:
+            return None
+        return [
+            {"role": _SHAREGPT_ROLES.get(str(t.get("from")), "user"), "content": t.get("value")}
+            for t in turns
+            if isinstance(t, dict)
+        ]
+    messages = doc.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    return [m for m in messages if isinstance(m, dict)]
+
+
+def _records(files: Mapping[str, bytes], data_format: str) -> list[list[dict[str, Any]]] | str:
     """The conversations of the data channel's JSONL files, or what is wrong."""
     out = []
     for key in sorted(k for k in files if k.endswith((".jsonl", ".json"))):
@@ -161,11 +196,11 @@ def _records(files: Mapping[str, bytes]) -> list[list[dict[str, Any]]] | str:
                 doc = json.loads(line)
             except ValueError:
                 return f"{key} line {number} is not JSON"
-            messages = doc.get("messages") if isinstance(doc, dict) else None
-            if not isinstance(messages, list) or not messages:
-                return f"{key} line {number} is not a chat record (no 'messages' list)"
-            out.append([m for m in messages if isinstance(m, dict)])
-    return out if out else "the data channel holds no .jsonl chat records"
+            conversation = _conversation(doc, data_format)
+            if conversation is None:
+                return f"{key} line {number} is not a record in the {data_format} format"
+            out.append(conversation)
+    return out if out else "the data channel holds no .jsonl records"
 
 
 def _prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -222,7 +257,7 @@ def run(account_id: str, request: Mapping[str, Any]) -> DriverResult | DriverFai
         reason = "the target channel has no config.json"
         return DriverFailure(reason, [f"peagle-train: {reason}"])
     data_files = _objects(account_id, channels[contract.DATA_CHANNEL])
-    records = _records(data_files)
+    records = _records(data_files, hp[contract.HP_DATA_FORMAT])
     if isinstance(records, str):
         return DriverFailure(records, [f"peagle-train: {records}"])
     return _train(request, hp, json.loads(raw_config), data_files, records)
@@ -263,9 +298,11 @@ def _train(
     ]
     floor = float(hp[contract.HP_ACCEPTANCE_FLOOR])
     if trained.mean_accepted_per_step < floor:
+        rates = ", ".join(f"{r:.2f}" for r in trained.per_position)
         reason = (
-            f"held-out acceptance {trained.mean_accepted_per_step:.2f} accepted tokens per "
-            f"step is below the acceptance floor {floor:g} ({contract.HP_ACCEPTANCE_FLOOR})"
+            f"drafter validation: {trained.mean_accepted_per_step:.2f} accepted tokens per "
+            f"step on held-out prompts, below the floor {floor:g} (acceptance per position: "
+            f"{rates}; {trained.drafts} drafting steps)"
         )
         return DriverFailure(reason, [*log, f"peagle-train: {reason}"])
     fields = _metadata(hp, target_config, trained, held_out, data_files)
@@ -294,17 +331,32 @@ def _metadata(
         "serving_format": hp[contract.HP_SERVING_FORMAT],
         "num_depths": int(hp[contract.HP_NUM_DEPTHS]),
         "num_layers": int(hp[contract.HP_NUM_LAYERS]),
-        "mask_token_id": int(target_config.get("vocab_size", len(VOCABULARY))) - 1,
+        "mask_token_id": mask_token_id(hp, target_config),
         "draft_vocab_size": int(hp[contract.HP_DRAFT_VOCAB]),
         "target_model_type": str(target_config.get("model_type", "")),
         "target_hidden_size": int(target_config.get("hidden_size", 0)),
-        "aux_layer_ids": [],  # the table reads no hidden state
+        "aux_layer_ids": aux_layer_ids(target_config),
         "acceptance_per_position": [round(a, 4) for a in trained.per_position],
         "mean_accepted_per_step": round(trained.mean_accepted_per_step, 4),
         "held_out_prompts": held_out,
         "data_sha256": digest.hexdigest(),
         "versions": {"drafter": "peagle-emulator table", "moto": moto.__version__},
     }
+
+
+def mask_token_id(hp: Mapping[str, str], target_config: Mapping[str, Any]) -> int:
+    """The id the job was given, else the target's last vocabulary row (an unused one
+    in the emulated target, as speculators adds `<|MASK|>` there)."""
+    given = hp.get(contract.HP_MASK_TOKEN_ID)
+    return int(given) if given else int(target_config.get("vocab_size", len(VOCABULARY))) - 1
+
+
+def aux_layer_ids(target_config: Mapping[str, Any]) -> list[int]:
+    """The target layers an EAGLE-3 head reads by vLLM's default (2, L // 2, L - 3;
+    vllm 0.30.0 model_executor/models/interfaces.py). The table reads none; the
+    metadata names what a P-EAGLE head for this target would."""
+    layers = int(target_config.get("num_hidden_layers", 4))
+    return [max(0, i) for i in (2, layers // 2, layers - 3)]
 
 
 def metadata_text(fields: Mapping[str, Any]) -> str:
@@ -330,6 +382,8 @@ def _files(
         target_config=target_config,
         draft_vocab_size=draft_vocab,
         num_layers=int(hp[contract.HP_NUM_LAYERS]),
+        mask_token_id=int(fields["mask_token_id"]),
+        aux_layer_ids=fields["aux_layer_ids"],
     )
     files = drafter_files(drafter, config, draft_vocab_size=draft_vocab)
     files[contract.METADATA_FILE] = metadata_text(fields).encode()
