@@ -1,9 +1,11 @@
 """Step 7 of the rehearsal: a drafter for a model of your own, trained, deployed, benchmarked.
 
-What a team with a fine-tuned model does (docs/train.md), against the emulator:
-its weights and conversations go to S3, a SageMaker training job trains a P-EAGLE
-drafter for it, and the drafter is deployed as `custom.drafter_uri` with
-`drafter_kind: p-eagle` and the K it was trained for, then benchmarked.
+What a team with a fine-tuned model does, against the emulator: its weights and
+conversations go to S3, a `train:` spec is planned into the CreateTrainingJob request
+(peagle_deploy.train, what `peagle plan --file` prints), the job trains a P-EAGLE drafter
+for it, and the drafter is deployed as `custom.drafter_uri` with `drafter_kind: p-eagle`
+and the K it was trained for, then benchmarked. Until peagle_deploy.train.run lands,
+`run_training` drives the job with boto3 (create, wait, read the metadata back).
 
 The emulator's training job really trains during the job, on the uploaded
 conversations, but what it trains is the emulator's table drafter
@@ -16,8 +18,11 @@ acceptance floor: the failure a drafter trained for another model's answers meet
 
 from __future__ import annotations
 
+import hashlib
 import json
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from peagle_deploy.errors import PeagleError
@@ -27,13 +32,19 @@ OWN_MODEL = "my-fine-tune"
 BUCKET = "peagle-demo-training-123456789012"
 MODEL_URI = f"s3://{BUCKET}/models/{OWN_MODEL}/"
 DATA_URI = f"s3://{BUCKET}/conversations/"
-OUTPUT_URI = f"s3://{BUCKET}/drafters"
+OUTPUT_URI = f"s3://{BUCKET}/drafters/"
 TRAINING_ROLE = "peagle-demo-training"
-TRAINING_IMAGE = "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-train:0.1.0"
+TRAINING_IMAGE = (
+    "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-train@sha256:"
+    + hashlib.sha256(b"the demo's emulated training image").hexdigest()
+)
+"""Pinned by digest, as a training spec must be (the emulator runs its own driver)."""
+SERVING_IMAGE = "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-vllm:0.1.0"
 ACCEPTANCE_FLOOR = 1.5
 """Accepted draft tokens per step on the held-out prompts below which the job fails."""
-JOB = "peagle-demo-drafter"
-OFF_POLICY_JOB = "peagle-demo-drafter-as-written"
+JOB = "demo-drafter"
+OFF_POLICY_JOB = "demo-drafter-as-written"
+"""Names in the training specs (the plans derive the jobs' names from them)."""
 _TOPICS = ("reverse a string", "parse a date", "merge two dicts", "read a CSV file", "retry")
 
 
@@ -50,49 +61,34 @@ def conversations(count: int = 60) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def training_request(settings: Any, job_name: str, *, regenerate: bool) -> dict[str, Any]:
-    """The CreateTrainingJob request (what `peagle train` renders from a `train:` spec)."""
-    from peagle_train import contract
+def training_plan(settings: Any, name: str, *, regenerate: bool, config_dir: str) -> Any:
+    """The `train:` spec a team writes, planned by `peagle plan --file`'s code into the
+    exact CreateTrainingJob request (a TrainingPlan)."""
+    from peagle_deploy.train.plan import build_training_plan
+    from peagle_deploy.train.spec import load_training_spec
 
-    hp = {
-        contract.HP_NUM_DEPTHS: str(settings.num_speculative_tokens),
-        contract.HP_REGENERATE: "true" if regenerate else "false",
-        contract.HP_ACCEPTANCE_FLOOR: str(ACCEPTANCE_FLOOR),
-        contract.HP_SERVING_FORMAT: "speculators",
-        contract.HP_HELD_OUT: "12",
+    spec = {
+        "name": name,
+        "stage": "dev",
+        "region": settings.region,
+        "role_arn": f"arn:aws:iam::123456789012:role/{TRAINING_ROLE}",
+        "image_uri": TRAINING_IMAGE.format(region=settings.region),
+        "target": {"model_data_uri": MODEL_URI, "config_dir": config_dir, "mask_token_id": 255},
+        "data": {"data_uri": DATA_URI, "format": "openai-chat"},
+        "regenerate": regenerate,
+        "num_depths": settings.num_speculative_tokens,
+        "num_layers": 1,
+        "draft_vocab_size": 32,
+        "max_seq_len": 256,
+        "epochs": 1,
+        "held_out_prompts": 12,
+        "acceptance_floor": ACCEPTANCE_FLOOR,
+        "instance_type": "ml.g6e.xlarge",
+        "max_runtime_hours": 4,
+        "output_uri": OUTPUT_URI,
+        "serving_vllm": "0.30.0",
     }
-    channels = {contract.TARGET_CHANNEL: MODEL_URI, contract.DATA_CHANNEL: DATA_URI}
-    return {
-        "TrainingJobName": job_name,
-        "RoleArn": f"arn:aws:iam::123456789012:role/{TRAINING_ROLE}",
-        "AlgorithmSpecification": {
-            "TrainingImage": TRAINING_IMAGE.format(region=settings.region),
-            "TrainingInputMode": "File",
-        },
-        "HyperParameters": hp,
-        "InputDataConfig": [
-            {
-                "ChannelName": name,
-                "DataSource": {
-                    "S3DataSource": {
-                        "S3DataType": "S3Prefix",
-                        "S3Uri": uri,
-                        "S3DataDistributionType": "FullyReplicated",
-                    }
-                },
-            }
-            for name, uri in channels.items()
-        ],
-        "OutputDataConfig": {"S3OutputPath": OUTPUT_URI, "CompressionType": "NONE"},
-        "ResourceConfig": {
-            "InstanceType": "ml.g6e.xlarge",
-            "InstanceCount": 1,
-            "VolumeSizeInGB": 100,
-        },
-        "StoppingCondition": {"MaxRuntimeInSeconds": 4 * 3600},
-        "EnableNetworkIsolation": True,
-        "EnableInterContainerTrafficEncryption": True,
-    }
+    return build_training_plan(load_training_spec({"train": spec}))
 
 
 def run_training(
@@ -149,9 +145,7 @@ def own_model_spec(settings: Any, drafter: str, k: int) -> Any:
             "model": "custom",
             "custom": {
                 "name": OWN_MODEL,
-                "image_uri": TRAINING_IMAGE.format(region=settings.region).replace(
-                    "peagle-train", "peagle-vllm"
-                ),
+                "image_uri": SERVING_IMAGE.format(region=settings.region),
                 "model_data_uri": MODEL_URI,
                 "drafter_uri": drafter,
                 "drafter_kind": "p-eagle",
@@ -166,23 +160,29 @@ def own_model_spec(settings: Any, drafter: str, k: int) -> Any:
     )
 
 
-def _stage(aws: Any, settings: Any) -> Any:
-    """The account the job and the deployment need: the model's weights (and the
-    endpoint's role, image and quota), the conversations, the training role. The
-    drafter's prefix stays empty: only the training job writes it."""
-    from peagle_train import contract
+def _target_folder(folder: Path) -> None:
+    """The model's config.json and tokenizer_config.json (with its chat template), as a
+    team keeps them beside the spec (`target.config_dir`) and uploads them with the
+    weights."""
+    from peagle_local.emulator.world import target_files
 
+    template = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
+    (folder / "config.json").write_bytes(target_files()["config.json"])
+    (folder / "tokenizer_config.json").write_text(json.dumps(template))
+
+
+def _stage(aws: Any, settings: Any, drafter_uri: str, folder: Path) -> None:
+    """The account the jobs and the deployment need: the model's weights and tokenizer
+    files (and the endpoint's role, image and quota), the conversations, the training
+    role. The drafter's prefix stays empty: only the training job writes it."""
     from peagle_deploy.plan import build_plan
     from peagle_local.emulator.world import SAGEMAKER_TRUST, clear_prefix, put_files
 
     k = settings.num_speculative_tokens
-    drafter = contract.drafter_uri(OUTPUT_URI, JOB)
-    plan = build_plan(own_model_spec(settings, drafter, k))
-    aws.stage_world(plan, endpoint_quota=8)
+    aws.stage_world(build_plan(own_model_spec(settings, drafter_uri, k)), endpoint_quota=8)
     s3 = aws.client("s3")
-    clear_prefix(s3, drafter)
-    template = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
-    put_files(s3, MODEL_URI, {"tokenizer_config.json": json.dumps(template).encode()})
+    clear_prefix(s3, drafter_uri)
+    put_files(s3, MODEL_URI, {p.name: p.read_bytes() for p in folder.iterdir()})
     put_files(s3, DATA_URI, {"conversations.jsonl": conversations()})
     iam = aws.client("iam")
     iam.create_role(RoleName=TRAINING_ROLE, AssumeRolePolicyDocument=json.dumps(SAGEMAKER_TRUST))
@@ -191,7 +191,6 @@ def _stage(aws: Any, settings: Any) -> Any:
         PolicyName="peagle-training",
         PolicyDocument=json.dumps(_training_policy()),
     )
-    return plan
 
 
 def _training_policy() -> dict[str, Any]:
@@ -223,6 +222,41 @@ def _training_policy() -> dict[str, Any]:
     }
 
 
+def _train(settings: Any, aws: Any, say: Any, summary: Any) -> TrainedDrafter:
+    """Plan both jobs from their specs, stage the account, run them: the one on the
+    answers as written must fail its floor, the on-policy one gives the drafter."""
+    with tempfile.TemporaryDirectory(prefix="peagle-demo-target-") as folder:
+        _target_folder(Path(folder))
+        off = training_plan(settings, OFF_POLICY_JOB, regenerate=False, config_dir=folder)
+        plan = training_plan(settings, JOB, regenerate=True, config_dir=folder)
+        _stage(aws, settings, plan.drafter_uri, Path(folder))
+    phase = settings.training_phase_s
+    aws.script_training_job(
+        starting_s=phase, downloading_s=phase, training_s=phase, uploading_s=phase
+    )
+    poll = settings.poll_interval_s
+    try:
+        run_training(off.request, region=settings.region, poll_s=poll, progress=say)
+        raise PeagleError(f"expected {off.job_name} to fail its acceptance floor")
+    except PeagleError as failed:
+        if "below the floor" not in str(failed):
+            raise
+        say(f"as intended: {failed}")
+        summary.training[OFF_POLICY_JOB] = {
+            "job": off.job_name,
+            "status": "Failed",
+            "reason": str(failed),
+        }
+    # with peagle_deploy.train.run (branch train-run) merged, this line becomes
+    # `train_drafter(plan, progress=say)`
+    trained = run_training(plan.request, region=settings.region, poll_s=poll, progress=say)
+    say(
+        f"{trained.job_name}: drafter at {trained.drafter_uri}; held-out acceptance per "
+        "position " + ", ".join(f"{a:.2f}" for a in trained.acceptance_per_position)
+    )
+    return trained
+
+
 def train_step(settings: Any, *, aws: Any, steps: Any, created: list[str], summary: Any) -> None:
     """Step 7: train (twice: on-policy, and on the answers as written), deploy, bench."""
     from peagle_deploy.sdk import deploy_peagle
@@ -231,31 +265,11 @@ def train_step(settings: Any, *, aws: Any, steps: Any, created: list[str], summa
     out = steps.console
     title = "7. your own model: train a P-EAGLE drafter (training job), deploy it, bench it"
     with steps.step(title) as step:
-        _stage(aws, settings)
-        phase = settings.training_phase_s
-        aws.script_training_job(
-            starting_s=phase, downloading_s=phase, training_s=phase, uploading_s=phase
-        )
-        poll = settings.poll_interval_s
 
         def say(line: str) -> None:
             out.print(line, highlight=False, markup=False)
 
-        off = training_request(settings, OFF_POLICY_JOB, regenerate=False)
-        try:
-            run_training(off, region=settings.region, poll_s=poll, progress=say)
-            raise PeagleError(f"expected {OFF_POLICY_JOB} to fail its acceptance floor")
-        except PeagleError as failed:
-            if "acceptance floor" not in str(failed):
-                raise
-            say(f"as intended: {failed}")
-            summary.training[OFF_POLICY_JOB] = {"status": "Failed", "reason": str(failed)}
-        request = training_request(settings, JOB, regenerate=True)
-        trained = run_training(request, region=settings.region, poll_s=poll, progress=say)
-        say(
-            f"{JOB}: drafter at {trained.drafter_uri}; held-out acceptance per position "
-            + ", ".join(f"{a:.2f}" for a in trained.acceptance_per_position)
-        )
+        trained = _train(settings, aws, say, summary)
         spec = own_model_spec(settings, trained.drafter_uri, trained.num_speculative_tokens)
         endpoint = deploy_peagle(spec=spec, poll_interval_s=settings.poll_interval_s)
         created.append(endpoint.endpoint_name)
@@ -267,6 +281,7 @@ def train_step(settings: Any, *, aws: Any, steps: Any, created: list[str], summa
         if not measured:
             raise PeagleError("the benchmark read no acceptance from the trained drafter")
         summary.training[JOB] = {
+            "job": trained.job_name,
             "status": trained.status,
             "drafter_uri": trained.drafter_uri,
             "held_out_acceptance_per_position": list(trained.acceptance_per_position),
@@ -281,4 +296,4 @@ def train_step(settings: Any, *, aws: Any, steps: Any, created: list[str], summa
             f"{scripted:.2f}, a figure the demo scripts). The emulator's drafter is a table "
             "fitted on the emulated target's answers, not the P-EAGLE network."
         )
-        step.detail = f"{JOB} Completed; bench acceptance length {measured[0]:.2f}"
+        step.detail = f"{trained.job_name} Completed; bench acceptance length {measured[0]:.2f}"

@@ -38,8 +38,8 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     assert "experiment" in summary.endpoints  # step 6 promoted the experiment's winner
     # step 7: the off-policy job fails its floor, the on-policy drafter is deployed and
     # the benchmark reads what it drafts (at most 1 + K = 4 tokens per step)
-    assert summary.training["peagle-demo-drafter-as-written"]["status"] == "Failed"
-    trained = summary.training["peagle-demo-drafter"]
+    assert summary.training["demo-drafter-as-written"]["status"] == "Failed"
+    trained = summary.training["demo-drafter"]
     assert trained["status"] == "Completed" and "own-model" in summary.endpoints
     assert all(3.5 < x <= 4.0 for x in trained["bench_acceptance_length"])
     assert "decision: candidate" in text
@@ -78,7 +78,7 @@ def test_cli_demo_json_summary_and_exit_code(
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True and summary["emulated"] is True
     assert [p["status"] for p in summary["promotions"]] == ["promoted", "refused"]
-    assert summary["training"]["peagle-demo-drafter"]["status"] == "Completed"
+    assert summary["training"]["demo-drafter"]["status"] == "Completed"
 
 
 def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(
