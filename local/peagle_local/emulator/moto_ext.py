@@ -25,7 +25,10 @@ classes in place (and undoes every patch on exit) to add:
   `VariantBehaviour` (`set_variant`), per-variant serving and metric lines (`variants`);
 - InferenceExperiment (shadow tests), which moto lacks (`inference_experiments`), and
   SageMaker's detailed observability: vLLM's series per variant, answered through
-  CloudWatch's PromQL QueryMetrics route (`observability`).
+  CloudWatch's PromQL QueryMetrics route (`observability`);
+- training jobs with SageMaker's lifecycle, whose driver trains the emulator's table
+  drafter on the job's data (`training_jobs`); an endpoint serving such a drafter
+  reports, per answer, what that drafter accepts (`table_drafter`).
 
 The same patches serve `moto.mock_aws()` in-process and a moto server in this process
 (see `LocalAWS`). Transitions are evaluated lazily against a monotonic clock whenever
