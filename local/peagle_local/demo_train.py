@@ -4,8 +4,9 @@ What a team with a fine-tuned model does, against the emulator: its weights and
 conversations go to S3, a `train:` spec is planned into the CreateTrainingJob request
 (peagle_deploy.train, what `peagle plan --file` prints), the job trains a P-EAGLE drafter
 for it, and the drafter is deployed as `custom.drafter_uri` with `drafter_kind: p-eagle`
-and the K it was trained for, then benchmarked. Until peagle_deploy.train.run lands,
-`run_training` drives the job with boto3 (create, wait, read the metadata back).
+and the K it was trained for, then benchmarked. `train_drafter()` runs each job as
+`peagle train start` does: the training doctor first, then the job, its progress, and
+the drafter's metadata read back.
 
 The emulator's training job really trains during the job, on the uploaded
 conversations, but what it trains is the emulator's table drafter
@@ -21,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ TRAINING_IMAGE = (
 )
 """Pinned by digest, as a training spec must be (the emulator runs its own driver)."""
 SERVING_IMAGE = "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-vllm:0.1.0"
+TRAINING_INSTANCE = "ml.g6e.xlarge"
 ACCEPTANCE_FLOOR = 1.5
 """Accepted draft tokens per step on the held-out prompts below which the job fails."""
 JOB = "demo-drafter"
@@ -83,57 +84,12 @@ def training_plan(settings: Any, name: str, *, regenerate: bool, config_dir: str
         "epochs": 1,
         "held_out_prompts": 12,
         "acceptance_floor": ACCEPTANCE_FLOOR,
-        "instance_type": "ml.g6e.xlarge",
+        "instance_type": TRAINING_INSTANCE,
         "max_runtime_hours": 4,
         "output_uri": OUTPUT_URI,
         "serving_vllm": "0.30.0",
     }
     return build_training_plan(load_training_spec({"train": spec}))
-
-
-def run_training(
-    request: dict[str, Any], *, region: str, poll_s: float, progress: Any
-) -> TrainedDrafter:
-    """CreateTrainingJob, then DescribeTrainingJob until it ends, then the drafter's
-    metadata file: the steps of `peagle_deploy.train.run.train_drafter`, by boto3 until
-    that lands (then this is one call). A job that does not complete: PeagleError."""
-    import boto3
-    from peagle_train import contract
-
-    session = boto3.Session(region_name=region)  # fresh: reads the emulator's keys now
-    sm = session.client("sagemaker")
-    name = request["TrainingJobName"]
-    sm.create_training_job(**request)
-    said = 0
-    while True:
-        described = sm.describe_training_job(TrainingJobName=name)
-        transitions = described.get("SecondaryStatusTransitions", [])
-        for t in transitions[said:]:
-            progress(f"  {name}: {t['Status']} - {t.get('StatusMessage', '')}")
-        said = len(transitions)
-        if described["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"):
-            break
-        time.sleep(poll_s)
-    if described["TrainingJobStatus"] != "Completed":
-        raise PeagleError(
-            f"training job {name} {described['TrainingJobStatus']}: "
-            f"{described.get('FailureReason', 'no reason given')}"
-        )
-    uri = contract.drafter_uri(request["OutputDataConfig"]["S3OutputPath"], name)
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    body = session.client("s3").get_object(Bucket=bucket, Key=prefix + contract.METADATA_FILE)[
-        "Body"
-    ]
-    metadata = json.loads(body.read())
-    return TrainedDrafter(
-        job_name=name,
-        status="Completed",
-        drafter_uri=uri,
-        num_speculative_tokens=int(metadata["num_depths"]),
-        acceptance_per_position=tuple(float(a) for a in metadata["acceptance_per_position"]),
-        mean_accepted_per_step=float(metadata["mean_accepted_per_step"]),
-        metadata=metadata,
-    )
 
 
 def own_model_spec(settings: Any, drafter: str, k: int) -> Any:
@@ -184,6 +140,10 @@ def _stage(aws: Any, settings: Any, drafter_uri: str, folder: Path) -> None:
     clear_prefix(s3, drafter_uri)
     put_files(s3, MODEL_URI, {p.name: p.read_bytes() for p in folder.iterdir()})
     put_files(s3, DATA_URI, {"conversations.jsonl": conversations()})
+    # the training quota the training doctor reads (Service Quotas' name for it)
+    aws.account.set_quota(
+        "sagemaker", f"{TRAINING_INSTANCE} for training job usage", 2, region=settings.region
+    )
     iam = aws.client("iam")
     iam.create_role(RoleName=TRAINING_ROLE, AssumeRolePolicyDocument=json.dumps(SAGEMAKER_TRUST))
     iam.put_role_policy(
@@ -225,6 +185,8 @@ def _training_policy() -> dict[str, Any]:
 def _train(settings: Any, aws: Any, say: Any, summary: Any) -> TrainedDrafter:
     """Plan both jobs from their specs, stage the account, run them: the one on the
     answers as written must fail its floor, the on-policy one gives the drafter."""
+    from peagle_deploy.train.run import train_drafter
+
     with tempfile.TemporaryDirectory(prefix="peagle-demo-target-") as folder:
         _target_folder(Path(folder))
         off = training_plan(settings, OFF_POLICY_JOB, regenerate=False, config_dir=folder)
@@ -234,9 +196,8 @@ def _train(settings: Any, aws: Any, say: Any, summary: Any) -> TrainedDrafter:
     aws.script_training_job(
         starting_s=phase, downloading_s=phase, training_s=phase, uploading_s=phase
     )
-    poll = settings.poll_interval_s
     try:
-        run_training(off.request, region=settings.region, poll_s=poll, progress=say)
+        train_drafter(off, progress=say, region=settings.region)
         raise PeagleError(f"expected {off.job_name} to fail its acceptance floor")
     except PeagleError as failed:
         if "below the floor" not in str(failed):
@@ -247,9 +208,7 @@ def _train(settings: Any, aws: Any, say: Any, summary: Any) -> TrainedDrafter:
             "status": "Failed",
             "reason": str(failed),
         }
-    # with peagle_deploy.train.run (branch train-run) merged, this line becomes
-    # `train_drafter(plan, progress=say)`
-    trained = run_training(plan.request, region=settings.region, poll_s=poll, progress=say)
+    trained = train_drafter(plan, progress=say, region=settings.region)
     say(
         f"{trained.job_name}: drafter at {trained.drafter_uri}; held-out acceptance per "
         "position " + ", ".join(f"{a:.2f}" for a in trained.acceptance_per_position)
