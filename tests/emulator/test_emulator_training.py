@@ -156,6 +156,8 @@ def test_the_output_holds_a_trained_drafter_and_its_metadata(
     assert set(out) == {"config.json", "model.safetensors", contract.METADATA_FILE}
     metadata = json.loads(out[contract.METADATA_FILE])
     assert metadata["num_depths"] == 4
+    parsed = contract.parse_metadata(out[contract.METADATA_FILE].decode())  # the SDK's reader
+    assert parsed.num_depths == 4 and parsed.aux_layer_ids == (2, 2, 1)
     assert metadata["serving_format"] == "speculators"
     assert metadata["target_hidden_size"] == 64 and metadata["target_model_type"] == "llama"
     assert len(metadata["acceptance_per_position"]) == 4

@@ -305,8 +305,8 @@ def _train(
             f"{rates}; {trained.drafts} drafting steps)"
         )
         return DriverFailure(reason, [*log, f"peagle-train: {reason}"])
-    fields = _metadata(hp, target_config, trained, held_out, data_files)
-    files = _files(drafter, hp, target_config, fields)
+    metadata = _metadata(hp, target_config, trained, held_out, data_files)
+    files = _files(drafter, hp, target_config, metadata)
     uri = contract.drafter_uri(
         request["OutputDataConfig"]["S3OutputPath"], request["TrainingJobName"]
     )
@@ -319,29 +319,29 @@ def _metadata(
     trained: SpecCounts,
     held_out: int,
     data_files: Mapping[str, bytes],
-) -> dict[str, Any]:
-    """The fields of contract.DrafterMetadata for the emulator's drafter."""
+) -> contract.DrafterMetadata:
+    """The emulator's drafter's metadata (the file the SDK reads back)."""
     import moto
 
     digest = hashlib.sha256()
     for key in sorted(data_files):
         digest.update(data_files[key])
-    return {
-        "schema_version": contract.METADATA_SCHEMA_VERSION,
-        "serving_format": hp[contract.HP_SERVING_FORMAT],
-        "num_depths": int(hp[contract.HP_NUM_DEPTHS]),
-        "num_layers": int(hp[contract.HP_NUM_LAYERS]),
-        "mask_token_id": mask_token_id(hp, target_config),
-        "draft_vocab_size": int(hp[contract.HP_DRAFT_VOCAB]),
-        "target_model_type": str(target_config.get("model_type", "")),
-        "target_hidden_size": int(target_config.get("hidden_size", 0)),
-        "aux_layer_ids": aux_layer_ids(target_config),
-        "acceptance_per_position": [round(a, 4) for a in trained.per_position],
-        "mean_accepted_per_step": round(trained.mean_accepted_per_step, 4),
-        "held_out_prompts": held_out,
-        "data_sha256": digest.hexdigest(),
-        "versions": {"drafter": "peagle-emulator table", "moto": moto.__version__},
-    }
+    return contract.DrafterMetadata(
+        schema_version=contract.METADATA_SCHEMA_VERSION,
+        serving_format=hp[contract.HP_SERVING_FORMAT],
+        num_depths=int(hp[contract.HP_NUM_DEPTHS]),
+        num_layers=int(hp[contract.HP_NUM_LAYERS]),
+        mask_token_id=mask_token_id(hp, target_config),
+        draft_vocab_size=int(hp[contract.HP_DRAFT_VOCAB]),
+        target_model_type=str(target_config.get("model_type", "")),
+        target_hidden_size=int(target_config.get("hidden_size", 0)),
+        aux_layer_ids=tuple(aux_layer_ids(target_config)),
+        acceptance_per_position=tuple(round(a, 4) for a in trained.per_position),
+        mean_accepted_per_step=round(trained.mean_accepted_per_step, 4),
+        held_out_prompts=held_out,
+        data_sha256=digest.hexdigest(),
+        versions={"drafter": "peagle-emulator table", "moto": moto.__version__},
+    )
 
 
 def mask_token_id(hp: Mapping[str, str], target_config: Mapping[str, Any]) -> int:
@@ -359,21 +359,11 @@ def aux_layer_ids(target_config: Mapping[str, Any]) -> list[int]:
     return [max(0, i) for i in (2, layers // 2, layers - 3)]
 
 
-def metadata_text(fields: Mapping[str, Any]) -> str:
-    """The metadata file's text, through the contract's writer once it has one."""
-    cls = getattr(contract, "DrafterMetadata", None)
-    to_json = getattr(contract, "metadata_to_json", None)
-    if cls is not None and to_json is not None:
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-        return str(to_json(cls(**values)))
-    return json.dumps(fields, indent=2, sort_keys=True) + "\n"
-
-
 def _files(
     drafter: TableDrafter,
     hp: Mapping[str, str],
     target_config: Mapping[str, Any],
-    fields: Mapping[str, Any],
+    metadata: contract.DrafterMetadata,
 ) -> dict[str, bytes]:
     draft_vocab = int(hp[contract.HP_DRAFT_VOCAB])
     config = drafter_config(
@@ -382,11 +372,11 @@ def _files(
         target_config=target_config,
         draft_vocab_size=draft_vocab,
         num_layers=int(hp[contract.HP_NUM_LAYERS]),
-        mask_token_id=int(fields["mask_token_id"]),
-        aux_layer_ids=fields["aux_layer_ids"],
+        mask_token_id=metadata.mask_token_id,
+        aux_layer_ids=metadata.aux_layer_ids,
     )
     files = drafter_files(drafter, config, draft_vocab_size=draft_vocab)
-    files[contract.METADATA_FILE] = metadata_text(fields).encode()
+    files[contract.METADATA_FILE] = contract.metadata_to_json(metadata).encode()
     return files
 
 
