@@ -14,7 +14,13 @@ would call against AWS:
 6. an experiment on live traffic (`peagle experiment`): the project's image serving K=3,
    K=5 as a shadow variant, requests flowing, the decision rule reading both variants'
    metric lines, and the winner promoted blue/green;
-7. deletes every endpoint, config and model it created, and stops the server.
+7. your own model: the conversations and the model's weights uploaded to S3, a P-EAGLE
+   drafter trained for it by a SageMaker training job (the emulator's: it fits a small
+   table drafter on the target's regenerated answers, not the P-EAGLE network; a second
+   job trained on the answers as written fails its acceptance floor), the drafter deployed
+   as `custom.drafter_uri` with the K it was trained for, and benchmarked: the acceptance
+   bench reads is what that drafter accepts on what the emulated target generates;
+8. deletes every endpoint, config and model it created, and stops the server.
 
 Only the endpoint URL differs from a real run. The emulator's pacing and acceptance are
 set here and every timing on screen says it comes from the emulator: they show how the
@@ -44,7 +50,7 @@ DEMO_ROLE_ARN = "arn:aws:iam::123456789012:role/peagle-demo"
 ever sent to AWS."""
 DEMO_MODEL = "qwen3-coder-30b-a3b-instruct"
 DEMO_INSTANCE = "ml.g7e.2xlarge"
-DEMO_STEPS = 7
+DEMO_STEPS = 8
 DEMO_IMAGE = "123456789012.dkr.ecr.{region}.amazonaws.com/peagle-vllm:0.1.0"
 """The project's image in the emulated account's registry (experiments read the metric
 lines its peagle-serve entrypoint writes)."""
@@ -105,6 +111,11 @@ class DemoSettings(BaseModel):
     over whole days (docs/experiments.md); the demo shows the mechanics."""
     experiment_rps: float = Field(default=8.0, gt=0.0)
     """Requests per second sent during the experiment."""
+    train: bool = True
+    """Run step 7: train a drafter for a model of your own, deploy it, bench it."""
+    training_phase_s: float = Field(default=0.25, ge=0.0)
+    """Emulated seconds of each of a training job's phases (Starting, Downloading,
+    Training, Uploading): hours on SageMaker."""
 
     @classmethod
     def quick(cls) -> DemoSettings:
@@ -143,6 +154,8 @@ class DemoSummary(BaseModel):
     wall_s: float = 0.0
     endpoints: dict[str, str] = Field(default_factory=dict)
     promotions: list[dict[str, Any]] = Field(default_factory=list)
+    training: dict[str, Any] = Field(default_factory=dict)
+    """Step 7: the training jobs' outcomes and the trained drafter's acceptance."""
 
 
 class _Steps:
@@ -214,7 +227,7 @@ def run_demo(settings: DemoSettings | None = None, console: Console | None = Non
                     step.detail = "no endpoint, endpoint config or model left"
             except PeagleError as exc:
                 out.print(f"[bold red]clean-up failed:[/] {escaped(exc)}", highlight=False)
-    expected = DEMO_STEPS if settings.experiment else DEMO_STEPS - 1
+    expected = DEMO_STEPS - (not settings.experiment) - (not settings.train)
     summary.ok = len(summary.steps) == expected and all(s.ok for s in summary.steps)
     summary.wall_s = round(time.perf_counter() - started, 2)
     verdict = "[green]rehearsal complete[/]" if summary.ok else "[bold red]rehearsal FAILED[/]"
@@ -309,22 +322,27 @@ def _benchmark_dev(settings: DemoSettings, endpoint: Any, steps: _Steps) -> None
     """Step 3: a short closed-loop benchmark of dev."""
     out = steps.console
     with steps.step("3. benchmark dev (closed loop, SageMaker streaming API)") as step:
-        from peagle_deploy.bench import BenchSettings, SageMakerTarget, SweepConfig, run_sweep
-
-        sweep = BenchSettings(
-            concurrency=list(settings.levels),
-            num_prompts=settings.num_prompts,
-            max_tokens=settings.max_tokens,
-            warmup=1,
-        )
-        result = run_sweep(
-            SageMakerTarget(endpoint.endpoint_name, region=settings.region, logs_delay_s=0.0),
-            SweepConfig(settings=sweep, progress=False),
-        )
-        out.print(_bench_table(result))
+        result = bench_endpoint(settings, endpoint.endpoint_name)
+        out.print(bench_table(result))
         step.detail = ", ".join(
             f"c{lv.concurrency}: {lv.output_throughput:,.0f} tok/s" for lv in result.levels
         )
+
+
+def bench_endpoint(settings: DemoSettings, endpoint_name: str) -> Any:
+    """`peagle bench`'s sweep of an endpoint at the demo's levels (its SweepResult)."""
+    from peagle_deploy.bench import BenchSettings, SageMakerTarget, SweepConfig, run_sweep
+
+    sweep = BenchSettings(
+        concurrency=list(settings.levels),
+        num_prompts=settings.num_prompts,
+        max_tokens=settings.max_tokens,
+        warmup=1,
+    )
+    return run_sweep(
+        SageMakerTarget(endpoint_name, region=settings.region, logs_delay_s=0.0),
+        SweepConfig(settings=sweep, progress=False),
+    )
 
 
 def _promote_options(settings: DemoSettings, source: str, target: str) -> Any:
@@ -422,6 +440,10 @@ def _rehearse(
 
     if settings.experiment:
         _experiment_step(settings, aws=aws, steps=steps, created=created, summary=summary)
+    if settings.train:
+        from peagle_local.demo_train import train_step
+
+        train_step(settings, aws=aws, steps=steps, created=created, summary=summary)
 
 
 def _experiment_step(
@@ -580,8 +602,8 @@ def _send_traffic(aws: Any, name: str, rps: float, stop: Any) -> None:
         stop.wait(1 / rps)
 
 
-def _bench_table(result: Any) -> Table:
-    table = Table(title="benchmark (emulated endpoint; not GPU numbers)", title_justify="left")
+def bench_table(result: Any, title: str = "benchmark") -> Table:
+    table = Table(title=f"{title} (emulated endpoint; not GPU numbers)", title_justify="left")
     for col in ("conc", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "accept", "ok", "failed"):
         table.add_column(col, justify="right", no_wrap=True)
     table.caption = "times in ms; accept = mean acceptance length (emulated container's metric)"

@@ -23,6 +23,7 @@ def _fast(**changes: object) -> DemoSettings:
         token_delay_s=0.0005,
         creating_s=0.05,
         poll_interval_s=0.05,
+        training_phase_s=0.05,
     )
     return base.model_copy(update=changes)
 
@@ -33,8 +34,14 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     summary = run_demo(_fast(), console=console)
     text = console.export_text()
     assert summary.ok, text
-    assert [s.name.split(".")[0] for s in summary.steps] == ["1", "2", "3", "4", "5", "6", "7"]
+    assert [s.name.split(".")[0] for s in summary.steps] == [str(n) for n in range(1, 9)]
     assert "experiment" in summary.endpoints  # step 6 promoted the experiment's winner
+    # step 7: the off-policy job fails its floor, the on-policy drafter is deployed and
+    # the benchmark reads what it drafts (at most 1 + K = 4 tokens per step)
+    assert summary.training["demo-drafter-as-written"]["status"] == "Failed"
+    trained = summary.training["demo-drafter"]
+    assert trained["status"] == "Completed" and "own-model" in summary.endpoints
+    assert all(3.5 < x <= 4.0 for x in trained["bench_acceptance_length"])
     assert "decision: candidate" in text
     assert [p["status"] for p in summary.promotions] == ["promoted", "refused"]
     refused = summary.promotions[1]
@@ -45,6 +52,7 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     assert "comes from the emulator, not from a GPU" in flat
     assert "ml.g7e.2xlarge" in text and "qwen3-coder-30b-a3b-instruct" in text
     assert summary.endpoints["dev"].endswith("-dev")
+    assert "not the P-EAGLE network" in flat
 
 
 def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
@@ -53,7 +61,7 @@ def test_rehearsal_reports_failure_and_still_cleans_up() -> None:
     summary = run_demo(_fast(acceptance_rate=0.1, experiment=False), console=console)
     assert not summary.ok
     assert summary.promotions and summary.promotions[0]["status"] == "refused"
-    assert summary.steps[-1].name == "7. clean up" and summary.steps[-1].ok
+    assert summary.steps[-1].name == "8. clean up" and summary.steps[-1].ok
     assert "rehearsal FAILED" in console.export_text()
 
 
@@ -70,6 +78,7 @@ def test_cli_demo_json_summary_and_exit_code(
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True and summary["emulated"] is True
     assert [p["status"] for p in summary["promotions"]] == ["promoted", "refused"]
+    assert summary["training"]["demo-drafter"]["status"] == "Completed"
 
 
 def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(
@@ -89,7 +98,7 @@ def test_demo_and_promote_take_the_stage_settings_from_the_same_stage_file(
     shutil.copy(REPO / "stages" / "staging.yaml", tmp_path / "stages" / "staging.yaml")
     monkeypatch.chdir(tmp_path)
     console = Console(record=True, width=120)
-    summary = run_demo(_fast(experiment=False), console=console)
+    summary = run_demo(_fast(experiment=False, train=False), console=console)
     text = console.export_text()
     assert summary.ok, text
     demo_line = summary.promotions[0]["changes"][-1]

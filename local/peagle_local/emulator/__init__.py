@@ -2,7 +2,8 @@
 
 Nothing here talks to AWS. `MotoExtensions` closes moto's SageMaker gaps (GPU instance
 types, UpdateEndpoint with rollback, scripted Creating/Failed lifecycles, OpenAI chat on
-InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framing);
+InvokeEndpoint, InvokeEndpointWithResponseStream in the real event-stream framing,
+training jobs that train a small table drafter on their data);
 `AccountExtensions` adds the Service Quotas and iam:SimulatePrincipalPolicy answers
 `peagle doctor` reads, and `world.stage_world` an account a plan would deploy into;
 `LocalAWS` runs them behind a moto server on 127.0.0.1 that answers only its own Host,

@@ -55,6 +55,19 @@ _VOCAB: tuple[str, ...] = (
 )
 
 
+VOCABULARY: tuple[str, ...] = _VOCAB
+"""The emulated target's vocabulary: a token id is an index into it (the emulator's
+table drafter predicts these ids)."""
+
+
+def token_ids(tokens: list[str]) -> list[int]:
+    """The ids of tokens `generate` produced (every one is in the vocabulary)."""
+    return [_INDEX[t] for t in tokens]
+
+
+_INDEX = {token: i for i, token in enumerate(_VOCAB)}
+
+
 class ChatRequestError(ValueError):
     """A body the container would answer with HTTP 400 (bad JSON, no messages...)."""
 

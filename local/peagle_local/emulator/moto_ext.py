@@ -25,7 +25,10 @@ classes in place (and undoes every patch on exit) to add:
   `VariantBehaviour` (`set_variant`), per-variant serving and metric lines (`variants`);
 - InferenceExperiment (shadow tests), which moto lacks (`inference_experiments`), and
   SageMaker's detailed observability: vLLM's series per variant, answered through
-  CloudWatch's PromQL QueryMetrics route (`observability`).
+  CloudWatch's PromQL QueryMetrics route (`observability`);
+- training jobs with SageMaker's lifecycle, whose driver trains the emulator's table
+  drafter on the job's data (`training_jobs`); an endpoint serving such a drafter
+  reports, per answer, what that drafter accepts (`table_drafter`).
 
 The same patches serve `moto.mock_aws()` in-process and a moto server in this process
 (see `LocalAWS`). Transitions are evaluated lazily against a monotonic clock whenever
@@ -59,7 +62,10 @@ from peagle_local.emulator.inference_experiments import install as install_infer
 from peagle_local.emulator.logs import log_group_name, write_endpoint_logs
 from peagle_local.emulator.observability import QUERY_PATH, DetailedMetrics, query_handler
 from peagle_local.emulator.patching import Installable, Patches, Slot
+from peagle_local.emulator.table_drafter import endpoint_drafter, speculate
 from peagle_local.emulator.traffic import VariantBehaviour
+from peagle_local.emulator.training_jobs import TrainingJobs, TrainingScript
+from peagle_local.emulator.training_jobs import install as install_training_jobs
 from peagle_local.emulator.variants import (
     EndpointRef,
     Route,
@@ -178,6 +184,8 @@ class MotoExtensions(Installable):
         default_factory=InferenceExperiments, init=False
     )
     detailed: DetailedMetrics = field(default_factory=DetailedMetrics, init=False)
+    training_jobs: TrainingJobs = field(default_factory=TrainingJobs, init=False)
+    """Training jobs, which moto completes on creation (`training_jobs`)."""
     """The vLLM series SageMaker's detailed observability would publish."""
     invocations: int = field(default=0, init=False)
     history: list[Transition] = field(default_factory=list, init=False)
@@ -209,6 +217,18 @@ class MotoExtensions(Installable):
             script = replace(script, rollback_reason=rollback_reason)
         with self._lock:
             self._scripts[name] = script
+        return script
+
+    def script_training_job(self, name: str | None = None, **durations: Any) -> TrainingScript:
+        """How long the training job `name` (None: every job without its own script)
+        spends Starting, Downloading, Training, Uploading and Stopping (`starting_s`...,
+        `stopping_s`), and an optional `fail_reason` at the end of Starting."""
+        script = TrainingScript(**durations)
+        with self._lock:
+            if name is None:
+                self.training_jobs.default_script = script
+            else:
+                self.training_jobs.scripts[name] = script
         return script
 
     def set_stream(
@@ -339,6 +359,7 @@ class MotoExtensions(Installable):
         """Forget what the extensions hold about moto's resources (with moto's reset)."""
         with self._lock:
             self.inference_experiments.reset()
+            self.training_jobs.reset()
             self._tracked.clear()
 
     def _after_uninstall(self) -> None:
@@ -478,6 +499,7 @@ class MotoExtensions(Installable):
         self._patch(rt_urls.url_paths, STREAM_PATH, _stream_handler)
         self._patch(sm_urls.url_paths, STREAM_PATH, _stream_handler)
         install_inference_experiments(self)
+        install_training_jobs(self)
         from moto.cloudwatch import urls as cw_urls
 
         self._patch(cw_urls.url_paths, QUERY_PATH, query_handler(lambda: _active().detailed))
@@ -660,7 +682,7 @@ class MotoExtensions(Installable):
                 account_id,
                 region,
                 endpoint_name,
-                doc["usage"]["completion_tokens"],
+                generate(request, sent.settings.default_max_tokens)[0],
                 self.clock() - started,
             )
         headers = {
@@ -691,8 +713,9 @@ class MotoExtensions(Installable):
 
         def done(completion_tokens: int) -> None:
             if not sent.reported:
+                answer = generate(request, settings.default_max_tokens)[0][:completion_tokens]
                 self._after_invocation(
-                    account_id, region, endpoint_name, completion_tokens, self.clock() - started
+                    account_id, region, endpoint_name, answer, self.clock() - started
                 )
 
         def frames() -> Iterator[bytes]:
@@ -786,6 +809,9 @@ class MotoExtensions(Installable):
     def _behaviour(self, backend: Any, endpoint: Any, variant: str) -> VariantBehaviour | None:
         found = self._variants.get((endpoint.endpoint_name, variant))
         if found is None and self.variants_from_models:
+            where = (backend.account_id, backend.region_name, endpoint.endpoint_name)
+            if endpoint_drafter(*where) is not None:
+                return None  # it reports what its trained drafter accepts, per answer
             found = behaviour_from_model(backend, endpoint, variant)
         return found
 
@@ -794,11 +820,19 @@ class MotoExtensions(Installable):
         account_id: str,
         region: str,
         endpoint_name: str,
-        completion_tokens: int,
+        answer: list[str],
         elapsed_s: float,
     ) -> None:
+        """The container's metric line for one answer: the figures set for the endpoint,
+        else what the emulator's trained drafter it serves accepts on this answer, else
+        the default figures."""
+        completion_tokens = len(answer)
         with self._lock:
-            metrics = self._metrics.get(endpoint_name) or self._metrics.get("")
+            metrics = self._metrics.get(endpoint_name)
+            if metrics is None:
+                metrics = _drafted(account_id, region, endpoint_name, answer)
+            if metrics is None:
+                metrics = self._metrics.get("")
         if metrics is None or completion_tokens <= 0:
             return
         from peagle_serve.contract import METRIC_DIMENSION, format_metric_line
@@ -823,6 +857,21 @@ class MotoExtensions(Installable):
 
 
 _VARIANT_FAILURE = "the model container failed (emulated variant error rate)"
+
+
+def _drafted(
+    account_id: str, region: str, endpoint_name: str, answer: list[str]
+) -> AcceptanceMetrics | None:
+    """What the emulator's drafter (trained by an emulated job) the endpoint serves
+    accepts when it drafts for `answer`; None when it serves another drafter."""
+    from peagle_local.emulator.chat import token_ids
+
+    served = endpoint_drafter(account_id, region, endpoint_name)
+    if served is None or len(answer) < 2:
+        return None
+    drafter, k = served
+    counts = speculate(drafter, [token_ids(answer)], k)
+    return AcceptanceMetrics(counts.acceptance_rate, k, counts.per_position)
 
 
 @dataclass(frozen=True)
