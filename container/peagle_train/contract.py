@@ -82,7 +82,7 @@ HP_LEARNING_RATE: Final = "learning_rate"
 HP_MAX_SAMPLES: Final = "max_samples"
 HP_REGENERATE: Final = "regenerate"  # "true": the target rewrites the answers first
 HP_SERVING_FORMAT: Final = "serving_format"  # one of SERVING_FORMATS
-HP_ACCEPTANCE_FLOOR: Final = "acceptance_floor"  # mean accepted tokens per step
+HP_ACCEPTANCE_FLOOR: Final = "acceptance_floor"  # tokens per step: floor_reason
 HP_HELD_OUT: Final = "held_out_prompts"
 HP_SEED: Final = "seed"
 HP_DATA_FORMAT: Final = "data_format"  # one of DATA_FORMATS: how the data channel's JSONL reads
@@ -239,3 +239,28 @@ def parse_metadata(text: str) -> DrafterMetadata:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def tokens_per_step(mean_accepted_per_step: float) -> float:
+    """What the acceptance floor is compared with: tokens one decoding step yields, the
+    target's own plus the accepted draft tokens (vLLM's mean acceptance length, which
+    `peagle bench` reports as `spec_decode_acceptance_length`; 1.0: no draft accepted)."""
+    return 1.0 + mean_accepted_per_step
+
+
+def floor_reason(
+    mean_accepted_per_step: float, per_position: tuple[float, ...], drafts: int, floor: float
+) -> str | None:
+    """The job's FailureReason when the drafter yields fewer than `floor` tokens per step
+    on the held-out prompts (one rule for the driver and the emulator's rehearsal)."""
+    if drafts == 0:
+        return "drafter validation: vLLM drafted nothing on the held-out prompts"
+    length = tokens_per_step(mean_accepted_per_step)
+    if length >= floor:
+        return None
+    rates = ", ".join(f"{r:.2f}" for r in per_position)
+    return (
+        f"drafter validation: {length:.2f} tokens per step ({mean_accepted_per_step:.2f} "
+        f"accepted draft tokens) on held-out prompts, below the floor {floor:g} "
+        f"(acceptance per position: {rates}; {drafts} drafting steps)"
+    )

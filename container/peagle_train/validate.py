@@ -34,6 +34,8 @@ from typing import Any, Final
 
 from peagle_serve.metrics import draft_counters
 
+from peagle_train import contract
+
 READY_TIMEOUT_S: Final = 600.0
 REQUEST_TIMEOUT_S: Final = 300.0
 SERVED_NAME: Final = "target"
@@ -53,17 +55,10 @@ class Acceptance:
 
 
 def floor_failure(acceptance: Acceptance, floor: float) -> str | None:
-    """The job's FailureReason when the drafter accepts less than `floor` tokens per
-    step on held-out prompts; None when it clears the floor."""
-    if acceptance.drafts == 0:
-        return "drafter validation: vLLM drafted nothing on the held-out prompts"
-    if acceptance.mean_accepted_per_step >= floor:
-        return None
-    rates = ", ".join(f"{r:.2f}" for r in acceptance.per_position)
-    return (
-        f"drafter validation: {acceptance.mean_accepted_per_step:.2f} accepted tokens per "
-        f"step on held-out prompts, below the floor {floor:g} (acceptance per position: "
-        f"{rates}; {acceptance.drafts} drafting steps)"
+    """The job's FailureReason when the drafter yields fewer than `floor` tokens per step
+    on held-out prompts (contract.floor_reason); None when it clears the floor."""
+    return contract.floor_reason(
+        acceptance.mean_accepted_per_step, acceptance.per_position, acceptance.drafts, floor
     )
 
 

@@ -161,8 +161,9 @@ class TrainingSpec(_Strict):
     seed: int = Field(default=0, ge=0, le=AWS_INT_MAX)
     """Seed of the data split and training."""
     acceptance_floor: float = Field(default=1.2, ge=1, le=AWS_INT_MAX)
-    """Mean tokens accepted per step on the held-out prompts below which the job fails
-    (1 is no draft ever accepted)."""
+    """Tokens per decoding step on the held-out prompts (the target's own plus accepted
+    drafts: vLLM's acceptance length, `peagle bench`'s `spec_decode_acceptance_length`)
+    below which the job fails; 1 is no draft ever accepted."""
     instance_type: str
     """A GPU training instance type (`peagle plan` lists the known ones on refusal)."""
     instance_count: int = Field(default=1, ge=1, le=AWS_INT_MAX)

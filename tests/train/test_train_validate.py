@@ -48,10 +48,12 @@ def test_no_counters_is_an_error() -> None:
 
 def test_floor_failure_names_the_figures() -> None:
     acc = acceptance_from_metrics(METRICS)
-    assert floor_failure(acc, 1.75) is None
-    reason = floor_failure(acc, 2.0)
+    # the floor is on tokens per step: the target's own plus 1.75 accepted drafts
+    assert floor_failure(acc, 2.75) is None
+    reason = floor_failure(acc, 3.0)
     assert reason is not None and "\n" not in reason
-    assert "1.75 accepted tokens per step" in reason and "below the floor 2" in reason
+    assert "2.75 tokens per step (1.75 accepted draft tokens)" in reason
+    assert "below the floor 3" in reason
     assert "0.90, 0.55, 0.30" in reason
     nothing = Acceptance((), 0.0, 0, 0, 0)
     assert floor_failure(nothing, 0.5) == (

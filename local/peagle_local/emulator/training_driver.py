@@ -13,7 +13,7 @@ target (`chat.generate`) and drafter (`table_drafter`, not a P-EAGLE network):
    or the records' own assistant answers are read in the emulator's vocabulary;
 4. the table fitted for `num_depths` positions, its acceptance per position measured
    on the held-out prompts against what the target generates, beside the same table
-   untrained; below `acceptance_floor` (accepted tokens per step) the job fails;
+   untrained; below `acceptance_floor` (tokens per step, contract.floor_reason) the job fails;
 5. Uploading writes config.json, model.safetensors and contract.METADATA_FILE to
    `contract.drafter_uri(S3OutputPath, job)`.
 
@@ -297,14 +297,11 @@ def _train(
         f"{untrained.mean_accepted_per_step:.2f})",
     ]
     floor = float(hp[contract.HP_ACCEPTANCE_FLOOR])
-    if trained.mean_accepted_per_step < floor:
-        rates = ", ".join(f"{r:.2f}" for r in trained.per_position)
-        reason = (
-            f"drafter validation: {trained.mean_accepted_per_step:.2f} accepted tokens per "
-            f"step on held-out prompts, below the floor {floor:g} (acceptance per position: "
-            f"{rates}; {trained.drafts} drafting steps)"
-        )
-        return DriverFailure(reason, [*log, f"peagle-train: {reason}"])
+    below = contract.floor_reason(
+        trained.mean_accepted_per_step, tuple(trained.per_position), trained.drafts, floor
+    )
+    if below is not None:
+        return DriverFailure(below, [*log, f"peagle-train: {below}"])
     metadata = _metadata(hp, target_config, trained, held_out, data_files)
     files = _files(drafter, hp, target_config, metadata)
     uri = contract.drafter_uri(
