@@ -15,7 +15,10 @@ number typer would read differently). Anything else (`--help`, an unknown option
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,8 +125,34 @@ def knobs(found: Invocation) -> dict[str, Any]:
     return out
 
 
+PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+"""pydantic's documented switch (`__all__`: no plugin). With plugins on, the first
+validator pydantic builds scans every installed distribution's entry points for the
+`pydantic` group: about 25 ms of this path's ~340 ms in the project's venv (193
+distributions; benchmarks/cold_start.py). Plugins observe validation (tracing, metrics);
+the plan validates only the CLI's own spec, so this path runs without them unless the
+user set the variable (theirs wins) and puts the environment back afterwards."""
+
+
+@contextmanager
+def _without_pydantic_plugins() -> Iterator[None]:
+    if PYDANTIC_PLUGINS_ENV in os.environ:
+        yield
+        return
+    os.environ[PYDANTIC_PLUGINS_ENV] = "__all__"
+    try:
+        yield
+    finally:
+        os.environ.pop(PYDANTIC_PLUGINS_ENV, None)
+
+
 def run(found: Invocation) -> int:
     """Plan and print the JSON document, as `peagle plan --json` does; 0."""
+    with _without_pydantic_plugins():
+        return _run(found)
+
+
+def _run(found: Invocation) -> int:
     from peagle_deploy.cli.json_output import emit_json
     from peagle_deploy.cli.plan_json import (
         load_cli_spec,

@@ -4,6 +4,8 @@ is not sure of goes to typer."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -224,3 +226,35 @@ def test_an_error_on_the_fast_path_is_one_line_in_a_fresh_process() -> None:
     assert runs[0].stdout == runs[1].stdout == b""
     assert runs[0].stderr == runs[1].stderr
     assert runs[0].stderr.count(b"\n") == 1 and runs[0].stderr.startswith(b"error: model:")
+
+
+_PLUGIN_PROBE = """
+import contextlib, importlib.metadata, io, json, os, sys
+scanned = []
+real = importlib.metadata.entry_points
+def entry_points(**kw):
+    scanned.append(kw.get("group"))
+    return real(**kw)
+importlib.metadata.entry_points = entry_points
+from peagle_deploy.cli.app import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(["plan", "gpt-oss-20b", "--json"])
+print(json.dumps({"code": code, "scanned": scanned,
+                  "env": os.environ.get("PYDANTIC_DISABLE_PLUGINS")}))
+"""
+
+
+@pytest.mark.parametrize("given", [None, "logfire"])
+def test_the_fast_path_skips_pydantic_plugins_unless_the_user_chose(given: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", _PLUGIN_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    result = json.loads(out.stdout)
+    assert result["code"] == 0
+    # the user's setting is theirs (pydantic then scans and skips the named plugin);
+    # unset, no distribution is scanned and the environment is left as it was
+    assert result["env"] == given
+    assert ("pydantic" in result["scanned"]) == (given is not None)
