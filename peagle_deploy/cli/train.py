@@ -193,6 +193,14 @@ def start_command(  # noqa: PLR0917 (one parameter per CLI flag)
     _print_drafter(drafter)
 
 
+def _report(status: JobStatus, as_json: bool) -> None:
+    """A job's status: the JSON document, or the table."""
+    if as_json:
+        output.emit_json(status.to_json())
+        return
+    _print_status(status)
+
+
 @train_app.command("status", epilog=EXAMPLES)
 def status_command(job: JobArg, region: so.RegionOpt = None, as_json: so.JsonOpt = False) -> None:
     """Show a job's status, SageMaker's messages, billable seconds and spot savings.
@@ -203,10 +211,7 @@ def status_command(job: JobArg, region: so.RegionOpt = None, as_json: so.JsonOpt
 
     _check(job, region)
     status = train_status(job, region=region)
-    if as_json:
-        output.emit_json(status.to_json())
-        return
-    _print_status(status)
+    _report(status, as_json)
 
 
 @train_app.command("logs", epilog=EXAMPLES)
@@ -255,10 +260,7 @@ def stop_command(
     status = stop_training(
         job, region=region, wait=not no_wait, progress=_say(_show(no_progress, as_json))
     )
-    if as_json:
-        output.emit_json(status.to_json())
-        return
-    _print_status(status)
+    _report(status, as_json)
 
 
 @train_app.command("resume", epilog=EXAMPLES)
